@@ -1,0 +1,41 @@
+# Two commands do everything on a fresh machine:
+#   make demo   install into ./.venv, ingest the demo corpus, run example queries (offline)
+#   make test   install the test tools, lint, type-check and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# A CPU build of torch; on these machines pip takes it from local disk.
+TORCH_SPEC ?= torch==2.13.0
+DEMO_DIR ?= .lore/demo
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: install demo test lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)
+
+demo: install
+	rm -rf $(DEMO_DIR)
+	$(BIN)/lore --data-dir $(DEMO_DIR) ingest examples/corpus/production --meta env=production
+	$(BIN)/lore --data-dir $(DEMO_DIR) ingest examples/corpus/staging --meta env=staging
+	$(BIN)/python -m examples.demo_queries --data-dir $(DEMO_DIR)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .lore .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,308 @@
+"""The ``lore`` command line: ingest, search, delete, status, reindex, serve.
+
+Every command reads settings once (environment ``LORE_*``, ``--data-dir``), builds a
+runtime and calls it; nothing here knows how search or ingestion work.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lore.errors import LoreError
+from lore.settings import Settings, load_settings
+from retrieval.contract import QueryRequest, QueryResponse
+from workers.runtime import Runtime, open_runtime
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console()
+err = Console(stderr=True)
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings: Settings = ctx.obj["settings"]
+    return settings
+
+
+@contextmanager
+def _runtime(ctx: click.Context) -> Iterator[Runtime]:
+    try:
+        runtime = open_runtime(_settings(ctx))
+    except LoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        yield runtime
+    except LoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        runtime.close()
+
+
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
+    pairs: dict[str, list[str]] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        pairs.setdefault(key.strip(), []).append(value.strip())
+    return pairs
+
+
+@click.group()
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Data directory (env LORE_DATA_DIR, default ./.lore).",
+)
+@click.version_option(package_name="lorekeeper")
+@click.pass_context
+def main(ctx: click.Context, data_dir: Path | None) -> None:
+    """Lorekeeper: a memory that finds exact identifiers and paraphrased concepts."""
+    try:
+        ctx.obj = {"settings": load_settings(data_dir=data_dir)}
+    except ValidationError as exc:
+        raise click.ClickException(f"invalid settings: {exc}") from exc
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--meta",
+    "meta",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Metadata added to every document of this run (repeatable).",
+)
+@click.option("--include", multiple=True, help="Glob of file names to take from directories.")
+@click.option("--exclude", multiple=True, help="Glob of paths to skip in directories.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def ingest(
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    meta: tuple[str, ...],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Ingest files and directories (.md, .txt, .html, .jsonl)."""
+    metadata = {k: v[-1] for k, v in _pairs(meta, "--meta").items()}
+    settings = _settings(ctx)
+    if include:
+        settings.ingest.include = list(include)
+    if exclude:
+        settings.ingest.exclude = [*settings.ingest.exclude, *exclude]
+    with (
+        _runtime(ctx) as runtime,
+        Progress(
+            TextColumn("[bold]ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[last]}"),
+            TimeElapsedColumn(),
+            console=err,
+            disable=as_json or not err.is_terminal,
+        ) as bar,
+    ):
+        task = bar.add_task("ingest", total=None, last="")
+
+        def progress(outcome: tuple[str, str, str]) -> None:
+            bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
+
+        report = runtime.ingest_paths(list(paths), metadata, progress)
+        counts = runtime.store.counts()
+    summary = {
+        "done": len(report.done),
+        "unchanged": len(report.unchanged),
+        "failed": [{"id": doc_id, "reason": reason} for doc_id, reason in report.failed],
+        "chunks_written": report.chunks,
+        "chunks_embedded": report.embedded,
+        "store": counts,
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    out.print(
+        f"[green]{len(report.done)} done[/], {len(report.unchanged)} unchanged, "
+        f"[red]{len(report.failed)} failed[/] — {report.chunks} chunks written "
+        f"({report.embedded} embedded); store: {counts.get('chunks', 0)} chunks"
+    )
+    for doc_id, reason in report.failed:
+        out.print(f"  [red]failed[/] {doc_id}: {reason}", highlight=False)
+
+
+@main.command()
+@click.argument("text", required=False)
+@click.option(
+    "--request",
+    "request_file",
+    type=click.File("r"),
+    default=None,
+    help="Read a query request JSON from FILE ('-' for stdin); print response JSON.",
+)
+@click.option("--top-k", type=int, default=10, show_default=True)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Metadata filter; repeat a key to match any of its values.",
+)
+@click.option("--dense-weight", type=float, default=None)
+@click.option("--sparse-weight", type=float, default=None)
+@click.option("--rrf-k", type=int, default=None)
+@click.option("--fusion", type=click.Choice(["rrf", "relative_score"]), default="rrf")
+@click.option("--json", "as_json", is_flag=True, help="Print the response JSON.")
+@click.pass_context
+def search(
+    ctx: click.Context,
+    text: str | None,
+    request_file: Any,
+    top_k: int,
+    filters: tuple[str, ...],
+    dense_weight: float | None,
+    sparse_weight: float | None,
+    rrf_k: int | None,
+    fusion: str,
+    as_json: bool,
+) -> None:
+    """Hybrid search (BM25 + dense, weighted RRF)."""
+    try:
+        if request_file is not None:
+            try:
+                payload = json.load(request_file)
+            except json.JSONDecodeError as exc:
+                raise click.ClickException(f"request is not valid JSON: {exc}") from exc
+            request = QueryRequest.model_validate(payload)
+            as_json = True
+        elif text is None:
+            raise click.UsageError("give the search TEXT or --request FILE")
+        else:
+            flt: dict[str, Any] = {
+                key: values[0] if len(values) == 1 else {"$in": values}
+                for key, values in _pairs(filters, "--filter").items()
+            }
+            request = QueryRequest.model_validate(
+                {
+                    "search_text": text,
+                    "top_k": top_k,
+                    "fusion": fusion,
+                    "metadata_filter": flt or None,
+                    "hybrid_params": {
+                        "dense_weight": dense_weight,
+                        "sparse_weight": sparse_weight,
+                        "rrf_k_constant": rrf_k,
+                    },
+                }
+            )
+    except ValidationError as exc:
+        raise click.ClickException(_validation_message(exc)) from exc
+    with _runtime(ctx) as runtime:
+        response = runtime.query_sync(request)
+    if as_json:
+        click.echo(response.model_dump_json(indent=2))
+    else:
+        print_results(response)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    problems = [
+        f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in exc.errors()
+    ]
+    return "invalid request: " + "; ".join(problems)
+
+
+def print_results(response: QueryResponse) -> None:
+    """A readable table of results."""
+    table = Table(show_lines=False, expand=True)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("score", width=7)
+    table.add_column("source / section", ratio=2, overflow="fold")
+    table.add_column("text", ratio=5)
+    for rank, hit in enumerate(response.results, start=1):
+        where = hit.source + (f"\n[dim]{hit.heading}[/]" if hit.heading else "")
+        snippet = " ".join(hit.text.split())
+        table.add_row(
+            str(rank),
+            f"{hit.rrf_score:.4f}",
+            where,
+            snippet[:220] + ("…" if len(snippet) > 220 else ""),
+        )
+    out.print(table)
+    out.print(f"[dim]{response.total_retrieved} results · query_id {response.query_id}[/]")
+
+
+@main.command()
+@click.argument("document_id")
+@click.pass_context
+def delete(ctx: click.Context, document_id: str) -> None:
+    """Delete a document from the store and every index."""
+    with _runtime(ctx) as runtime:
+        removed = runtime.delete(document_id)
+    out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Counts of documents and chunks, failures with reasons, index state."""
+    with _runtime(ctx) as runtime:
+        counts = runtime.store.counts()
+        failed = [
+            {"id": d.id, "error": d.error}
+            for d in runtime.store.list_documents()
+            if d.status.value == "failed"
+        ]
+        model = runtime.store.get_meta("embedding_model")
+    info = {
+        "data_dir": str(runtime.data_dir),
+        "counts": counts,
+        "embedding_model": model,
+        "failed": failed,
+    }
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    out.print(f"data dir: {info['data_dir']}  embedding model: {model}", highlight=False)
+    for key, value in sorted(counts.items()):
+        out.print(f"  {key}: {value}")
+    for item in failed:
+        out.print(f"  [red]failed[/] {item['id']}: {item['error']}", highlight=False)
+
+
+@main.command()
+@click.pass_context
+def reindex(ctx: click.Context) -> None:
+    """Rebuild the derived indexes (BM25 and HNSW) from the store."""
+    with _runtime(ctx) as runtime:
+        applied = runtime.reindex()
+    out.print(f"rebuilt: sparse {applied['sparse']} chunks, dense {applied['dense']} chunks")
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int) -> None:
+    """Serve the HTTP API (FastAPI + uvicorn)."""
+    import uvicorn
+
+    from api.app import create_app
+
+    uvicorn.run(create_app(_settings(ctx)), host=host, port=port, log_level="info")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Retrieval quality on a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv).
+
+    python -m bench.beir --data ../shared/data/scifact [--work DIR] [--fresh]
+
+Ingests the corpus through the real loader and pipeline (reused from ``--work`` when
+already there), then runs every query through the same search path as the CLI with each
+method's parameters. Documents are scored by their best chunk. Prints JSON:
+``{"dataset", "queries", "methods": {NAME: {"ndcg@10", "recall@100"}}, ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine, runtime_for, timed
+from ingest.loaders import load_paths
+from retrieval.contract import QueryRequest
+from workers.runtime import Runtime
+
+DOC_DEPTH = 100
+CHUNK_DEPTH = 300
+
+# name -> (settings sections, request fields)
+METHODS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {
+    "sparse": ({}, {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}}),
+    "sparse_rank_bm25": (
+        {"sparse": {"engine": "rank_bm25"}},
+        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
+    ),
+    "sparse_no_stemming": (
+        {"sparse": {"stemming": False}},
+        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
+    ),
+    "sparse_no_stopwords": (
+        {"sparse": {"stopwords": False}},
+        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
+    ),
+    "dense": ({}, {"hybrid_params": {"dense_weight": 1, "sparse_weight": 0}}),
+    "hybrid_rrf": ({}, {}),
+    "hybrid_weighted": ({}, {"hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4}}),
+    "relative_score": ({}, {"fusion": "relative_score"}),
+}
+
+
+def load_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """Query id -> {doc id: grade} from a BEIR qrels TSV with a header line."""
+    qrels: dict[str, dict[str, int]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        qid, did, grade = line.split("\t")
+        if int(grade) > 0:
+            qrels.setdefault(qid, {})[did] = int(grade)
+    return qrels
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    """nDCG@k with graded gains (2^g - 1) and log2 discounts."""
+    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    """Share of relevant documents found in the top k."""
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def evaluate(
+    runtime: Runtime,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    fields: dict[str, Any],
+) -> dict[str, float]:
+    """Mean nDCG@10 and recall@100 of one method."""
+    searcher = runtime.searcher()
+    ndcg, recall = [], []
+    for qid, relevant in qrels.items():
+        request = QueryRequest.model_validate(
+            {"search_text": queries[qid], "top_k": CHUNK_DEPTH, **fields}
+        )
+        response = searcher.search_sync(request)
+        docs = list(dict.fromkeys(hit.document_id for hit in response.results))[:DOC_DEPTH]
+        ndcg.append(ndcg_at(docs, relevant, 10))
+        recall.append(recall_at(docs, relevant, DOC_DEPTH))
+    return {
+        "ndcg@10": round(sum(ndcg) / len(ndcg), 4),
+        "recall@100": round(sum(recall) / len(recall), 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark and print JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--work", type=Path, default=None, help="data dir to build or reuse")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the data dir")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    args = parser.parse_args(argv)
+    work: Path = args.work or Path("/tmp") / f"lore-bench-{args.data.resolve().name}"
+    if args.fresh and work.exists():
+        shutil.rmtree(work)
+
+    queries = {
+        str(rec["_id"]): str(rec["text"])
+        for rec in map(json.loads, (args.data / "queries.jsonl").read_text().splitlines())
+    }
+    qrels = {q: r for q, r in load_qrels(args.data / "qrels" / "test.tsv").items() if q in queries}
+
+    out: dict[str, Any] = {
+        "dataset": args.data.resolve().name,
+        "queries": len(qrels),
+        "machine": machine(),
+        "work_dir": str(work),
+        "methods": {},
+    }
+    base = runtime_for(work)
+    if base.store.counts()["chunks"] == 0:
+        items = load_paths(
+            [args.data / "corpus.jsonl"],
+            include=["*.jsonl"],
+            exclude=[],
+            max_bytes=base.settings.ingest.max_document_bytes,
+        )
+        report, seconds = timed(lambda: base.pipeline().run(items))
+        out["ingest"] = {
+            "documents": len(report.done),
+            "failed": len(report.failed),
+            "chunks": report.chunks,
+            "seconds": round(seconds, 1),
+        }
+    index_times: dict[str, float] = {}
+    _, index_times["tantivy+hnswlib"] = timed(base.sync_indexes)
+    base.close()
+
+    for name in args.methods.split(","):
+        sections, fields = METHODS[name]
+        runtime = runtime_for(work, **sections)
+        build: Callable[[], Any] = runtime.sync_indexes
+        _, seconds = timed(build)
+        if sections:
+            index_times[name] = seconds
+        out["methods"][name] = evaluate(runtime, queries, qrels, fields)
+        runtime.close()
+    out["index_seconds"] = {k: round(v, 2) for k, v in index_times.items()}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Helpers shared by the benchmarks: machine description, timing, runtimes."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lore.settings import Settings, load_settings
+from workers.runtime import Runtime, open_runtime
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def runtime_for(data_dir: Path, **sections: dict[str, Any]) -> Runtime:
+    """A runtime on ``data_dir`` with some settings sections overridden."""
+    base = load_settings(data_dir=data_dir)
+    merged = base.model_dump()
+    for name, values in sections.items():
+        merged[name] = {**merged[name], **values}
+    return open_runtime(Settings.model_validate(merged))
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    """p50 / p95 / p99 / mean of latency samples in milliseconds."""
+    ordered = sorted(samples_ms)
+
+    def pct(p: float) -> float:
+        index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
+        return round(ordered[index], 3)
+
+    return {
+        "p50_ms": pct(50),
+        "p95_ms": pct(95),
+        "p99_ms": pct(99),
+        "mean_ms": round(statistics.fmean(ordered), 3),
+        "n": len(ordered),
+    }
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``fn``; return its value and the seconds it took."""
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start

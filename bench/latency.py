@@ -1,0 +1,146 @@
+"""Query latency at N chunks, end to end through the CLI's code path.
+
+    python -m bench.latency --chunks 100000 [--base /tmp/lore-bench-scifact]
+                            [--queries ../shared/data/scifact/queries.jsonl]
+
+The corpus is replicated from a data dir built by ``bench.beir`` (its real chunk texts and
+embeddings; each replica's vector gets small noise so the HNSW graph is not degenerate),
+or synthetic Zipf text with random vectors when there is no base. Queries go through
+``Runtime.query_sync`` — filter resolution, the real query embedding (dense and hybrid),
+both engines, fusion and the store fetch — exactly what ``lore search`` runs. Prints
+``{"chunks", "sparse", "dense", "hybrid", ...}`` with p50/p95/p99 in ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import machine, percentiles, runtime_for, timed
+from lore.models import SourceDocument
+from lore.store import NewChunk
+from retrieval.contract import QueryRequest
+from workers.runtime import Runtime
+
+CHUNKS_PER_DOC = 10
+
+MODES: dict[str, dict[str, Any]] = {
+    "sparse": {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
+    "dense": {"hybrid_params": {"dense_weight": 1, "sparse_weight": 0}},
+    "hybrid": {},
+}
+
+
+def base_material(base: Path | None, dim: int) -> tuple[list[str], np.ndarray, str]:
+    """(texts, vectors, description) to replicate."""
+    db = base / "lore.sqlite3" if base else None
+    if db is not None and db.exists():
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT text, embedding FROM chunks ORDER BY row_id").fetchall()
+        con.close()
+        texts = [r[0] for r in rows]
+        vecs = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        return texts, vecs, f"replicated from {base} ({len(texts)} real chunks)"
+    rng = np.random.default_rng(0)
+    vocab = [f"term{i}" for i in range(50_000)]
+    weights = 1 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+    texts = [" ".join(rng.choice(vocab, size=100, p=weights)) for _ in range(5000)]
+    vecs = rng.normal(size=(5000, dim)).astype(np.float32)
+    return texts, vecs, "synthetic Zipf text, random vectors"
+
+
+def build(runtime: Runtime, chunks: int, texts: list[str], vecs: np.ndarray) -> None:
+    """Write ``chunks`` chunks into the store (replicas of the base), then index them."""
+    rng = np.random.default_rng(1)
+    made = 0
+    doc_no = 0
+    while made < chunks:
+        batch = min(CHUNKS_PER_DOC, chunks - made)
+        idx = [(made + i) % len(texts) for i in range(batch)]
+        replica = made // len(texts)
+        noisy = vecs[idx] + rng.normal(scale=0.02 if replica else 0.0, size=vecs[idx].shape)
+        noisy = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+        doc = SourceDocument(
+            f"d{doc_no}", f"d{doc_no}", "", "", {"replica": replica, "bucket": doc_no % 100}
+        )
+        runtime.store.replace_document(
+            doc,
+            [
+                NewChunk(f"c{doc_no}-{i}", i, texts[j], "", 0, f"{doc_no}-{i}", noisy[i])
+                for i, j in enumerate(idx)
+            ],
+        )
+        made += batch
+        doc_no += 1
+    runtime.store.bind_embedder(runtime.embedder.name, runtime.embedder.dimension)
+
+
+def measure(runtime: Runtime, queries: list[str], fields: dict[str, Any]) -> dict[str, float]:
+    """Latency percentiles of ``queries`` with the given request fields."""
+    for text in queries[:10]:
+        runtime.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
+    samples = []
+    for text in queries:
+        request = QueryRequest.model_validate({"search_text": text, "top_k": 10, **fields})
+        start = time.perf_counter()
+        runtime.query_sync(request)
+        samples.append((time.perf_counter() - start) * 1000)
+    return percentiles(samples)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Build (or reuse) the corpus and print the latency JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--base", type=Path, default=Path("/tmp/lore-bench-scifact"))
+    parser.add_argument("--queries", type=Path, default=None)
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--n-queries", type=int, default=300)
+    parser.add_argument("--rank-bm25-queries", type=int, default=50)
+    parser.add_argument("--fresh", action="store_true")
+    args = parser.parse_args(argv)
+    work: Path = args.work or Path(f"/tmp/lore-latency-{args.chunks}")
+    if args.fresh and work.exists():
+        shutil.rmtree(work)
+
+    runtime = runtime_for(work)
+    texts, vecs, described = base_material(args.base, runtime.embedder.dimension)
+    out: dict[str, Any] = {"chunks": args.chunks, "corpus": described, "machine": machine()}
+    if runtime.store.counts()["chunks"] != args.chunks:
+        _, out["store_write_seconds"] = timed(lambda: build(runtime, args.chunks, texts, vecs))
+    _, out["index_build_seconds"] = timed(runtime.sync_indexes)
+    if args.queries:
+        queries = [json.loads(line)["text"] for line in args.queries.read_text().splitlines()]
+    else:
+        queries = [" ".join(t.split()[:12]) for t in texts[:: max(1, len(texts) // 300)]]
+    queries = queries[: args.n_queries]
+    for name, fields in MODES.items():
+        out[name] = measure(runtime, queries, fields)
+    out["filtered_hybrid_1pct"] = measure(runtime, queries, {"metadata_filter": {"bucket": 7}})
+    runtime.close()
+
+    bm25 = runtime_for(work, sparse={"engine": "rank_bm25"})
+    _, out["rank_bm25_build_seconds"] = timed(bm25.sync_indexes)
+    few = queries[: args.rank_bm25_queries]
+    out["rank_bm25"] = {
+        "sparse": measure(bm25, few, MODES["sparse"]),
+        "hybrid": measure(bm25, few, MODES["hybrid"]),
+    }
+    bm25.close()
+    for key in ("store_write_seconds", "index_build_seconds", "rank_bm25_build_seconds"):
+        if key in out:
+            out[key] = round(out[key], 1)
+    out["hybrid_over_sparse_p50"] = round(out["hybrid"]["p50_ms"] / out["sparse"]["p50_ms"], 2)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Ingestion: loaders, chunking and the pipeline that stores chunks with their vectors."""

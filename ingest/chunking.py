@@ -1,0 +1,164 @@
+"""Token-aware chunking that follows the document's structure.
+
+The text is cut into sections at Markdown headings; each section into blocks
+(paragraphs and fenced code, never split inside a fence unless the fence alone is too
+big); blocks are packed greedily into chunks of at most ``size`` word pieces. A block
+that is too big is cut at sentence ends, then (for one huge sentence or fence) into
+overlapping token windows. A new chunk within a section starts with the tail of the
+previous one (up to ``overlap`` word pieces of whole sentences). Each chunk carries its
+heading path (``Runbook > Mitigation``), which the indexes and the embedder also see.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lore.models import ChunkDraft
+from lore.tokens import WordPieceCounter
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9`*_-])")
+_MIN_BUDGET = 32
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    text: str
+    tokens: int
+    block: int
+    joiner: str = " "
+
+
+def sections(text: str) -> list[tuple[str, list[str]]]:
+    """Split into (heading path, blocks); code fences stay whole blocks."""
+    out: list[tuple[str, list[str]]] = []
+    path: list[tuple[int, str]] = []
+    blocks: list[str] = []
+    current: list[str] = []
+    fence: str | None = None
+
+    def flush_block() -> None:
+        if current and "".join(current).strip():
+            blocks.append("\n".join(current).strip("\n"))
+        current.clear()
+
+    def flush_section() -> None:
+        flush_block()
+        if blocks:
+            out.append((" > ".join(title for _, title in path), list(blocks)))
+        blocks.clear()
+
+    for line in text.splitlines():
+        fence_match = _FENCE.match(line)
+        if fence is not None:
+            current.append(line)
+            if fence_match and fence_match.group(1) == fence:
+                fence = None
+                flush_block()
+            continue
+        if fence_match:
+            flush_block()
+            fence = fence_match.group(1)
+            current.append(line)
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush_section()
+            level = len(heading.group(1))
+            path = [(lvl, title) for lvl, title in path if lvl < level]
+            path.append((level, heading.group(2).strip()))
+            continue
+        if not line.strip():
+            flush_block()
+        else:
+            current.append(line)
+    flush_section()
+    return out
+
+
+def chunk_text(
+    text: str,
+    counter: WordPieceCounter,
+    *,
+    size: int,
+    overlap: int,
+    title: str = "",
+    max_model_tokens: int = 256,
+) -> list[ChunkDraft]:
+    """Cut ``text`` into chunks (see the module docstring)."""
+    drafts: list[ChunkDraft] = []
+    for heading, blocks in sections(text):
+        context = " / ".join(part for part in (title, heading) if part)
+        # The embedder sees "context\ntext" plus [CLS] and [SEP]: keep it inside the window.
+        room = max_model_tokens - 2 - (counter.count(context) + 1 if context else 0)
+        budget = max(_MIN_BUDGET, min(size, room))
+        units = _units(blocks, counter, budget, min(overlap, budget // 2))
+        for piece in _pack(units, budget, min(overlap, budget // 2)):
+            drafts.append(
+                ChunkDraft(
+                    ordinal=len(drafts),
+                    text=piece,
+                    heading=heading,
+                    token_count=counter.count(piece),
+                )
+            )
+    return drafts
+
+
+def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: int) -> list[_Unit]:
+    units: list[_Unit] = []
+    for number, block in enumerate(blocks):
+        tokens = counter.count(block)
+        if tokens <= budget:
+            units.append(_Unit(block, tokens, number))
+            continue
+        is_code = bool(_FENCE.match(block))
+        parts = block.splitlines() if is_code else _SENTENCE_END.split(block)
+        for part in parts:
+            if not part.strip():
+                continue
+            part_tokens = counter.count(part)
+            joiner = "\n" if is_code else " "
+            if part_tokens <= budget:
+                units.append(_Unit(part, part_tokens, number, joiner))
+                continue
+            for window in counter.windows(part, budget, overlap):
+                units.append(_Unit(window, counter.count(window), number, joiner))
+    return units
+
+
+def _pack(units: list[_Unit], budget: int, overlap: int) -> list[str]:
+    chunks: list[str] = []
+    current: list[_Unit] = []
+    used = 0
+    for unit in units:
+        if current and used + unit.tokens + 1 > budget:
+            chunks.append(_join(current))
+            tail: list[_Unit] = []
+            tail_tokens = 0
+            for previous in reversed(current):
+                if tail_tokens + previous.tokens > overlap:
+                    break
+                tail.insert(0, previous)
+                tail_tokens += previous.tokens
+            if tail_tokens + unit.tokens + 1 > budget:
+                tail, tail_tokens = [], 0
+            current, used = tail, tail_tokens
+        current.append(unit)
+        used += unit.tokens + 1
+    if current:
+        chunks.append(_join(current))
+    return chunks
+
+
+def _join(units: list[_Unit]) -> str:
+    parts: list[str] = []
+    for index, unit in enumerate(units):
+        if index and units[index - 1].block == unit.block:
+            parts.append(unit.joiner)
+        elif index:
+            parts.append("\n\n")
+        parts.append(unit.text)
+    return "".join(parts)

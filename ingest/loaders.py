@@ -1,0 +1,245 @@
+"""Loaders: files and directories in, :class:`SourceDocument` or :class:`Rejected` out.
+
+Supported: Markdown (optional ``---`` front matter of flat ``key: value`` lines becomes
+metadata), plain text, HTML (visible text only, headings kept as Markdown headings so
+the chunker can split at them) and JSON Lines (one record per line: ``id`` or ``_id``,
+``text``, optional ``title`` and ``metadata`` object; every other top-level scalar
+field becomes metadata too). Directories are walked recursively with include/exclude
+globs. Anything unreadable is returned as ``Rejected`` with a reason; loading never
+stops the batch.
+
+Document ids: a file's path relative to the working directory (absolute when outside
+it); a JSON Lines record's own id. Metadata given for the run (``--meta k=v``) overrides
+the file's own keys.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lore.errors import InvalidRequestError
+from lore.metadata import Metadata, normalize_metadata
+from lore.models import Rejected, SourceDocument
+
+SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+_MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_SNIFF_BYTES = 8192
+_RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
+
+LoadResult = SourceDocument | Rejected
+
+
+def load_paths(
+    paths: Sequence[Path],
+    *,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    max_bytes: int,
+    extra_metadata: Mapping[str, Any] | None = None,
+) -> Iterator[LoadResult]:
+    """Yield a document or a rejection for every file under ``paths``, in sorted order."""
+    extra = normalize_metadata(extra_metadata)
+    for path in paths:
+        if path.is_dir():
+            for file in _walk(path, include, exclude):
+                yield from load_file(file, max_bytes=max_bytes, extra_metadata=extra)
+        elif path.is_file():
+            yield from load_file(path, max_bytes=max_bytes, extra_metadata=extra)
+        else:
+            yield Rejected(_doc_id(path), str(path), "no such file or directory")
+
+
+def _walk(root: Path, include: Sequence[str], exclude: Sequence[str]) -> Iterator[Path]:
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = file.relative_to(root).as_posix()
+        if any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(file.name, pat) for pat in exclude):
+            continue
+        if any(fnmatch.fnmatch(file.name, pat) for pat in include):
+            yield file
+
+
+def _doc_id(path: Path) -> str:
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def load_file(
+    path: Path, *, max_bytes: int, extra_metadata: Metadata | None = None
+) -> Iterator[LoadResult]:
+    """Load one file (a JSON Lines file may yield many documents)."""
+    doc_id = _doc_id(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED:
+        yield Rejected(
+            doc_id,
+            doc_id,
+            f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED)}",
+        )
+        return
+    if suffix == ".jsonl":  # limits apply per record; the file is streamed
+        yield from _jsonl(path, doc_id, extra_metadata or {}, max_bytes)
+        return
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            yield Rejected(
+                doc_id,
+                doc_id,
+                f"file is {size:,} bytes, over the {max_bytes:,}-byte "
+                "limit (ingest.max_document_bytes)",
+            )
+            return
+        raw = path.read_bytes()
+    except OSError as exc:
+        yield Rejected(doc_id, doc_id, f"cannot read file: {exc.strerror or exc}")
+        return
+    try:
+        text = decode_text(raw)
+    except InvalidRequestError as exc:
+        yield Rejected(doc_id, doc_id, str(exc))
+        return
+    extra = extra_metadata or {}
+    meta: dict[str, Any] = {}
+    if suffix in (".html", ".htm"):
+        title, body = _html(text)
+    elif suffix in (".md", ".markdown"):
+        meta, body = split_front_matter(text)
+        found = _MD_TITLE.search(body)
+        title = found.group(1).strip() if found else path.stem
+    else:
+        title, body, meta = path.stem, text, {}
+    yield make_document(doc_id, doc_id, body, title, {**meta, **extra})
+
+
+def make_document(
+    doc_id: str, source: str, text: str, title: str, metadata: Mapping[str, Any]
+) -> LoadResult:
+    """Validate one document's parts; empty text or bad metadata become a rejection."""
+    if not text.strip():
+        return Rejected(doc_id, source, "document is empty (no text after loading)")
+    try:
+        meta = normalize_metadata(metadata)
+    except InvalidRequestError as exc:
+        return Rejected(doc_id, source, f"bad metadata: {exc}")
+    return SourceDocument(id=doc_id, source=source, text=text, title=title.strip(), metadata=meta)
+
+
+def decode_text(raw: bytes) -> str:
+    """Decode UTF-8 (with or without BOM); binary or undecodable input is an error."""
+    if not raw.strip():
+        raise InvalidRequestError("document is empty (0 bytes of text)")
+    if b"\x00" in raw[:_SNIFF_BYTES]:
+        raise InvalidRequestError("binary file (contains NUL bytes); only text formats are read")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequestError(
+            f"not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from exc
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Split ``---`` front matter of flat ``key: value`` lines from a Markdown body."""
+    found = _FRONT_MATTER.match(text)
+    if not found:
+        return {}, text
+    meta: dict[str, Any] = {}
+    for line in found.group(1).splitlines():
+        if not line.strip() or line.lstrip().startswith("#") or ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        value = value.strip().strip("'\"")
+        if value.startswith("[") and value.endswith("]"):
+            meta[key.strip()] = [
+                v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()
+            ]
+        else:
+            meta[key.strip()] = value
+    return meta, text[found.end() :]
+
+
+def _jsonl(path: Path, path_id: str, extra: Metadata, max_bytes: int) -> Iterator[LoadResult]:
+    seen: set[str] = set()
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        yield Rejected(path_id, path_id, f"cannot read file: {exc.strerror or exc}")
+        return
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if raw.strip():
+                yield _jsonl_record(raw, lineno, path_id, extra, max_bytes, seen)
+
+
+def _jsonl_record(
+    raw: bytes, lineno: int, path_id: str, extra: Metadata, max_bytes: int, seen: set[str]
+) -> LoadResult:
+    where = f"{path_id}:{lineno}"
+    if len(raw) > max_bytes:
+        return Rejected(
+            where,
+            where,
+            f"line {lineno} is {len(raw):,} bytes, over the "
+            f"{max_bytes:,}-byte limit (ingest.max_document_bytes)",
+        )
+    try:
+        record = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        return Rejected(where, where, f"line {lineno} is not UTF-8 text")
+    except json.JSONDecodeError as exc:
+        return Rejected(where, where, f"line {lineno} is not valid JSON: {exc.msg}")
+    if not isinstance(record, dict):
+        return Rejected(where, where, f"line {lineno} is not a JSON object")
+    rid = record.get("id", record.get("_id"))
+    if not isinstance(rid, str | int) or isinstance(rid, bool) or str(rid).strip() == "":
+        return Rejected(where, where, f"line {lineno} has no usable 'id' or '_id'")
+    rid = str(rid)
+    source = f"{path_id}#{rid}"
+    body, title = record.get("text"), record.get("title", "")
+    if not isinstance(body, str):
+        return Rejected(rid, source, f"line {lineno}: 'text' must be a string")
+    if rid in seen:
+        return Rejected(where, where, f"line {lineno}: duplicate id {rid!r} in this file")
+    seen.add(rid)
+    nested = record.get("metadata", {})
+    if not isinstance(nested, dict):
+        return Rejected(rid, source, f"line {lineno}: 'metadata' must be an object")
+    scalars = {
+        k: v
+        for k, v in record.items()
+        if k not in _RESERVED_JSONL and isinstance(v, str | int | float | bool)
+    }
+    return make_document(rid, source, body, str(title or ""), {**scalars, **nested, **extra})
+
+
+def _html(text: str) -> tuple[str, str]:
+    """Visible text of an HTML page, headings as Markdown headings; returns (title, body)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(text, "html.parser")
+    for tag in soup(["script", "style", "noscript", "template", "svg"]):
+        tag.decompose()
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else ""
+    if title_tag:
+        title_tag.decompose()
+    for level in range(1, 7):
+        for heading in soup.find_all(f"h{level}"):
+            heading.replace_with(f"\n\n{'#' * level} {heading.get_text(' ', strip=True)}\n\n")
+    for block in soup.find_all(["p", "li", "pre", "tr", "div", "br", "blockquote", "section"]):
+        block.insert_after("\n\n" if block.name != "br" else "\n")
+    lines = [" ".join(line.split()) for line in soup.get_text().splitlines()]
+    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    if not title:
+        first = _MD_TITLE.search(body)
+        title = first.group(1) if first else ""
+    return title, body

@@ -1,0 +1,185 @@
+"""The ingestion pipeline: load → chunk → embed → store, as plain functions.
+
+Documents are processed in order; chunks of several documents are embedded together
+(the embedder is the bottleneck and likes full batches). A document whose content hash
+is unchanged costs nothing; a changed one reuses the vectors of its unchanged chunks and
+replaces its chunks in one transaction. Every input ends ``done``, ``unchanged`` or
+``failed`` with a reason; one bad document never stops the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ingest.chunking import chunk_text
+from lore.embedders import Embedder
+from lore.errors import DocumentRejectedError, LoreError
+from lore.models import (
+    ChunkDraft,
+    DocumentStatus,
+    Rejected,
+    SourceDocument,
+    chunk_id,
+    text_hash,
+)
+from lore.store import NewChunk, Store, Vector
+from lore.tokens import WordPieceCounter
+
+Outcome = tuple[str, str, str]  # (document id, "done" | "unchanged" | "failed", detail)
+Progress = Callable[[Outcome], None]
+
+
+@dataclass(frozen=True)
+class ChunkingOptions:
+    """Chunk size and overlap in word pieces, and the model's window."""
+
+    size: int = 200
+    overlap: int = 32
+    max_model_tokens: int = 256
+
+
+@dataclass
+class IngestReport:
+    """What happened to each input of one run."""
+
+    done: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    chunks: int = 0
+    embedded: int = 0
+
+    def add(self, outcome: Outcome) -> None:
+        """Record one outcome."""
+        doc_id, status, detail = outcome
+        if status == "done":
+            self.done.append(doc_id)
+        elif status == "unchanged":
+            self.unchanged.append(doc_id)
+        else:
+            self.failed.append((doc_id, detail))
+
+
+@dataclass
+class _Pending:
+    doc: SourceDocument
+    drafts: list[ChunkDraft]
+    embed_texts: list[str]
+    vectors: list[Vector | None]  # reused vectors; None = still to embed
+
+
+@dataclass
+class IngestPipeline:
+    """Stores documents with their chunks and vectors."""
+
+    store: Store
+    embedder: Embedder
+    counter: WordPieceCounter
+    chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+    batch_texts: int = 64
+
+    def run(
+        self, items: Iterable[SourceDocument | Rejected], progress: Progress | None = None
+    ) -> IngestReport:
+        """Ingest every item; ``progress`` is called once per input as it finishes."""
+        report = IngestReport()
+        pending: list[_Pending] = []
+        queued = 0
+
+        def emit(outcome: Outcome) -> None:
+            report.add(outcome)
+            if progress is not None:
+                progress(outcome)
+
+        for item in items:
+            if isinstance(item, Rejected):
+                self.store.mark_failed(item.id, item.source, item.reason)
+                emit((item.id, "failed", item.reason))
+                continue
+            try:
+                prepared = self._prepare(item)
+            except LoreError as exc:
+                self.store.mark_failed(
+                    item.id, item.source, str(exc), title=item.title, metadata=item.metadata
+                )
+                emit((item.id, "failed", str(exc)))
+                continue
+            if prepared is None:
+                emit((item.id, "unchanged", ""))
+                continue
+            pending.append(prepared)
+            queued += sum(vector is None for vector in prepared.vectors)
+            if queued >= self.batch_texts:
+                self._flush(pending, report, emit)
+                pending, queued = [], 0
+        self._flush(pending, report, emit)
+        return report
+
+    def _prepare(self, doc: SourceDocument) -> _Pending | None:
+        existing = self.store.get_document(doc.id)
+        if (
+            existing is not None
+            and existing.status is DocumentStatus.DONE
+            and existing.content_hash == doc.content_hash()
+        ):
+            return None
+        drafts = chunk_text(
+            doc.text,
+            self.counter,
+            size=self.chunking.size,
+            overlap=self.chunking.overlap,
+            title=doc.title,
+            max_model_tokens=self.chunking.max_model_tokens,
+        )
+        if not drafts:
+            raise DocumentRejectedError(f"no indexable text in {doc.source!r}")
+        reusable = self.store.embeddings_by_text_hash(doc.id) if existing else {}
+        embed_texts = [draft.embed_text(doc.title) for draft in drafts]
+        vectors = [reusable.get(text_hash(text)) for text in embed_texts]
+        return _Pending(doc, drafts, embed_texts, vectors)
+
+    def _flush(
+        self, pending: list[_Pending], report: IngestReport, emit: Callable[[Outcome], None]
+    ) -> None:
+        if not pending:
+            return
+        missing = [
+            text
+            for item in pending
+            for text, vector in zip(item.embed_texts, item.vectors, strict=True)
+            if vector is None
+        ]
+        try:
+            fresh = iter(self.embedder.embed_documents(missing)) if missing else iter(())
+            self.store.bind_embedder(self.embedder.name, self.embedder.dimension)
+        except LoreError as exc:
+            for item in pending:
+                reason = f"embedding failed: {exc}"
+                self.store.mark_failed(
+                    item.doc.id,
+                    item.doc.source,
+                    reason,
+                    title=item.doc.title,
+                    metadata=item.doc.metadata,
+                )
+                emit((item.doc.id, "failed", reason))
+            return
+        for item in pending:
+            chunks = [
+                NewChunk(
+                    chunk_id(item.doc.id, draft.ordinal, draft.text),
+                    draft.ordinal,
+                    draft.text,
+                    draft.heading,
+                    draft.token_count,
+                    text_hash(text),
+                    next(fresh) if vector is None else vector,
+                )
+                for draft, text, vector in zip(
+                    item.drafts, item.embed_texts, item.vectors, strict=True
+                )
+            ]
+            self.store.replace_document(item.doc, chunks)
+            report.chunks += len(chunks)
+            report.embedded += sum(vector is None for vector in item.vectors)
+            emit((item.doc.id, "done", f"{len(chunks)} chunks"))

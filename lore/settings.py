@@ -1,0 +1,112 @@
+"""Typed settings, one object for the whole service.
+
+Built once at start-up by :func:`load_settings` (environment ``LORE_*``, nested sections
+with ``__``, e.g. ``LORE_SPARSE__ENGINE=rank_bm25``) and read only by ``api/`` and
+``workers/``; everything below them receives plain arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PACKAGED_MODEL = "all-MiniLM-L6-v2"
+
+
+class EmbeddingSettings(BaseModel):
+    """Which embedder turns text into vectors."""
+
+    backend: Literal["local", "openai"] = "local"
+    model: str = Field(
+        PACKAGED_MODEL,
+        description="local: the packaged all-MiniLM-L6-v2, or a sentence-transformers "
+        "model directory; openai: the model name the endpoint serves.",
+    )
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (openai backend)")
+    api_key: SecretStr | None = None
+    dimensions: int | None = Field(None, ge=1, description="openai backend: vector size")
+    batch_size: int = Field(32, ge=1, le=2048)
+    max_seq_length: int = Field(256, ge=16, le=8192, description="word pieces the model reads")
+    threads: int = Field(2, ge=1, le=256, description="torch CPU threads")
+    timeout_s: float = Field(30.0, gt=0)
+
+
+class ChunkSettings(BaseModel):
+    """How documents are cut into chunks (sizes in the embedding model's word pieces)."""
+
+    size_tokens: int = Field(200, ge=16, le=8192)
+    overlap_tokens: int = Field(32, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkSettings:
+        if self.overlap_tokens >= self.size_tokens:
+            raise ValueError("chunk.overlap_tokens must be smaller than chunk.size_tokens")
+        return self
+
+
+class IngestSettings(BaseModel):
+    """Limits and defaults for loading files."""
+
+    max_document_bytes: int = Field(5_000_000, ge=1)
+    include: list[str] = Field(
+        default_factory=lambda: ["*.md", "*.markdown", "*.txt", "*.html", "*.htm", "*.jsonl"]
+    )
+    exclude: list[str] = Field(default_factory=lambda: [".*", "*/.*", "node_modules/*"])
+
+
+class SparseSettings(BaseModel):
+    """Keyword engine and the analyzer it shares with every sparse scorer."""
+
+    engine: Literal["tantivy", "rank_bm25"] = "tantivy"
+    stemming: bool = True
+    stopwords: bool = True
+    bm25_variant: Literal["okapi", "l", "plus"] = "okapi"
+    k1: float = Field(1.2, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+    epsilon: float = Field(0.25, ge=0)
+    delta: float = Field(1.0, ge=0)
+
+
+class DenseSettings(BaseModel):
+    """HNSW parameters for the vector index."""
+
+    m: int = Field(16, ge=2, le=128)
+    ef_construction: int = Field(200, ge=8)
+    ef_search: int = Field(128, ge=8)
+    exact_scan_max_rows: int = Field(
+        20_000, ge=0, description="filters matching at most this many chunks are scanned exactly"
+    )
+
+
+class SearchSettings(BaseModel):
+    """Defaults of hybrid search; a request may override the weights and k."""
+
+    rrf_k: int = Field(60, ge=1)
+    dense_weight: float = Field(1.0, ge=0)
+    sparse_weight: float = Field(1.0, ge=0)
+    candidate_multiplier: int = Field(4, ge=1, le=100)
+    min_candidates: int = Field(50, ge=1)
+    max_candidates: int = Field(2000, ge=1)
+
+
+class Settings(BaseSettings):
+    """Everything Lorekeeper can be configured with."""
+
+    model_config = SettingsConfigDict(env_prefix="LORE_", env_nested_delimiter="__", extra="ignore")
+
+    data_dir: Path = Path(".lore")
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    sparse: SparseSettings = Field(default_factory=SparseSettings)
+    dense: DenseSettings = Field(default_factory=DenseSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment; keyword overrides win (CLI flags)."""
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    return Settings(**clean)  # type: ignore[arg-type]

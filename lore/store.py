@@ -1,0 +1,424 @@
+"""The system of record: documents, chunks, embeddings and the change sequence.
+
+One SQLite file in WAL mode. Every index (BM25, HNSW) is a derived view that catches
+up from :meth:`Store.changes_since`; the change sequence only grows, and chunk row ids
+are never reused, so an index can replay changes any number of times and end in the
+same state. A crash between a store write and an index update loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from lore.errors import EmbeddingMismatchError, NotFoundError
+from lore.metadata import Metadata, metadata_terms
+from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
+
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    content_hash TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    error TEXT,
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS doc_meta (
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    PRIMARY KEY (key, value, document_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_meta_by_doc ON doc_meta(document_id);
+CREATE TABLE IF NOT EXISTS chunks (
+    row_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    document_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    heading TEXT NOT NULL DEFAULT '',
+    token_count INTEGER NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    text_hash TEXT NOT NULL,
+    embedding BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks(document_id, ordinal);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
+    row_id INTEGER NOT NULL
+);
+"""
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class NewChunk:
+    """A chunk ready to be stored, with its embedding."""
+
+    id: str
+    ordinal: int
+    text: str
+    heading: str
+    token_count: int
+    text_hash: str
+    embedding: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One entry of the change sequence."""
+
+    seq: int
+    op: str
+    row_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """What an index needs of a chunk: its row id, text, vector and filter terms."""
+
+    row_id: int
+    text: str
+    embedding: Vector
+    terms: list[tuple[str, str]]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Store:
+    """SQLite-backed store; safe to share between threads of one process."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (SCHEMA_VERSION,),
+            )
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- settings recorded with the data ------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """Read a value recorded with the data (schema version, embedding model…)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def bind_embedder(self, model: str, dimension: int) -> None:
+        """Record the embedding model on first use; refuse a different one later."""
+        with self._write() as db:
+            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            known_model, known_dim = rows.get("embedding_model"), rows.get("embedding_dim")
+            if known_model is None:
+                db.execute("INSERT INTO meta VALUES ('embedding_model', ?)", (model,))
+                db.execute("INSERT INTO meta VALUES ('embedding_dim', ?)", (str(dimension),))
+                return
+        if known_model != model or int(known_dim or 0) != dimension:
+            raise EmbeddingMismatchError(
+                f"this data directory was embedded with {known_model!r} ({known_dim} dims) but "
+                f"the configured embedder is {model!r} ({dimension} dims); use the same "
+                "embedding settings or start a new data directory"
+            )
+
+    # -- documents -----------------------------------------------------------------------
+
+    def get_document(self, document_id: str) -> DocumentInfo | None:
+        """Return a document row, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
+                "updated_at FROM documents WHERE id = ?",
+                (document_id,),
+            ).fetchone()
+        return None if row is None else _document_info(row)
+
+    def list_documents(self, status: DocumentStatus | None = None) -> list[DocumentInfo]:
+        """All document rows, optionally of one status, ordered by id."""
+        sql = (
+            "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
+            "updated_at FROM documents"
+        )
+        args: tuple[str, ...] = ()
+        if status is not None:
+            sql += " WHERE status = ?"
+            args = (status.value,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        return [_document_info(row) for row in rows]
+
+    def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
+        """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT text_hash, embedding FROM chunks WHERE document_id = ?", (document_id,)
+            ).fetchall()
+        return {str(h): np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+
+    def replace_document(self, doc: SourceDocument, chunks: Sequence[NewChunk]) -> None:
+        """Atomically replace a document's chunks and mark it done."""
+        metadata_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False)
+        with self._write() as db:
+            self._delete_chunks(db, doc.id)
+            db.execute("DELETE FROM doc_meta WHERE document_id = ?", (doc.id,))
+            db.executemany(
+                "INSERT INTO doc_meta(key, value, document_id) VALUES (?, ?, ?)",
+                [(k, v, doc.id) for k, v in metadata_terms(doc.metadata)],
+            )
+            for chunk in chunks:
+                cur = db.execute(
+                    "INSERT INTO chunks(id, document_id, ordinal, text, heading, token_count, "
+                    "metadata, text_hash, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        chunk.id,
+                        doc.id,
+                        chunk.ordinal,
+                        chunk.text,
+                        chunk.heading,
+                        chunk.token_count,
+                        metadata_json,
+                        chunk.text_hash,
+                        np.ascontiguousarray(chunk.embedding, dtype=np.float32).tobytes(),
+                    ),
+                )
+                db.execute("INSERT INTO changes(op, row_id) VALUES ('upsert', ?)", (cur.lastrowid,))
+            db.execute(
+                "INSERT INTO documents(id, source, title, metadata, content_hash, status, error, "
+                "chunk_count, updated_at) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET source = excluded.source, title = excluded.title, "
+                "metadata = excluded.metadata, content_hash = excluded.content_hash, "
+                "status = 'done', error = NULL, chunk_count = excluded.chunk_count, "
+                "updated_at = excluded.updated_at",
+                (
+                    doc.id,
+                    doc.source,
+                    doc.title,
+                    metadata_json,
+                    doc.content_hash(),
+                    len(chunks),
+                    _now(),
+                ),
+            )
+
+    def mark_failed(
+        self,
+        document_id: str,
+        source: str,
+        reason: str,
+        *,
+        title: str = "",
+        metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """Record that a document failed; a previous good version stays searchable."""
+        with self._write() as db:
+            row = db.execute(
+                "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+            if row is not None and int(row[0]) > 0:
+                reason = f"{reason} (the previous version, {row[0]} chunks, is kept)"
+            db.execute(
+                "INSERT INTO documents(id, source, title, metadata, status, error, updated_at) "
+                "VALUES (?, ?, ?, ?, 'failed', ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "status = 'failed', error = excluded.error, updated_at = excluded.updated_at",
+                (
+                    document_id,
+                    source,
+                    title,
+                    json.dumps(dict(metadata or {}), default=str),
+                    reason,
+                    _now(),
+                ),
+            )
+
+    def delete_document(self, document_id: str) -> int:
+        """Delete a document and its chunks; return how many chunks went."""
+        with self._write() as db:
+            exists = db.execute("SELECT 1 FROM documents WHERE id = ?", (document_id,)).fetchone()
+            if exists is None:
+                raise NotFoundError(f"no document with id {document_id!r}")
+            removed = self._delete_chunks(db, document_id)
+            db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
+            db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+        return removed
+
+    @staticmethod
+    def _delete_chunks(db: sqlite3.Connection, document_id: str) -> int:
+        rows = db.execute(
+            "SELECT row_id FROM chunks WHERE document_id = ?", (document_id,)
+        ).fetchall()
+        db.executemany("INSERT INTO changes(op, row_id) VALUES ('delete', ?)", rows)
+        db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+        return len(rows)
+
+    # -- chunks and the change sequence --------------------------------------------------
+
+    def last_seq(self) -> int:
+        """The newest change sequence number (0 for an empty store)."""
+        with self._lock:
+            row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
+        return int(row[0])
+
+    def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
+        """Changes after ``seq`` in order, at most ``limit``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, op, row_id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+                (seq, limit),
+            ).fetchall()
+        return [Change(int(s), str(op), int(r)) for s, op, r in rows]
+
+    def index_rows(self, row_ids: Sequence[int]) -> list[IndexRow]:
+        """Text, vector and filter terms of the given chunks that still exist."""
+        out: list[IndexRow] = []
+        with self._lock:
+            for start in range(0, len(row_ids), 500):
+                batch = list(row_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    "SELECT row_id, text, heading, metadata, embedding, "
+                    "(SELECT title FROM documents d WHERE d.id = c.document_id) "
+                    f"FROM chunks c WHERE row_id IN ({marks}) ORDER BY row_id",
+                    batch,
+                ).fetchall()
+                for row_id, text, heading, meta, blob, title in rows:
+                    searchable = "\n".join(p for p in (title or "", heading, text) if p)
+                    out.append(
+                        IndexRow(
+                            int(row_id),
+                            searchable,
+                            np.frombuffer(blob, dtype=np.float32),
+                            metadata_terms(json.loads(meta)),
+                        )
+                    )
+        return out
+
+    def all_row_ids(self) -> list[int]:
+        """Row ids of every stored chunk, ascending."""
+        with self._lock:
+            rows = self._db.execute("SELECT row_id FROM chunks ORDER BY row_id").fetchall()
+        return [int(r[0]) for r in rows]
+
+    def chunks_by_row_ids(self, row_ids: Sequence[int]) -> dict[int, StoredChunk]:
+        """The stored chunks for the given row ids (missing ones are left out)."""
+        if not row_ids:
+            return {}
+        marks = ",".join("?" * len(row_ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.row_id, c.id, c.document_id, c.ordinal, c.text, c.heading, d.title, "
+                "d.source, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id "
+                f"WHERE c.row_id IN ({marks})",
+                list(row_ids),
+            ).fetchall()
+        return {
+            int(r[0]): StoredChunk(
+                int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8])
+            )
+            for r in rows
+        }
+
+    def chunks_of_document(self, document_id: str) -> list[StoredChunk]:
+        """A document's chunks in order."""
+        with self._lock:
+            ids = [
+                int(r[0])
+                for r in self._db.execute(
+                    "SELECT row_id FROM chunks WHERE document_id = ? ORDER BY ordinal",
+                    (document_id,),
+                )
+            ]
+        found = self.chunks_by_row_ids(ids)
+        return [found[i] for i in ids if i in found]
+
+    # -- metadata filters ------------------------------------------------------------------
+
+    def metadata_keys(self) -> set[str]:
+        """Every metadata key some document carries."""
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT key FROM doc_meta").fetchall()
+        return {str(r[0]) for r in rows}
+
+    def row_ids_matching(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
+        """Row ids of chunks whose document matches every clause (key in values)."""
+        parts: list[str] = []
+        args: list[str] = []
+        for key, values in sorted(clauses.items()):
+            marks = ",".join("?" * len(values))
+            parts.append(f"SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks})")
+            args.extend([key, *values])
+        if not parts:
+            return set(self.all_row_ids())
+        sql = "SELECT row_id FROM chunks WHERE document_id IN (" + " INTERSECT ".join(parts) + ")"
+        with self._lock:
+            return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    # -- status --------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Documents per status, chunks and the last change sequence."""
+        with self._lock:
+            by_status = dict(
+                self._db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status")
+            )
+            chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        out = {f"documents_{k}": int(v) for k, v in by_status.items()}
+        out["chunks"] = int(chunks)
+        out["last_seq"] = self.last_seq()
+        return out
+
+
+def _document_info(row: Sequence[object]) -> DocumentInfo:
+    meta: Metadata = json.loads(str(row[3]))
+    return DocumentInfo(
+        id=str(row[0]),
+        source=str(row[1]),
+        title=str(row[2]),
+        metadata=meta,
+        content_hash=str(row[4]),
+        status=DocumentStatus(str(row[5])),
+        error=None if row[6] is None else str(row[6]),
+        chunk_count=int(str(row[7])),
+        updated_at=str(row[8]),
+    )

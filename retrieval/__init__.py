@@ -1,0 +1,1 @@
+"""Retrieval: analyzers, sparse and dense indexes, metadata filters, fusion, hybrid search."""

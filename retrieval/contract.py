@@ -1,0 +1,101 @@
+"""The local query contract: request and response of ``POST /v1/memory/query``.
+
+The same JSON shapes serve the CLI (``lore search --request``), the HTTP API and the
+Python API. ``total_retrieved`` is computed from ``results``, so it cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_TOP_K = 1000
+
+
+class HybridParams(BaseModel):
+    """Fusion parameters; omitted fields take the service defaults (1.0, 1.0, 60)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dense_weight: float | None = Field(None, ge=0, description="weight of the dense list")
+    sparse_weight: float | None = Field(None, ge=0, description="weight of the BM25 list")
+    rrf_k_constant: int | None = Field(None, ge=1, le=100_000, description="RRF k (60)")
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> HybridParams:
+        if self.dense_weight == 0 and self.sparse_weight == 0:
+            raise ValueError("dense_weight and sparse_weight cannot both be 0")
+        return self
+
+
+class QueryRequest(BaseModel):
+    """A local (hybrid) search request."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query_id": "q-1",
+                    "search_text": "HTTP 504 from payments-api in production",
+                    "top_k": 5,
+                    "hybrid_params": {
+                        "dense_weight": 0.6,
+                        "sparse_weight": 0.4,
+                        "rrf_k_constant": 60,
+                    },
+                    "metadata_filter": {"env": "production"},
+                }
+            ]
+        },
+    )
+
+    query_id: str | None = Field(None, max_length=200)
+    search_text: str = Field(min_length=1, max_length=8192)
+    top_k: int = Field(10, ge=1, le=MAX_TOP_K)
+    hybrid_params: HybridParams = Field(default_factory=HybridParams)
+    metadata_filter: dict[str, Any] | None = None
+    fusion: Literal["rrf", "relative_score"] = "rrf"
+
+    @field_validator("search_text")
+    @classmethod
+    def _has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("search_text is blank")
+        return value
+
+
+class EngineRanks(BaseModel):
+    """Where each engine ranked the chunk (1 = best); null when it did not return it."""
+
+    sparse: int | None = None
+    dense: int | None = None
+
+
+class QueryResult(BaseModel):
+    """One retrieved chunk."""
+
+    chunk_id: str
+    rrf_score: float = Field(description="fused score; relative within this query only")
+    text: str
+    source: str
+    document_id: str
+    title: str
+    heading: str
+    metadata: dict[str, Any]
+    ranks: EngineRanks
+
+
+class QueryResponse(BaseModel):
+    """Results sorted by fused score, best first; ``total_retrieved == len(results)``."""
+
+    query_id: str
+    total_retrieved: int = Field(0, description="always len(results); set from results")
+    results: list[QueryResult]
+    fusion: Literal["rrf", "relative_score"] = "rrf"
+
+    @model_validator(mode="after")
+    def _count_results(self) -> QueryResponse:
+        self.total_retrieved = len(self.results)
+        return self

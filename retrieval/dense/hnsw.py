@@ -1,0 +1,183 @@
+"""HNSW vector index on hnswlib (cosine), persisted next to a small state file.
+
+* Grows by doubling its capacity; deletes mark elements (hnswlib never returns them).
+* Filters run inside the search: selective filters (at most ``exact_scan_max_rows``
+  allowed chunks, or fewer allowed chunks than requested) are answered by an exact scan
+  of the allowed vectors; broader ones use hnswlib's filtered search, whose callback
+  never admits a disallowed id. Either way top-k results come back whenever k chunks
+  match.
+* ``ef`` grows with the requested pool so recall does not collapse for large pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import hnswlib
+import numpy as np
+import numpy.typing as npt
+
+from lore.errors import EmbeddingMismatchError
+from lore.store import IndexRow
+from retrieval.dense import Hits
+from retrieval.filters import ResolvedFilter
+from retrieval.state import read_state, write_state
+
+_INITIAL_CAPACITY = 1024
+
+
+class HnswIndex:
+    """hnswlib index over row ids; the caller serialises writers across processes."""
+
+    def __init__(
+        self,
+        directory: Path,
+        dimension: int,
+        *,
+        m: int = 16,
+        ef_construction: int = 200,
+        ef_search: int = 128,
+        exact_scan_max_rows: int = 20_000,
+        threads: int = 1,
+    ) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._file = directory / "index.bin"
+        self._state_path = directory / "state.json"
+        self._dim, self._m, self._efc = dimension, m, ef_construction
+        self._ef, self._exact_max, self._threads = ef_search, exact_scan_max_rows, threads
+        self._deleted: set[int] = set()
+        state = read_state(self._state_path)
+        if state and int(state.get("dim", -1)) != dimension:
+            raise EmbeddingMismatchError(
+                f"the dense index holds {state.get('dim')}-d vectors, the embedder makes "
+                f"{dimension}-d ones"
+            )
+        self._index = hnswlib.Index(space="cosine", dim=dimension)
+        if state and self._file.exists():
+            self._index.load_index(str(self._file), max_elements=int(state["capacity"]))
+            self._deleted = set(state.get("deleted", []))
+            self._applied = int(state["applied_seq"])
+        else:
+            self._new(_INITIAL_CAPACITY)
+            self._applied = 0
+
+    def _new(self, capacity: int) -> None:
+        self._index = hnswlib.Index(space="cosine", dim=self._dim)
+        self._index.init_index(max_elements=capacity, ef_construction=self._efc, M=self._m)
+        self._deleted = set()
+
+    @property
+    def applied_seq(self) -> int:
+        """Last applied change sequence number."""
+        return self._applied
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        """Add vectors, growing the index as needed."""
+        if not rows:
+            return
+        needed = self._index.get_current_count() + len(rows)
+        capacity = self._index.get_max_elements()
+        if needed > capacity:
+            while capacity < needed:
+                capacity *= 2
+            self._index.resize_index(capacity)
+        labels = np.asarray([row.row_id for row in rows], dtype=np.int64)
+        vectors = np.vstack([row.embedding for row in rows]).astype(np.float32, copy=False)
+        if vectors.shape[1] != self._dim:
+            raise EmbeddingMismatchError(
+                f"vector of size {vectors.shape[1]} in a {self._dim}-d index"
+            )
+        self._index.add_items(vectors, labels, num_threads=self._threads)
+        self._deleted.difference_update(int(label) for label in labels)
+
+    def delete(self, row_ids: Sequence[int]) -> None:
+        """Mark vectors deleted."""
+        for row_id in row_ids:
+            if row_id in self._deleted:
+                continue
+            try:
+                self._index.mark_deleted(int(row_id))
+            except RuntimeError:
+                continue  # never added: nothing to delete
+            self._deleted.add(int(row_id))
+
+    def commit(self, seq: int) -> None:
+        """Save the index file, then the state that vouches for it."""
+        self._index.save_index(str(self._file))
+        self._applied = seq
+        write_state(
+            self._state_path,
+            {
+                "applied_seq": seq,
+                "dim": self._dim,
+                "capacity": self._index.get_max_elements(),
+                "deleted": sorted(self._deleted),
+            },
+        )
+
+    def reset(self) -> None:
+        """Start an empty index."""
+        self._new(_INITIAL_CAPACITY)
+        self._applied = 0
+
+    def __len__(self) -> int:
+        return int(self._index.get_current_count()) - len(self._deleted)
+
+    def search(
+        self, vector: npt.NDArray[np.float32], limit: int, flt: ResolvedFilter | None = None
+    ) -> Hits:
+        """Top ``limit`` by cosine similarity among the vectors ``flt`` allows."""
+        live = len(self)
+        if limit <= 0 or live <= 0:
+            return []
+        if flt is not None:
+            if len(flt.allowed) <= max(self._exact_max, limit):
+                return self._exact(vector, sorted(flt.allowed), limit)
+            k = min(limit, len(flt.allowed))
+            allowed = flt.allowed
+            return self._knn(vector, k, lambda label: label in allowed) or self._exact(
+                vector, sorted(allowed), limit
+            )
+        k = min(limit, live)
+        return self._knn(vector, k, None) or self._exact(
+            vector, sorted(set(self._index.get_ids_list()) - self._deleted), limit
+        )
+
+    def _knn(self, vector: npt.NDArray[np.float32], k: int, accept: object) -> Hits | None:
+        self._index.set_ef(max(self._ef, 2 * k))
+        try:
+            labels, distances = self._index.knn_query(vector, k=k, filter=accept)
+        except RuntimeError:
+            return None  # hnswlib could not find k results (heavy deletes): scan instead
+        return [
+            (int(label), 1.0 - float(dist))
+            for label, dist in zip(labels[0], distances[0], strict=True)
+        ]
+
+    def _exact(self, vector: npt.NDArray[np.float32], row_ids: list[int], limit: int) -> Hits:
+        row_ids = [r for r in row_ids if r not in self._deleted]
+        if not row_ids:
+            return []
+        found: list[int] = []
+        rows: list[npt.NDArray[np.float32]] = []
+        for start in range(0, len(row_ids), 4096):
+            batch = row_ids[start : start + 4096]
+            try:
+                rows.append(np.asarray(self._index.get_items(batch), dtype=np.float32))
+                found.extend(batch)
+            except RuntimeError:
+                for row_id in batch:  # one id the index lacks: fetch the rest one by one
+                    try:
+                        rows.append(np.asarray(self._index.get_items([row_id]), np.float32))
+                        found.append(row_id)
+                    except RuntimeError:
+                        continue
+        if not found:
+            return []
+        matrix = np.vstack(rows)
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        top = min(limit, len(found))
+        part = np.argpartition(-sims, top - 1)[:top]
+        order = part[np.lexsort((np.asarray(found)[part], -sims[part]))]
+        return [(found[i], float(sims[i])) for i in order]

@@ -1,0 +1,89 @@
+"""Keeping derived indexes caught up with the store, and the lock that serialises it.
+
+An index records the last change sequence it applied. Catching up replays the changes
+after it (net effect per chunk: the last operation wins; rows deleted since are skipped).
+A new or reset index is built from the stored chunks directly. Replaying is idempotent,
+so a crash between the store write and the index commit only means more replay later.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from lore.store import IndexRow, Store
+
+BATCH = 2000
+
+
+class CatchUpIndex(Protocol):
+    """What catching up needs of an index (both sparse and dense indexes have it)."""
+
+    @property
+    def applied_seq(self) -> int:
+        """Last applied change sequence number."""
+        ...
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        """Add or replace chunks."""
+        ...
+
+    def delete(self, row_ids: Sequence[int]) -> None:
+        """Remove chunks."""
+        ...
+
+    def commit(self, seq: int) -> None:
+        """Persist, recording ``seq``."""
+        ...
+
+    def reset(self) -> None:
+        """Drop everything."""
+        ...
+
+
+def catch_up(store: Store, index: CatchUpIndex) -> int:
+    """Bring ``index`` up to the store's last change; return the changes applied."""
+    head = store.last_seq()
+    applied = index.applied_seq
+    if applied == head:
+        return 0
+    if applied == 0 or applied > head:
+        return _rebuild(store, index, head)
+    count = 0
+    while True:
+        changes = store.changes_since(applied, BATCH)
+        if not changes:
+            break
+        last_op: dict[int, str] = {}
+        for change in changes:
+            last_op[change.row_id] = change.op
+        index.delete([row for row, op in last_op.items() if op == "delete"])
+        index.upsert(store.index_rows([row for row, op in last_op.items() if op == "upsert"]))
+        applied = changes[-1].seq
+        count += len(changes)
+    index.commit(applied)
+    return count
+
+
+def _rebuild(store: Store, index: CatchUpIndex, head: int) -> int:
+    index.reset()
+    row_ids = store.all_row_ids()
+    for start in range(0, len(row_ids), BATCH):
+        index.upsert(store.index_rows(row_ids[start : start + BATCH]))
+    index.commit(head)
+    return len(row_ids)
+
+
+@contextmanager
+def index_lock(path: Path) -> Iterator[None]:
+    """Exclusive lock across processes for writing the index files under a data dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,117 @@
+"""HTTP API with TestClient; the runtime is injected through a dependency override."""
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import get_runtime
+from lore.embedders import LocalEmbedder
+from lore.models import SourceDocument
+from lore.settings import load_settings
+from tests.conftest import make_runtime
+
+
+@pytest.fixture(scope="module")
+def client(
+    tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEmbedder
+) -> Iterator[TestClient]:
+    data = tmp_path_factory.mktemp("http")
+    runtime = make_runtime(data, local_embedder)
+    runtime.ingest(
+        [
+            SourceDocument(
+                "a.md",
+                "a.md",
+                "payments-api returns HTTP 504 on ledger timeouts",
+                "A",
+                {"env": "production"},
+            ),
+            SourceDocument(
+                "b.md",
+                "b.md",
+                "staging gateway returns HTTP 504 during deploys",
+                "B",
+                {"env": "staging"},
+            ),
+        ]
+    )
+    app = create_app(load_settings(data_dir=data))
+    app.dependency_overrides[get_runtime] = lambda: runtime
+    with TestClient(app) as test_client:
+        yield test_client
+    runtime.close()
+
+
+def test_query_seed_contract(client: TestClient) -> None:
+    body = {
+        "query_id": "q-7",
+        "search_text": "HTTP 504",
+        "top_k": 5,
+        "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
+        "metadata_filter": {"env": "production"},
+    }
+    reply = client.post("/v1/memory/query", json=body)
+    assert reply.status_code == 200
+    data = reply.json()
+    assert list(data)[:3] == ["query_id", "total_retrieved", "results"]
+    assert data["query_id"] == "q-7"
+    assert data["total_retrieved"] == len(data["results"]) == 1
+    hit = data["results"][0]
+    assert {"chunk_id", "rrf_score", "text", "source"} <= set(hit)
+    assert hit["source"] == "a.md" and hit["metadata"] == {"env": "production"}
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"search_text": "x", "top_k": 0}, "top_k"),
+        ({"search_text": "x", "top_k": 1001}, "top_k"),
+        ({"search_text": "   "}, "blank"),
+        ({"search_text": 5}, "search_text"),
+        (
+            {"search_text": "x", "hybrid_params": {"dense_weight": 0, "sparse_weight": 0}},
+            "both be 0",
+        ),
+        ({"search_text": "x", "hybrid_params": {"dense_weight": -1}}, "dense_weight"),
+        ({"search_text": "x", "hybrid_params": {"rrf_k_constant": 0}}, "rrf_k_constant"),
+        ({"search_text": "x", "surprise": 1}, "surprise"),
+    ],
+)
+def test_bad_requests_get_422_with_readable_detail(
+    client: TestClient, body: dict[str, object], fragment: str
+) -> None:
+    reply = client.post("/v1/memory/query", json=body)
+    assert reply.status_code == 422
+    data = reply.json()
+    assert data["error"] == "InvalidRequest" and data["request_id"]
+    assert fragment in str(data["detail"])
+
+
+def test_unknown_filter_key_and_operator(client: TestClient) -> None:
+    reply = client.post(
+        "/v1/memory/query", json={"search_text": "x", "metadata_filter": {"team": "a"}}
+    )
+    assert reply.status_code == 422
+    assert "unknown filter key 'team'" in reply.json()["detail"]
+    reply = client.post(
+        "/v1/memory/query",
+        json={"search_text": "x", "metadata_filter": {"env": {"$regex": "a"}}},
+        headers={"X-Request-ID": "rid-1"},
+    )
+    assert reply.status_code == 422
+    assert reply.json()["request_id"] == "rid-1"
+    assert "unknown filter operator '$regex'" in reply.json()["detail"]
+
+
+def test_healthz(client: TestClient) -> None:
+    reply = client.get("/healthz")
+    assert reply.status_code == 200
+    assert reply.json()["status"] == "ok" and reply.json()["store"]["chunks"] == 2
+
+
+def test_openapi_has_the_example(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert "/v1/memory/query" in spec["paths"]
+    assert "QueryRequest" in spec["components"]["schemas"]

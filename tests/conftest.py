@@ -1,0 +1,53 @@
+"""Shared fixtures: the real packaged embedding model, loaded once per session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lore.embedders import LocalEmbedder
+from lore.settings import Settings, load_settings
+from workers.runtime import Runtime, open_runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "examples" / "corpus"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalEmbedder:
+    embedder = LocalEmbedder()
+    embedder.embed_query("warm up")
+    return embedder
+
+
+def make_runtime(data_dir: Path, embedder: LocalEmbedder, **sections: dict[str, object]) -> Runtime:
+    """A runtime on ``data_dir`` that shares the session's loaded model."""
+    merged = load_settings(data_dir=data_dir).model_dump()
+    for name, values in sections.items():
+        merged[name] = {**merged[name], **values}
+    settings = Settings.model_validate(merged)
+    runtime = open_runtime(settings)
+    runtime.embedder = embedder
+    return runtime
+
+
+@pytest.fixture(scope="session")
+def demo_runtime(tmp_path_factory: pytest.TempPathFactory,
+                 local_embedder: LocalEmbedder) -> Iterator[Runtime]:
+    """The demo corpus ingested in-process, exactly as ``make demo`` does with the CLI."""
+    data = tmp_path_factory.mktemp("demo") / "data"
+    previous = Path.cwd()
+    os.chdir(ROOT)  # document ids are paths relative to the working directory
+    try:
+        runtime = make_runtime(data, local_embedder)
+        for env in ("production", "staging"):
+            report = runtime.ingest_paths([CORPUS / env], {"env": env})
+            assert not report.failed, report.failed
+    finally:
+        os.chdir(previous)
+    yield runtime
+    runtime.close()

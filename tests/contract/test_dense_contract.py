@@ -1,0 +1,80 @@
+"""One contract for every DenseIndex engine (and both of hnswlib's filter paths)."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lore.store import IndexRow
+from retrieval.dense import DenseIndex, open_dense_index
+from retrieval.filters import ResolvedFilter
+
+DIM = 16
+N = 600
+
+
+def vectors(n: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(n, DIM)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+VECS = vectors(N)
+ROWS = [IndexRow(i + 1, "", VECS[i], []) for i in range(N)]
+
+
+@pytest.fixture(params=["hnswlib-graph", "hnswlib-exact"])
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DenseIndex]:
+    exact_rows = 0 if request.param == "hnswlib-graph" else 10_000
+    idx = open_dense_index("hnswlib", tmp_path / "d", DIM, exact_scan_max_rows=exact_rows)
+    idx.upsert(ROWS)
+    idx.commit(N)
+    yield idx
+
+
+def exact_top(query: np.ndarray, allowed: list[int], k: int) -> list[int]:
+    sims = [(float(VECS[r - 1] @ query), r) for r in allowed]
+    return [r for _, r in sorted(sims, reverse=True)[:k]]
+
+
+def test_nearest_first_and_recall(index: DenseIndex) -> None:
+    query = VECS[41]
+    hits = index.search(query, 10)
+    assert hits[0][0] == 42 and abs(hits[0][1] - 1.0) < 1e-4
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    truth = set(exact_top(query, list(range(1, N + 1)), 10))
+    assert len(truth & {r for r, _ in hits}) >= 9
+
+
+@pytest.mark.parametrize("share", [0.01, 0.5])
+def test_filter_returns_k_allowed_and_never_another(index: DenseIndex, share: float) -> None:
+    allowed = set(range(1, N + 1, round(1 / share)))
+    k = min(5, len(allowed))
+    for q in range(5):
+        hits = index.search(VECS[q * 7], k, ResolvedFilter({"x": ("y",)}, frozenset(allowed)))
+        assert len(hits) == k
+        assert {r for r, _ in hits} <= allowed
+
+
+def test_delete_grow_and_persist(index: DenseIndex, tmp_path: Path) -> None:
+    index.delete([42, 10_000])
+    assert 42 not in {r for r, _ in index.search(VECS[41], 10)}
+    more = vectors(1500, seed=2)
+    index.upsert([IndexRow(N + 1 + i, "", more[i], []) for i in range(1500)])
+    index.commit(N + 2)
+    assert len(index) == N - 1 + 1500
+    again = open_dense_index("hnswlib", tmp_path / "d", DIM)
+    assert again.applied_seq == N + 2 and len(again) == N - 1 + 1500
+    assert again.search(more[7], 1)[0][0] == N + 8
+    assert 42 not in {r for r, _ in again.search(VECS[41], 5)}
+    with pytest.raises(Exception, match=r"dims|-d"):
+        open_dense_index("hnswlib", tmp_path / "d", DIM + 1)
+
+
+def test_empty_filter_and_empty_index(tmp_path: Path) -> None:
+    idx = open_dense_index("hnswlib", tmp_path / "e", DIM)
+    assert idx.search(VECS[0], 5) == []
+    idx.upsert(ROWS[:3])
+    assert idx.search(VECS[0], 5, ResolvedFilter({}, frozenset())) == []
+    assert len(idx.search(VECS[0], 5)) == 3

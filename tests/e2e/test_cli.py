@@ -1,0 +1,128 @@
+"""The ``lore`` command as a user runs it: real subprocesses, a real uvicorn server."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import CORPUS, ROOT
+
+LORE = [sys.executable, "-m", "api.cli"]
+
+
+def lore(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LORE_DATA_DIR": str(data), "COLUMNS": "200"}
+    return subprocess.run([*LORE, *args], cwd=ROOT, env=env, input=stdin, text=True,
+                          capture_output=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("cli") / "data"
+    first = lore(directory, "ingest", str(CORPUS / "production"), "--meta", "env=production",
+                 "--json")
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["done"] > 20 and report["failed"] == []
+    second = lore(directory, "ingest", str(CORPUS / "staging"), "--meta", "env=staging")
+    assert second.returncode == 0, second.stderr
+    assert "0 failed" in second.stdout
+    return directory
+
+
+def test_search_json_and_request_file(data: Path) -> None:
+    seed = {"query_id": "seed-1", "search_text": "database connection timeouts", "top_k": 4,
+            "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
+            "metadata_filter": {"env": "staging"}}
+    done = lore(data, "search", "--request", "-", stdin=json.dumps(seed))
+    assert done.returncode == 0, done.stderr
+    response = json.loads(done.stdout)
+    assert response["query_id"] == "seed-1"
+    assert response["total_retrieved"] == len(response["results"]) == 4
+    assert {r["metadata"]["env"] for r in response["results"]} == {"staging"}
+
+
+def test_table_output_filter_error_and_status(data: Path) -> None:
+    table = lore(data, "search", "HTTP 504", "--top-k", "3", "--filter", "env=production")
+    assert table.returncode == 0 and "3 results" in table.stdout
+    bad = lore(data, "search", "x", "--filter", "colour=blue")
+    assert bad.returncode != 0 and "unknown filter key 'colour'" in bad.stderr
+    bad_k = lore(data, "search", "x", "--top-k", "0")
+    assert bad_k.returncode != 0 and "top_k" in bad_k.stderr
+    status = json.loads(lore(data, "status", "--json").stdout)
+    assert status["counts"]["chunks"] > 40 and status["failed"] == []
+
+
+def test_delete_then_reindex(data: Path) -> None:
+    first = json.loads(lore(data, "search", "HTTP 504", "--json").stdout)["results"][0]
+    gone = lore(data, "delete", first["document_id"])
+    assert gone.returncode == 0 and "deleted" in gone.stdout
+    assert lore(data, "delete", first["document_id"]).returncode != 0  # not found: clear error
+    rebuilt = lore(data, "reindex")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    after = json.loads(lore(data, "search", "HTTP 504", "--json", "--top-k", "50").stdout)
+    assert first["document_id"] not in {r["document_id"] for r in after["results"]}
+
+
+def test_bad_inputs_fail_with_reasons_and_the_batch_goes_on(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "good.md").write_text("# Good\n\nThe ERR_GOOD_ONE code is fine.\n")
+    (inbox / "binary.md").write_bytes(b"\x89PNG\x00\x00")
+    (inbox / "empty.txt").write_text("")
+    (inbox / "huge.txt").write_text("word " * 300_000)
+    (inbox / "bad.jsonl").write_text('{"id": "ok", "text": "fine record"}\n{oops\n')
+    done = lore(tmp_path / "d", "ingest", str(inbox), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["done"] == 2
+    reasons = {Path(f["id"]).name: f["reason"] for f in report["failed"]}
+    assert "binary" in reasons["binary.md"]
+    assert "empty" in reasons["empty.txt"]
+    assert "limit" in reasons["huge.txt"]
+    assert "not valid JSON" in reasons["bad.jsonl:2"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server(data: Path) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "LORE_DATA_DIR": str(data)}
+    proc = subprocess.Popen([*LORE, "serve", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("lore serve did not come up")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_serve_answers_the_seed_contract(server: str) -> None:
+    reply = httpx.post(f"{server}/v1/memory/query", timeout=60,
+                       json={"search_text": "token rotation", "top_k": 3})
+    assert reply.status_code == 200
+    body = reply.json()
+    assert body["total_retrieved"] == len(body["results"]) == 3
+    assert httpx.post(f"{server}/v1/memory/query", json={"top_k": 3}).status_code == 422

@@ -1,0 +1,51 @@
+import pytest
+
+from retrieval.analyzer import Analyzer, AnalyzerConfig
+
+
+@pytest.fixture(scope="module")
+def analyzer() -> Analyzer:
+    return Analyzer()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("max_connections", {"max_connections", "max", "connect"}),
+        ("ERR_CONN_RESET", {"err_conn_reset", "err", "conn", "reset"}),
+        ("TokenRefresher", {"tokenrefresher", "token", "refresh"}),
+        (
+            "pool.idle_timeout_ms",
+            {"pool.idle_timeout_ms", "pool", "idle_timeout_ms", "idl", "timeout", "ms"},
+        ),
+        ("HTTP 504", {"http", "504"}),
+        ("PAY-4012", {"pay-4012", "pay", "4012"}),
+    ],
+)
+def test_identifiers_whole_and_in_parts(analyzer: Analyzer, text: str, expected: set[str]) -> None:
+    assert set(analyzer.tokens(text)) == expected
+
+
+def test_whole_identifier_is_never_stemmed_or_dropped(analyzer: Analyzer) -> None:
+    tokens = analyzer.tokens("is_running TokenRefresher.rotate_keys")
+    assert "is_running" in tokens
+    assert "tokenrefresher" in tokens  # compound part kept whole
+    assert "tokenrefresher.rotate_keys" in tokens
+    assert "is" not in tokens  # a stopword part is dropped
+
+
+def test_query_identifier_matches_inside_a_longer_identifier(analyzer: Analyzer) -> None:
+    doc = set(analyzer.tokens("call TokenRefresher.rotate_keys now"))
+    assert set(analyzer.query_terms("TokenRefresher")) <= doc
+    assert set(analyzer.query_terms("rotate_keys")) <= doc
+
+
+def test_stemming_and_stopwords_are_options() -> None:
+    plain = Analyzer(AnalyzerConfig(stemming=False, stopwords=False))
+    assert plain.tokens("The connections") == ["the", "connections"]
+    assert Analyzer().tokens("The connections") == ["connect"]
+    assert plain.config.key() != Analyzer().config.key()
+
+
+def test_query_terms_are_distinct_in_order(analyzer: Analyzer) -> None:
+    assert analyzer.query_terms("timeout TIMEOUT timeouts") == ["timeout"]

@@ -1,0 +1,78 @@
+import pytest
+
+from ingest.chunking import chunk_text, sections
+from lore.tokens import WordPieceCounter, counter_for, packaged_model_dir
+
+
+@pytest.fixture(scope="module")
+def counter() -> WordPieceCounter:
+    return counter_for(packaged_model_dir())
+
+
+DOC = """# Payments runbook
+
+Intro paragraph about the payments-api.
+
+## Symptoms
+
+HTTP 504 from the gateway. Pool waits grow.
+
+```yaml
+pool:
+  idle_timeout_ms: 3000
+# not a heading inside a fence
+```
+
+## Mitigation
+
+### Step one
+
+Raise max_connections.
+"""
+
+
+def test_sections_follow_headings_and_keep_fences_whole() -> None:
+    got = sections(DOC)
+    assert [h for h, _ in got] == [
+        "Payments runbook",
+        "Payments runbook > Symptoms",
+        "Payments runbook > Mitigation > Step one",
+    ]
+    symptoms = got[1][1]
+    assert symptoms[1].startswith("```yaml") and "# not a heading" in symptoms[1]
+
+
+def test_chunks_carry_heading_path_and_fit_the_model(counter: WordPieceCounter) -> None:
+    chunks = chunk_text(DOC, counter, size=200, overlap=32, title="Runbook")
+    assert [c.heading for c in chunks][-1] == "Payments runbook > Mitigation > Step one"
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    for chunk in chunks:
+        assert counter.count(chunk.embed_text("Runbook")) + 2 <= 256
+
+
+def test_long_text_is_split_with_overlap_and_nothing_lost(counter: WordPieceCounter) -> None:
+    sentences = [
+        f"Sentence number {i} mentions error_code_{i} and more words here." for i in range(120)
+    ]
+    chunks = chunk_text(" ".join(sentences), counter, size=64, overlap=16)
+    assert len(chunks) > 5
+    assert all(c.token_count <= 64 for c in chunks)
+    joined = " ".join(c.text for c in chunks)
+    assert all(f"error_code_{i} " in joined for i in range(120))
+    # consecutive chunks share their boundary sentence (overlap)
+    first_tail = chunks[0].text.split(". ")[-1]
+    assert first_tail.rstrip(".") in chunks[1].text
+
+
+def test_one_giant_token_run_is_windowed(counter: WordPieceCounter) -> None:
+    blob = " ".join(f"tok{i}" for i in range(3000))
+    chunks = chunk_text(blob, counter, size=100, overlap=10)
+    assert len(chunks) > 1
+    assert all(c.token_count <= 100 for c in chunks)
+
+
+def test_title_budget_shrinks_chunks_for_long_headings(counter: WordPieceCounter) -> None:
+    heading = "# " + "very long heading words " * 30
+    text = heading + "\n\n" + "body words here. " * 200
+    for chunk in chunk_text(text, counter, size=250, overlap=0, title="T"):
+        assert counter.count(chunk.embed_text("T")) + 2 <= 256

@@ -1,0 +1,110 @@
+from pathlib import Path
+
+import pytest
+
+from ingest.loaders import load_paths, split_front_matter
+from lore.models import Rejected, SourceDocument
+
+LIMIT = 10_000
+
+
+def _load(tmp_path: Path, **kw: object) -> dict[str, SourceDocument | Rejected]:
+    items = load_paths(
+        [tmp_path],
+        include=["*.md", "*.txt", "*.html", "*.jsonl"],
+        exclude=kw.pop("exclude", []),  # type: ignore[arg-type]
+        max_bytes=LIMIT,
+        extra_metadata=kw.pop("meta", None),
+    )  # type: ignore[arg-type]
+    return {Path(i.source).name if "#" not in i.source else i.id: i for i in items}
+
+
+@pytest.fixture(autouse=True)
+def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def test_markdown_front_matter_title_and_run_metadata(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("---\nservice: pay\ntags: [x, y]\n---\n# Title here\n\nBody.\n")
+    doc = _load(tmp_path, meta={"env": "prod", "service": "override"})["a.md"]
+    assert isinstance(doc, SourceDocument)
+    assert doc.title == "Title here"
+    assert doc.metadata == {"service": "override", "tags": ["x", "y"], "env": "prod"}
+    assert doc.id == "a.md"
+    assert not doc.text.startswith("---")
+
+
+def test_html_visible_text_only(tmp_path: Path) -> None:
+    (tmp_path / "p.html").write_text(
+        "<html><head><title>T</title><style>.x{color:red}</style>"
+        "<script>secret_js()</script></head><body><h2>Sub</h2><p>Seen text</p></body></html>"
+    )
+    doc = _load(tmp_path)["p.html"]
+    assert isinstance(doc, SourceDocument)
+    assert doc.title == "T"
+    assert "## Sub" in doc.text and "Seen text" in doc.text
+    assert "secret_js" not in doc.text and "color" not in doc.text
+
+
+def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
+    (tmp_path / "r.jsonl").write_text(
+        '{"_id": "d1", "title": "One", "text": "alpha", "severity": "high", '
+        '"metadata": {"team": "x"}, "nested": {"ignored": 1}}\n'
+        '{"id": 7, "text": "beta"}\n'
+        "{broken\n"
+        '{"id": "d3"}\n'
+        '{"id": "d1", "text": "dup"}\n'
+        '{"id": "d4", "text": "   "}\n'
+    )
+    got = _load(tmp_path)
+    d1 = got["d1"]
+    assert isinstance(d1, SourceDocument)
+    assert d1.metadata == {"severity": "high", "team": "x"}
+    assert d1.source.endswith("r.jsonl#d1")
+    assert isinstance(got["7"], SourceDocument)
+    reasons = [i.reason for i in got.values() if isinstance(i, Rejected)]
+    assert any("not valid JSON" in r for r in reasons)
+    assert any("'text' must be a string" in r for r in reasons)
+    assert any("empty" in r for r in reasons)
+    dup = [
+        i
+        for i in load_paths([tmp_path / "r.jsonl"], include=[], exclude=[], max_bytes=LIMIT)
+        if isinstance(i, Rejected) and "duplicate" in i.reason
+    ]
+    assert len(dup) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("bin.md", b"abc\x00def", "binary"),
+        ("empty.txt", b"", "empty"),
+        ("blank.md", b"  \n\n ", "empty"),
+        ("latin.txt", "caf\u00e9".encode("latin-1"), "not UTF-8"),
+        ("big.txt", b"x" * (LIMIT + 1), "limit"),
+        ("doc.pdf", b"%PDF-1.4", "unsupported file type"),
+    ],
+)
+def test_bad_files_are_rejected_with_reason(
+    tmp_path: Path, name: str, content: bytes, reason: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    (item,) = list(load_paths([path], include=["*"], exclude=[], max_bytes=LIMIT))
+    assert isinstance(item, Rejected)
+    assert reason in item.reason
+
+
+def test_directory_walk_include_exclude_and_missing(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep.md").write_text("# K\n\nkeep")
+    (tmp_path / "sub" / "skip.md").write_text("# S\n\nskip")
+    (tmp_path / "notes.csv").write_text("a,b")
+    got = _load(tmp_path, exclude=["sub/skip.md"])
+    assert set(got) == {"keep.md"}
+    (missing,) = list(load_paths([tmp_path / "nope"], include=["*"], exclude=[], max_bytes=1))
+    assert isinstance(missing, Rejected) and "no such file" in missing.reason
+
+
+def test_front_matter_absent() -> None:
+    assert split_front_matter("# just text") == ({}, "# just text")

@@ -1,0 +1,1 @@
+"""Workers: builds the object graph from settings (and, later, the Celery tasks)."""
