@@ -87,6 +87,15 @@ class SearchSettings(BaseModel):
     rrf_k: int = Field(60, ge=1)
     dense_weight: float = Field(1.0, ge=0)
     sparse_weight: float = Field(1.0, ge=0)
+    exact_boost: float = Field(
+        1.0, ge=0, description="weight of the exact-identifier list, relative to sparse_weight"
+    )
+    exact_min_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="cast the exact vote when identifiers are this share of the query's words",
+    )
     candidate_multiplier: int = Field(4, ge=1, le=100)
     min_candidates: int = Field(50, ge=1)
     max_candidates: int = Field(2000, ge=1)

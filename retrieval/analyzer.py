@@ -29,6 +29,10 @@ _TOKEN = re.compile(r"[0-9A-Za-z\u00C0-\uFFFF]+(?:[._\-/:@][0-9A-Za-z\u00C0-\uFF
 _OUTER_SEP = re.compile(r"[.\-/:@]")
 _CAMEL = re.compile(r"[A-Z]+[0-9]*(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
 _MAX_TOKEN_CHARS = 120
+# snake_case, dotted.names, paths, host:port, user@host, camelCase / CamelCase inside a word
+_CODE_LIKE = re.compile(r"[_./:@]|[a-z][A-Z]")
+# upper-case codes with a number part: PAY-4012, INV-FEED-0917, E404
+_ERROR_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*-?[0-9]{3,}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,31 @@ class Analyzer:
     def query_terms(self, text: str) -> list[str]:
         """Distinct terms of a query, in first-seen order."""
         return list(dict.fromkeys(self.tokens(text)))
+
+    def identifiers(self, text: str) -> tuple[list[str], float]:
+        """The query's code-like identifiers as whole index terms, and their share of it.
+
+        ``E_LEDGER_LOCK_TIMEOUT``, ``pool.idle_timeout_ms``, ``TokenRefresher``,
+        ``/etc/app.toml`` and codes such as ``PAY-4012`` count; plain and hyphenated words
+        (``read-only``, ``IL-10``) and bare numbers do not. The share is the fraction of
+        the query's words (leaf terms) that sit inside those identifiers: 1.0 for a bare
+        identifier lookup, small for a sentence that merely mentions one.
+        """
+        found: dict[str, None] = {}
+        leaves = inside = 0
+        for match in _TOKEN.finditer(text):
+            raw = match.group()[:_MAX_TOKEN_CHARS]
+            pieces = _split_identifier(raw)
+            words = sum(
+                1
+                for piece, leaf in pieces
+                if leaf and not (self.config.stopwords and piece in ENGLISH_STOPWORDS)
+            )
+            leaves += words
+            if _CODE_LIKE.search(raw) or _ERROR_CODE.fullmatch(raw):
+                found.setdefault(pieces[0][0], None)
+                inside += words
+        return list(found), (inside / leaves if leaves else 0.0)
 
     def _expand(self, raw: str) -> list[str]:
         out: list[str] = []

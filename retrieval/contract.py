@@ -71,6 +71,7 @@ class EngineRanks(BaseModel):
 
     sparse: int | None = None
     dense: int | None = None
+    exact: int | None = Field(None, description="rank among chunks holding every identifier")
 
 
 class QueryResult(BaseModel):

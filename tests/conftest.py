@@ -36,8 +36,9 @@ def make_runtime(data_dir: Path, embedder: LocalEmbedder, **sections: dict[str, 
 
 
 @pytest.fixture(scope="session")
-def demo_runtime(tmp_path_factory: pytest.TempPathFactory,
-                 local_embedder: LocalEmbedder) -> Iterator[Runtime]:
+def demo_runtime(
+    tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEmbedder
+) -> Iterator[Runtime]:
     """The demo corpus ingested in-process, exactly as ``make demo`` does with the CLI."""
     data = tmp_path_factory.mktemp("demo") / "data"
     previous = Path.cwd()

@@ -39,8 +39,17 @@ class SparseIndex(Protocol):
         """Drop everything (before a rebuild)."""
         ...
 
-    def search(self, query: str, limit: int, flt: ResolvedFilter | None = None) -> Hits:
-        """Best ``limit`` (row id, score) pairs for ``query`` that pass ``flt``."""
+    def search(
+        self,
+        query: str,
+        limit: int,
+        flt: ResolvedFilter | None = None,
+        require: Sequence[str] = (),
+    ) -> Hits:
+        """Best ``limit`` (row id, score) pairs for ``query`` that pass ``flt``.
+
+        With ``require``, only chunks holding every one of those index terms are returned.
+        """
         ...
 
     def __len__(self) -> int:

@@ -96,12 +96,21 @@ class RankBM25Index:
                 self._model = BM25Plus(corpus, k1=self._k1, b=self._b, delta=self._delta)
         self._dirty = False
 
-    def search(self, query: str, limit: int, flt: ResolvedFilter | None = None) -> Hits:
-        """Score every chunk, keep those that contain a query term and pass the filter."""
+    def search(
+        self,
+        query: str,
+        limit: int,
+        flt: ResolvedFilter | None = None,
+        require: Sequence[str] = (),
+    ) -> Hits:
+        """Score the chunks that contain a query term (and every required one) and pass."""
         terms = self._analyzer.query_terms(query)
         if self._model is None or not terms or limit <= 0:
             return []
-        matched = sorted({p for term in terms for p in self._postings.get(term, ())})
+        found = {p for term in terms for p in self._postings.get(term, ())}
+        for term in require:
+            found &= set(self._postings.get(term, ()))
+        matched = sorted(found)
         if flt is not None:
             matched = [p for p in matched if int(self._row_ids[p]) in flt.allowed]
         if not matched:

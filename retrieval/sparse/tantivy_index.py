@@ -105,28 +105,31 @@ class TantivyIndex:
         self._w().delete_all_documents()
         self._applied = 0
 
-    def search(self, query: str, limit: int, flt: ResolvedFilter | None = None) -> Hits:
+    def search(
+        self,
+        query: str,
+        limit: int,
+        flt: ResolvedFilter | None = None,
+        require: Sequence[str] = (),
+    ) -> Hits:
         """BM25 top ``limit`` hits, restricted by the filter inside the engine."""
         terms = self._analyzer.query_terms(query)
         if not terms or limit <= 0:
             return []
         text_query = tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "body", term))
-                for term in terms
-            ]
+            [(tantivy.Occur.Should, self._body_term(term)) for term in terms]
         )
-        query_obj = text_query
+        clauses = [(tantivy.Occur.Must, text_query)]
+        clauses.extend((tantivy.Occur.Must, self._constant(self._body_term(t))) for t in require)
         if flt is not None:
             if not flt.allowed:
                 return []
-            must = [(tantivy.Occur.Must, text_query)]
             for key, values in flt.clauses.items():
                 allowed = tantivy.Query.term_set_query(
                     self._schema, "meta", [filter_term(key, v) for v in values]
                 )
-                must.append((tantivy.Occur.Must, tantivy.Query.const_score_query(allowed, 0.0)))
-            query_obj = tantivy.Query.boolean_query(must)
+                clauses.append((tantivy.Occur.Must, self._constant(allowed)))
+        query_obj = text_query if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
         searcher = self._index.searcher()
         result = searcher.search(query_obj, limit, count=False)
         if not result.hits:
@@ -137,6 +140,14 @@ class TantivyIndex:
             for (score, _), row_id in zip(result.hits, row_ids, strict=True)
             if row_id is not None
         ]
+
+    def _body_term(self, term: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, "body", term)
+
+    @staticmethod
+    def _constant(query: tantivy.Query) -> tantivy.Query:
+        """A clause that must match but adds nothing to the BM25 score."""
+        return tantivy.Query.const_score_query(query, 0.0)
 
     def __len__(self) -> int:
         return int(self._index.searcher().num_docs)

@@ -17,17 +17,28 @@ from tests.conftest import CORPUS, ROOT
 LORE = [sys.executable, "-m", "api.cli"]
 
 
-def lore(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LORE_DATA_DIR": str(data), "COLUMNS": "200"}
-    return subprocess.run([*LORE, *args], cwd=ROOT, env=env, input=stdin, text=True,
-                          capture_output=True, timeout=300, check=False)
+def lore(
+    data: Path, *args: str, stdin: str | None = None, **env_extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LORE_DATA_DIR": str(data), "COLUMNS": "200", **env_extra}
+    return subprocess.run(
+        [*LORE, *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("cli") / "data"
-    first = lore(directory, "ingest", str(CORPUS / "production"), "--meta", "env=production",
-                 "--json")
+    first = lore(
+        directory, "ingest", str(CORPUS / "production"), "--meta", "env=production", "--json"
+    )
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
     assert report["done"] > 20 and report["failed"] == []
@@ -38,9 +49,13 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_search_json_and_request_file(data: Path) -> None:
-    seed = {"query_id": "seed-1", "search_text": "database connection timeouts", "top_k": 4,
-            "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
-            "metadata_filter": {"env": "staging"}}
+    seed = {
+        "query_id": "seed-1",
+        "search_text": "database connection timeouts",
+        "top_k": 4,
+        "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
+        "metadata_filter": {"env": "staging"},
+    }
     done = lore(data, "search", "--request", "-", stdin=json.dumps(seed))
     assert done.returncode == 0, done.stderr
     response = json.loads(done.stdout)
@@ -77,9 +92,11 @@ def test_bad_inputs_fail_with_reasons_and_the_batch_goes_on(tmp_path: Path) -> N
     (inbox / "good.md").write_text("# Good\n\nThe ERR_GOOD_ONE code is fine.\n")
     (inbox / "binary.md").write_bytes(b"\x89PNG\x00\x00")
     (inbox / "empty.txt").write_text("")
-    (inbox / "huge.txt").write_text("word " * 300_000)
+    (inbox / "huge.txt").write_text("word " * 30_000)
     (inbox / "bad.jsonl").write_text('{"id": "ok", "text": "fine record"}\n{oops\n')
-    done = lore(tmp_path / "d", "ingest", str(inbox), "--json")
+    done = lore(
+        tmp_path / "d", "ingest", str(inbox), "--json", LORE_INGEST__MAX_DOCUMENT_BYTES="100000"
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["done"] == 2
@@ -97,31 +114,39 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def server(data: Path) -> Iterator[str]:
+def server(data: Path, tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "LORE_DATA_DIR": str(data)}
-    proc = subprocess.Popen([*LORE, "serve", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("lore serve did not come up")
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*LORE, "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            else:
+                pytest.fail(f"lore serve did not come up: {log_path.read_text()}")
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
 
 
 def test_serve_answers_the_seed_contract(server: str) -> None:
-    reply = httpx.post(f"{server}/v1/memory/query", timeout=60,
-                       json={"search_text": "token rotation", "top_k": 3})
+    reply = httpx.post(
+        f"{server}/v1/memory/query", timeout=60, json={"search_text": "token rotation", "top_k": 3}
+    )
     assert reply.status_code == 200
     body = reply.json()
     assert body["total_retrieved"] == len(body["results"]) == 3

@@ -44,8 +44,11 @@ def test_paraphrased_questions_find_their_document(
 def test_environment_filter_never_leaks(demo_runtime: Runtime) -> None:
     for env in ("staging", "production"):
         response = demo_runtime.query_sync(
-            QueryRequest(search_text="HTTP 504 gateway timeout runbook", top_k=50,
-                         metadata_filter={"env": env})
+            QueryRequest(
+                search_text="HTTP 504 gateway timeout runbook",
+                top_k=50,
+                metadata_filter={"env": env},
+            )
         )
         assert response.total_retrieved > 0
         assert {r.metadata["env"] for r in response.results} == {env}

@@ -49,3 +49,27 @@ def test_stemming_and_stopwords_are_options() -> None:
 
 def test_query_terms_are_distinct_in_order(analyzer: Analyzer) -> None:
     assert analyzer.query_terms("timeout TIMEOUT timeouts") == ["timeout"]
+
+
+@pytest.mark.parametrize(
+    ("query", "identifiers", "dominant"),
+    [
+        ("E_LEDGER_LOCK_TIMEOUT", ["e_ledger_lock_timeout"], True),
+        ("HTTP 429 quota_exceeded", ["quota_exceeded"], True),
+        ("PAY-4012", ["pay-4012"], True),
+        ("TokenRefresher.rotate_keys", ["tokenrefresher.rotate_keys"], True),
+        ("/etc/quillfeather/sync.toml", ["etc/quillfeather/sync.toml"], True),
+        ("why do read-only replicas lag", [], False),
+        (
+            "Pretreatment with the Arp2/3 inhibitor changes lamellipodia formation",
+            ["arp2/3"],
+            False,
+        ),
+    ],
+)
+def test_identifiers_and_their_share(
+    analyzer: Analyzer, query: str, identifiers: list[str], dominant: bool
+) -> None:
+    found, share = analyzer.identifiers(query)
+    assert found == identifiers
+    assert (share >= 0.5) is dominant

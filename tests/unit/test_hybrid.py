@@ -126,8 +126,9 @@ def test_engines_run_concurrently(runtime: Runtime) -> None:
     concurrent = HybridSearcher(
         store=searcher.store,
         sparse=Meeting(sparse),  # type: ignore[arg-type]
-        dense=Meeting(dense),
-        embedder=searcher.embedder,  # type: ignore[arg-type]
+        dense=Meeting(dense),  # type: ignore[arg-type]
+        embedder=searcher.embedder,
+        analyzer=searcher.analyzer,
         defaults=searcher.defaults,
     )
     assert concurrent.search_sync(q("database")).total_retrieved > 0

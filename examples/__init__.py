@@ -1,0 +1,1 @@
+"""Demo corpus and the queries ``make demo`` runs."""

@@ -1,0 +1,1 @@
+"""Knowledge graph: GraphStore protocol and backends, Leiden communities, reports (next)."""
