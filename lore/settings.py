@@ -76,6 +76,7 @@ class DenseSettings(BaseModel):
     m: int = Field(16, ge=2, le=128)
     ef_construction: int = Field(200, ge=8)
     ef_search: int = Field(128, ge=8)
+    build_threads: int = Field(2, ge=1, le=256, description="threads for adding vectors")
     exact_scan_max_rows: int = Field(
         20_000, ge=0, description="filters matching at most this many chunks are scanned exactly"
     )

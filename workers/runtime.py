@@ -103,6 +103,7 @@ class Runtime:
                         ef_construction=dense_cfg.ef_construction,
                         ef_search=dense_cfg.ef_search,
                         exact_scan_max_rows=dense_cfg.exact_scan_max_rows,
+                        threads=dense_cfg.build_threads,
                     )
             return self._sparse, self._dense
 

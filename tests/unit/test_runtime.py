@@ -1,0 +1,73 @@
+"""Runtime wiring: settings from the environment, embedder binding, index catch-up."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from lore.embedders import LocalEmbedder
+from lore.errors import ConfigurationError, EmbeddingMismatchError
+from lore.models import SourceDocument
+from lore.settings import load_settings
+from lore.store import NewChunk, Store
+from retrieval.contract import QueryRequest
+from tests.conftest import make_runtime
+from workers.runtime import open_runtime
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LORE_SPARSE__ENGINE", "rank_bm25")
+    monkeypatch.setenv("LORE_SEARCH__RRF_K", "10")
+    monkeypatch.setenv("LORE_DATA_DIR", str(tmp_path))
+    settings = load_settings()
+    assert settings.sparse.engine == "rank_bm25" and settings.search.rrf_k == 10
+    assert load_settings(data_dir=tmp_path / "x").data_dir == tmp_path / "x"
+    monkeypatch.setenv("LORE_SPARSE__ENGINE", "lucene")
+    with pytest.raises(ValidationError, match="tantivy"):
+        load_settings()
+    monkeypatch.delenv("LORE_SPARSE__ENGINE")
+    monkeypatch.setenv("LORE_CHUNK__OVERLAP_TOKENS", "500")
+    with pytest.raises(ValidationError, match="overlap"):
+        load_settings()
+
+
+def test_another_embedding_model_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "lore.sqlite3")
+    store.bind_embedder("some-other-model", 768)
+    store.close()
+    with pytest.raises(EmbeddingMismatchError, match="some-other-model"):
+        open_runtime(load_settings(data_dir=tmp_path))
+
+
+def test_missing_local_model_directory_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="never downloaded"):
+        LocalEmbedder("/nowhere/model").embed_query("x")
+
+
+def test_store_write_without_index_update_is_caught_up(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    first = make_runtime(tmp_path, local_embedder)
+    first.ingest([SourceDocument("a", "a", "alpha ERR_FIRST_ONE text", "", {})])
+    # a writer that "crashes" after the store commit, before touching any index:
+    vector = local_embedder.embed_query("beta ERR_SECOND_ONE text")
+    first.store.replace_document(
+        SourceDocument("b", "b", "x", "", {}),
+        [NewChunk("cb", 0, "beta ERR_SECOND_ONE text", "", 5, "hb", vector)],
+    )
+    first.close()
+    second = make_runtime(tmp_path, local_embedder)
+    hits = second.query_sync(QueryRequest(search_text="ERR_SECOND_ONE", top_k=1)).results
+    assert hits[0].document_id == "b"
+    second.close()
+    # index files lost entirely: rebuilt from the store on the next query
+    for directory in tmp_path.glob("sparse-*"):
+        shutil.rmtree(directory)
+    shutil.rmtree(tmp_path / "dense-hnswlib")
+    third = make_runtime(tmp_path, local_embedder)
+    response = third.query_sync(QueryRequest(search_text="ERR_FIRST_ONE", top_k=2))
+    assert response.results[0].document_id == "a" and response.total_retrieved == 2
+    assert np.isclose(third.searcher().dense.search(vector, 1)[0][1], 1.0, atol=1e-4)
+    third.close()
