@@ -127,9 +127,20 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_query(self, text: str) -> Matrix:
-        """Embed one query."""
-        vector: Matrix = self.embed_documents([text])[0]
-        return vector
+        """Embed one query: one forward pass through the model's modules.
+
+        Skips ``encode``'s batching machinery (sorting, progress, list handling), which
+        costs several milliseconds per call for a single short text; the vector is the
+        same (a unit test checks it against ``embed_documents``).
+        """
+        import torch
+
+        model = self._load()
+        with torch.inference_mode():
+            features = model.preprocess([text])
+            vector = model(features)["sentence_embedding"][0]
+            vector = torch.nn.functional.normalize(vector, dim=-1)
+        return np.asarray(vector.numpy(), dtype=np.float32)
 
 
 class OpenAIEmbedder:

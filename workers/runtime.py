@@ -107,11 +107,18 @@ class Runtime:
                     )
             return self._sparse, self._dense
 
+    def _behind(self) -> bool:
+        head = self.store.last_seq()
+        return (
+            self._sparse is None
+            or self._dense is None
+            or (self._sparse.applied_seq != head or self._dense.applied_seq != head)
+        )
+
     def sync_indexes(self) -> dict[str, int]:
         """Catch both indexes up with the store; return the changes each applied."""
         sparse, dense = self._indexes()
-        head = self.store.last_seq()
-        if sparse.applied_seq == head and dense.applied_seq == head:
+        if not self._behind():
             return {"sparse": 0, "dense": 0}
         with self._guard.write(), index_lock(self.data_dir / "indexes.lock"):
             return {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
@@ -152,8 +159,10 @@ class Runtime:
 
     async def query(self, request: QueryRequest) -> QueryResponse:
         """Catch up, then search (async, for the HTTP app)."""
-        await asyncio.to_thread(self.sync_indexes)
-        return await self.searcher().search(request)
+        searcher = self.searcher()
+        if self._behind():
+            await asyncio.get_running_loop().run_in_executor(searcher.executor, self.sync_indexes)
+        return await searcher.search(request)
 
     def query_sync(self, request: QueryRequest) -> QueryResponse:
         """Catch up, then search (blocking, for the CLI and benchmarks)."""
@@ -213,7 +222,10 @@ class Runtime:
         return removed
 
     def close(self) -> None:
-        """Release the store."""
+        """Stop the search threads and release the store."""
+        if self._searcher is not None:
+            self._searcher.executor.shutdown(wait=True)
+            self._searcher.embed_executor.shutdown(wait=True)
         self.store.close()
 
 
