@@ -23,6 +23,7 @@ from ingest.loaders import load_paths
 from retrieval.contract import QueryRequest
 from workers.runtime import Runtime
 
+RECOMMENDED_DIVERSITY = 0.1
 DOC_DEPTH = 100
 CHUNK_DEPTH = 300
 
@@ -45,6 +46,11 @@ METHODS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {
     "hybrid_rrf": ({}, {}),
     "hybrid_weighted": ({}, {"hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4}}),
     "relative_score": ({}, {"fusion": "relative_score"}),
+    "tfidf": (
+        {"sparse": {"engine": "tfidf"}},
+        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
+    ),
+    "hybrid_mmr": ({}, {"diversity": RECOMMENDED_DIVERSITY}),
 }
 
 
@@ -101,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, default=None, help="data dir to build or reuse")
     parser.add_argument("--fresh", action="store_true", help="rebuild the data dir")
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--mmr-sweep", default="", help="extra diversities, e.g. 0.1,0.3,0.5")
     args = parser.parse_args(argv)
     work: Path = args.work or Path("/tmp") / f"lore-bench-{args.data.resolve().name}"
     if args.fresh and work.exists():
@@ -138,8 +145,12 @@ def main(argv: list[str] | None = None) -> None:
     _, index_times["tantivy+hnswlib"] = timed(base.sync_indexes)
     base.close()
 
-    for name in args.methods.split(","):
-        sections, fields = METHODS[name]
+    methods = dict(METHODS)
+    for value in filter(None, args.mmr_sweep.split(",")):
+        methods[f"hybrid_mmr@{value}"] = ({}, {"diversity": float(value)})
+    names = args.methods.split(",") + [n for n in methods if n.startswith("hybrid_mmr@")]
+    for name in names:
+        sections, fields = methods[name]
         runtime = runtime_for(work, **sections)
         build: Callable[[], Any] = runtime.sync_indexes
         _, seconds = timed(build)

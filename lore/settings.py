@@ -60,7 +60,7 @@ class IngestSettings(BaseModel):
 class SparseSettings(BaseModel):
     """Keyword engine and the analyzer it shares with every sparse scorer."""
 
-    engine: Literal["tantivy", "rank_bm25"] = "tantivy"
+    engine: Literal["tantivy", "rank_bm25", "tfidf"] = "tantivy"
     stemming: bool = True
     stopwords: bool = True
     bm25_variant: Literal["okapi", "l", "plus"] = "okapi"
@@ -82,6 +82,18 @@ class DenseSettings(BaseModel):
     )
 
 
+class RerankSettings(BaseModel):
+    """An optional reranker for the best fused candidates."""
+
+    backend: Literal["none", "local", "http"] = "none"
+    model: str = Field("", description="local: cross-encoder model directory; http: model name")
+    url: str = Field("", description="http: the rerank endpoint, e.g. http://host:8080/rerank")
+    style: Literal["tei", "cohere", "jina"] = "tei"
+    api_key: SecretStr | None = None
+    top_n: int = Field(50, ge=1, le=1000, description="fused candidates sent to the reranker")
+    timeout_s: float = Field(10.0, gt=0)
+
+
 class SearchSettings(BaseModel):
     """Defaults of hybrid search; a request may override the weights and k."""
 
@@ -97,6 +109,7 @@ class SearchSettings(BaseModel):
         le=1,
         description="cast the exact vote when identifiers are this share of the query's words",
     )
+    diversity: float = Field(0.0, ge=0, le=1, description="default MMR diversity (0 = off)")
     candidate_multiplier: int = Field(4, ge=1, le=100)
     min_candidates: int = Field(50, ge=1)
     max_candidates: int = Field(2000, ge=1)
@@ -114,6 +127,7 @@ class Settings(BaseSettings):
     sparse: SparseSettings = Field(default_factory=SparseSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
 
 
 def load_settings(**overrides: object) -> Settings:

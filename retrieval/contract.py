@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_TOP_K = 1000
+MAX_CANDIDATES = 5000
 
 
 class HybridParams(BaseModel):
@@ -27,6 +28,15 @@ class HybridParams(BaseModel):
         if self.dense_weight == 0 and self.sparse_weight == 0:
             raise ValueError("dense_weight and sparse_weight cannot both be 0")
         return self
+
+
+class CandidateLimits(BaseModel):
+    """How many candidates each engine returns before fusion (default: a multiple of top_k)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sparse: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
+    dense: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
 
 
 class QueryRequest(BaseModel):
@@ -57,6 +67,25 @@ class QueryRequest(BaseModel):
     hybrid_params: HybridParams = Field(default_factory=HybridParams)
     metadata_filter: dict[str, Any] | None = None
     fusion: Literal["rrf", "relative_score"] = "rrf"
+    diversity: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="MMR over the fused candidates: 0 = off (fused order), 1 = most diverse; "
+        "lambda = 1 - diversity. Default from settings (off).",
+    )
+    rerank: bool | None = Field(
+        None,
+        description="rerank the best fused candidates with the configured reranker "
+        "(default: when one is configured)",
+    )
+    min_relative_score: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="drop results whose fused score is below this fraction of the best one's",
+    )
+    candidate_limits: CandidateLimits | None = None
 
     @field_validator("search_text")
     @classmethod
@@ -86,6 +115,7 @@ class QueryResult(BaseModel):
     heading: str
     metadata: dict[str, Any]
     ranks: EngineRanks
+    rerank_score: float | None = Field(None, description="the reranker's score, when reranked")
 
 
 class QueryResponse(BaseModel):
@@ -95,6 +125,8 @@ class QueryResponse(BaseModel):
     total_retrieved: int = Field(0, description="always len(results); set from results")
     results: list[QueryResult]
     fusion: Literal["rrf", "relative_score"] = "rrf"
+    reranker: str | None = Field(None, description="the reranker that ordered the results")
+    warnings: list[str] = Field(default_factory=list, description="degraded steps, if any")
 
     @model_validator(mode="after")
     def _count_results(self) -> QueryResponse:

@@ -28,14 +28,23 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lore.embedders import Embedder
+from lore.errors import LoreError
 from lore.store import Store
 from retrieval.analyzer import Analyzer
-from retrieval.contract import EngineRanks, QueryRequest, QueryResponse, QueryResult
+from retrieval.contract import (
+    CandidateLimits,
+    EngineRanks,
+    QueryRequest,
+    QueryResponse,
+    QueryResult,
+)
 from retrieval.dense import DenseIndex
 from retrieval.dense import Hits as DenseHits
 from retrieval.filters import ResolvedFilter, parse_filter
 from retrieval.fusion import relative_score_fusion, weighted_rrf
+from retrieval.rerank import Reranker
 from retrieval.rwlock import ReadWriteLock
+from retrieval.shaping import mmr
 from retrieval.sparse import Hits as SparseHits
 from retrieval.sparse import SparseIndex
 
@@ -52,6 +61,9 @@ class SearchDefaults:
     sparse_weight: float = 1.0
     exact_boost: float = 1.0
     exact_min_share: float = 0.5
+    diversity: float = 0.0
+    rerank_top_n: int = 50
+    rerank_timeout_s: float = 10.0
     candidate_multiplier: int = 4
     min_candidates: int = 50
     max_candidates: int = 2000
@@ -72,6 +84,7 @@ class HybridSearcher:
     embedder: Embedder
     analyzer: Analyzer
     defaults: SearchDefaults
+    reranker: Reranker | None = None
     guard: ReadWriteLock = field(default_factory=ReadWriteLock)
     # Long-lived worker threads: torch and OpenMP set up per calling thread, so a fresh
     # thread per query (asyncio's default executor under asyncio.run) costs milliseconds.
@@ -118,15 +131,17 @@ class HybridSearcher:
         k = self.defaults.rrf_k if params.rrf_k_constant is None else params.rrf_k_constant
         flt = self.resolve_filter(request.metadata_filter)
         pool = self.defaults.pool_size(request.top_k)
+        limits = request.candidate_limits or CandidateLimits()
+        sparse_pool, dense_pool = limits.sparse or pool, limits.dense or pool
 
         sparse_task = (
-            self._in_thread(self._sparse_search, request.search_text, pool, flt)
+            self._in_thread(self._sparse_search, request.search_text, sparse_pool, flt)
             if sparse_w > 0
             else _nothing()
         )
         dense_task = (
             asyncio.get_running_loop().run_in_executor(
-                self.embed_executor, self._dense_search, request.search_text, pool, flt
+                self.embed_executor, self._dense_search, request.search_text, dense_pool, flt
             )
             if dense_w > 0
             else _nothing()
@@ -136,7 +151,7 @@ class HybridSearcher:
         if exact_w <= 0 or share < self.defaults.exact_min_share:
             identifiers, exact_w = [], 0.0
         exact_task = (
-            self._in_thread(self._sparse_search, request.search_text, pool, flt, identifiers)
+            self._in_thread(self._sparse_search, request.search_text, sparse_pool, flt, identifiers)
             if identifiers
             else _nothing()
         )
@@ -152,7 +167,8 @@ class HybridSearcher:
             )
         else:
             fused = relative_score_fusion(scored, weights)
-        top = fused[: request.top_k]
+        shaped = await self._shape(request, fused)
+        top = shaped.rows[: request.top_k]
         chunks = self.store.chunks_by_row_ids([row for row, _ in top])
         sparse_rank = {row: rank for rank, (row, _) in enumerate(sparse_hits, start=1)}
         dense_rank = {row: rank for rank, (row, _) in enumerate(dense_hits, start=1)}
@@ -172,13 +188,72 @@ class HybridSearcher:
                     dense=dense_rank.get(row),
                     exact=exact_rank.get(row),
                 ),
+                rerank_score=shaped.rerank_scores.get(row),
             )
             for row, score in top
             if (chunk := chunks.get(row)) is not None
         ]
         return QueryResponse(
-            query_id=request.query_id or uuid.uuid4().hex, results=results, fusion=request.fusion
+            query_id=request.query_id or uuid.uuid4().hex,
+            results=results,
+            fusion=request.fusion,
+            reranker=shaped.reranker,
+            warnings=shaped.warnings,
         )
+
+    async def _shape(self, request: QueryRequest, fused: list[tuple[int, float]]) -> _Shaped:
+        """Rerank the head, diversify (MMR), apply the relative cut-off; best first."""
+        shaped = _Shaped(rows=list(fused))
+        wants_rerank = request.rerank if request.rerank is not None else self.reranker is not None
+        if wants_rerank and fused:
+            await self._rerank(request.search_text, shaped)
+        diversity = self.defaults.diversity if request.diversity is None else request.diversity
+        if diversity > 0 and shaped.rows:
+            head = shaped.rows[: self.defaults.pool_size(request.top_k)]
+            if shaped.rerank_scores:  # diversify within what the reranker ordered
+                head = shaped.rows[: len(shaped.rerank_scores)]
+            relevance = [shaped.rerank_scores.get(row, score) for row, score in head]
+            with self.guard.read():
+                vectors = self.dense.vectors([row for row, _ in head])
+            picked = mmr(relevance, vectors, diversity, min(request.top_k, len(head)))
+            rest = sorted(set(range(len(head))) - set(picked))
+            shaped.rows = [head[i] for i in [*picked, *rest]] + shaped.rows[len(head) :]
+        if request.min_relative_score is not None and fused:
+            floor = fused[0][1] * request.min_relative_score
+            shaped.rows = [(row, score) for row, score in shaped.rows if score >= floor]
+        return shaped
+
+    async def _rerank(self, text: str, shaped: _Shaped) -> None:
+        if self.reranker is None:
+            shaped.warnings.append("rerank requested but no reranker is configured")
+            return
+        head = shaped.rows[: self.defaults.rerank_top_n]
+        chunks = self.store.chunks_by_row_ids([row for row, _ in head])
+        head = [(row, score) for row, score in head if row in chunks]
+        passages = [chunks[row].text for row, _ in head]
+        call = asyncio.get_running_loop().run_in_executor(
+            self.embed_executor, self.reranker.rerank, text, passages
+        )
+        try:
+            scores = await asyncio.wait_for(call, self.defaults.rerank_timeout_s)
+        except TimeoutError:
+            shaped.warnings.append(
+                f"reranker {self.reranker.name} timed out after "
+                f"{self.defaults.rerank_timeout_s:g} s; results are in fused order"
+            )
+            return
+        except (LoreError, OSError, RuntimeError, ValueError) as exc:
+            shaped.warnings.append(
+                f"reranker {self.reranker.name} unavailable ({exc}); results are in fused order"
+            )
+            return
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
+        shaped.rerank_scores = {head[i][0]: scores[i] for i in range(len(head))}
+        shaped.reranker = self.reranker.name
+        reranked = {row for row, _ in head}
+        shaped.rows = [head[i] for i in order] + [
+            item for item in shaped.rows if item[0] not in reranked
+        ]
 
     def _in_thread(self, fn: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
         return asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
@@ -200,6 +275,14 @@ class HybridSearcher:
     def search_sync(self, request: QueryRequest) -> QueryResponse:
         """Blocking wrapper for the CLI and benchmarks."""
         return asyncio.run(self.search(request))
+
+
+@dataclass
+class _Shaped:
+    rows: list[tuple[int, float]]
+    rerank_scores: dict[int, float] = field(default_factory=dict)
+    reranker: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 async def _nothing() -> SparseHits:

@@ -1,8 +1,11 @@
 """A local OpenAI-compatible TEST server (not a real model), for exercising our clients.
 
 Serves ``POST /v1/embeddings`` with deterministic vectors derived from a hash of each
-input's words (texts sharing words get similar vectors). A script of failures can be
-queued (``fail_next(429)``) to test retries and error mapping. Runs in a thread on a free
+input's words (texts sharing words get similar vectors), and the rerank APIs
+``POST /rerank`` (text-embeddings-inference shape) and ``POST /v1/rerank`` (Cohere / Jina
+shape), scoring a passage by how many of the query's words it contains. Failures and
+delays can be scripted (``fail_next(429)``, ``delay_next(2.0)``) to test retries,
+timeouts and error mapping. Runs in a thread on a free
 port of 127.0.0.1; nothing leaves the machine.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,12 +32,19 @@ def fake_vector(text: str, dim: int) -> list[float]:
     return [float(x) for x in total / norm]
 
 
+def overlap(query: str, passage: str) -> float:
+    """Share of the query's words found in the passage (a stand-in relevance score)."""
+    words = set(query.lower().split())
+    return len(words & set(passage.lower().split())) / max(1, len(words))
+
+
 class OpenAITestServer:
     """Start with ``with OpenAITestServer() as server: server.base_url``."""
 
     def __init__(self, dim: int = 32) -> None:
         self.dim = dim
         self.failures: deque[int] = deque()
+        self.delays: deque[float] = deque()
         self.requests: list[dict[str, Any]] = []
         server = self
 
@@ -44,8 +55,22 @@ class OpenAITestServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append({"path": self.path, "body": body})
+                if server.delays:
+                    time.sleep(server.delays.popleft())
                 if server.failures:
                     self._send(server.failures.popleft(), {"error": {"message": "scripted"}})
+                    return
+                if self.path == "/rerank":
+                    texts = body.get("texts") or body.get("documents") or []
+                    scores = [overlap(body["query"], t) for t in texts]
+                    self._send(200, [{"index": i, "score": s} for i, s in enumerate(scores)])
+                    return
+                if self.path == "/v1/rerank":
+                    texts = body.get("documents") or body.get("texts") or []
+                    scores = [overlap(body["query"], t) for t in texts]
+                    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
+                    results = [{"index": i, "relevance_score": scores[i]} for i in ranked]
+                    self._send(200, {"results": results[: body.get("top_n") or len(results)]})
                     return
                 if self.path != "/v1/embeddings":
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -68,11 +93,14 @@ class OpenAITestServer:
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client gave up (a timeout test): nothing to answer
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -82,6 +110,16 @@ class OpenAITestServer:
         """The ``/v1`` base URL to give an OpenAI client."""
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server's root URL (for the rerank routes)."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def delay_next(self, *seconds: float) -> None:
+        """Sleep this long before answering the next requests."""
+        self.delays.extend(seconds)
 
     def fail_next(self, *statuses: int) -> None:
         """Answer the next requests with these HTTP statuses."""

@@ -28,6 +28,7 @@ from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.dense import DenseIndex, open_dense_index
 from retrieval.hybrid import HybridSearcher, SearchDefaults
 from retrieval.indexes import catch_up, index_lock
+from retrieval.rerank import Reranker, open_reranker
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
 
@@ -49,6 +50,23 @@ def build_embedder(settings: Settings) -> Embedder:
         batch_size=cfg.batch_size,
         max_seq_length=cfg.max_seq_length,
         threads=cfg.threads,
+    )
+
+
+def build_reranker(settings: Settings) -> Reranker | None:
+    """The configured reranker, or None (nothing is loaded until the first query)."""
+    cfg = settings.rerank
+    if cfg.backend == "none":
+        return None
+    if cfg.backend == "local":
+        return open_reranker("local", model=cfg.model)
+    return open_reranker(
+        "http",
+        url=cfg.url,
+        style=cfg.style,
+        model=cfg.model or None,
+        api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
+        timeout_s=cfg.timeout_s,
     )
 
 
@@ -144,12 +162,16 @@ class Runtime:
             embedder=self.embedder,
             analyzer=self.analyzer,
             guard=self._guard,
+            reranker=build_reranker(self.settings),
             defaults=SearchDefaults(
                 rrf_k=s.rrf_k,
                 dense_weight=s.dense_weight,
                 sparse_weight=s.sparse_weight,
                 exact_boost=s.exact_boost,
                 exact_min_share=s.exact_min_share,
+                diversity=s.diversity,
+                rerank_top_n=self.settings.rerank.top_n,
+                rerank_timeout_s=self.settings.rerank.timeout_s,
                 candidate_multiplier=s.candidate_multiplier,
                 min_candidates=s.min_candidates,
                 max_candidates=s.max_candidates,

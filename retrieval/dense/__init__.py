@@ -47,6 +47,10 @@ class DenseIndex(Protocol):
         """Best ``limit`` (row id, cosine similarity) pairs that pass ``flt``."""
         ...
 
+    def vectors(self, row_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """The stored unit vectors of ``row_ids`` (zeros for unknown ids), one per row."""
+        ...
+
     def __len__(self) -> int:
         """Number of live vectors."""
         ...

@@ -162,6 +162,15 @@ class HnswIndex:
         self._new(_INITIAL_CAPACITY)
         self._applied = 0
 
+    def vectors(self, row_ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Stored vectors by row id, from the in-memory matrix (zeros when unknown)."""
+        out = np.zeros((len(row_ids), self._dim), dtype=np.float32)
+        for i, row_id in enumerate(row_ids):
+            row = self._row_of.get(int(row_id))
+            if row is not None:
+                out[i] = self._matrix[row]
+        return out
+
     def __len__(self) -> int:
         return int(self._index.get_current_count()) - len(self._deleted)
 

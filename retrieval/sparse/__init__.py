@@ -60,6 +60,7 @@ class SparseIndex(Protocol):
 ENGINES = {
     "tantivy": "retrieval.sparse.tantivy_index:TantivyIndex",
     "rank_bm25": "retrieval.sparse.rank_bm25_index:RankBM25Index",
+    "tfidf": "retrieval.sparse.tfidf_index:TfidfIndex",
 }
 
 

@@ -1,0 +1,59 @@
+"""Result shaping after fusion, as pure functions: MMR diversity and relative cut-offs.
+
+* :func:`mmr` — Maximal Marginal Relevance (Carbonell & Goldstein, 1998): pick, one at a
+  time, the candidate maximising ``λ·relevance - (1-λ)·max similarity to those picked``.
+  Relevance is the fused score min-max normalised over the candidates; similarity is the
+  cosine of the stored chunk embeddings. ``diversity = 1 - λ``; 0 keeps the fused order.
+* :func:`relative_cutoff` — keep results whose score is at least ``fraction`` of the
+  best one's. Fused scores only mean something relative to one query, so a cut-off must
+  be relative too: an absolute RRF threshold (say 0.02) keeps everything for one query
+  and nothing for another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+
+def mmr(
+    scores: Sequence[float], vectors: npt.NDArray[np.float32], diversity: float, k: int
+) -> list[int]:
+    """Indices of ``k`` candidates in MMR order (candidates given best first)."""
+    n = len(scores)
+    if not 0.0 <= diversity <= 1.0:
+        raise ValueError("diversity must be within [0, 1]")
+    if n == 0 or k <= 0:
+        return []
+    if diversity == 0.0:
+        return list(range(min(k, n)))
+    rel = np.asarray(scores, dtype=np.float64)
+    span = float(rel.max() - rel.min())
+    rel = (rel - rel.min()) / span if span > 0 else np.ones(n)
+    unit = np.asarray(vectors, dtype=np.float64)
+    unit = unit / np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
+    lam = 1.0 - diversity
+    picked: list[int] = []
+    max_sim = np.full(n, -np.inf)
+    available = np.ones(n, dtype=bool)
+    for _ in range(min(k, n)):
+        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        value = lam * rel - diversity * penalty
+        value[~available] = -np.inf
+        best = int(np.argmax(value))  # ties: the earlier (better fused) candidate
+        picked.append(best)
+        available[best] = False
+        max_sim = np.maximum(max_sim, unit @ unit[best])
+    return picked
+
+
+def relative_cutoff(scores: Sequence[float], fraction: float | None) -> int:
+    """How many leading results (sorted best first) score ≥ ``fraction`` * the best."""
+    if fraction is None or not scores:
+        return len(scores)
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError("fraction must be within (0, 1]")
+    floor = scores[0] * fraction
+    return sum(1 for score in scores if score >= floor)
