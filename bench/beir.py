@@ -23,7 +23,7 @@ from ingest.loaders import load_paths
 from retrieval.contract import QueryRequest
 from workers.runtime import Runtime
 
-RECOMMENDED_DIVERSITY = 0.1
+RECOMMENDED_DIVERSITY = 0.2
 DOC_DEPTH = 100
 CHUNK_DEPTH = 300
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from lore.models import ChunkDraft
 from lore.tokens import WordPieceCounter
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9`*_-])")
 _MIN_BUDGET = 32
 
@@ -54,7 +54,13 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
         fence_match = _FENCE.match(line)
         if fence is not None:
             current.append(line)
-            if fence_match and fence_match.group(1) == fence:
+            closes = (
+                fence_match is not None
+                and fence_match.group(1)[0] == fence[0]
+                and len(fence_match.group(1)) >= len(fence)
+                and not line.strip()[len(fence_match.group(1)) :].strip()
+            )
+            if closes:
                 fence = None
                 flush_block()
             continue
@@ -68,7 +74,7 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
             flush_section()
             level = len(heading.group(1))
             path = [(lvl, title) for lvl, title in path if lvl < level]
-            path.append((level, heading.group(2).strip()))
+            path.append((level, heading.group(2).strip(" \t#")))
             continue
         if not line.strip():
             flush_block()

@@ -28,7 +28,7 @@ from lore.models import Rejected, SourceDocument
 
 SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-_MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
 _RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
 
@@ -114,7 +114,7 @@ def load_file(
     elif suffix in (".md", ".markdown"):
         meta, body = split_front_matter(text)
         found = _MD_TITLE.search(body)
-        title = found.group(1).strip() if found else path.stem
+        title = found.group(1).strip(" \t#") if found else path.stem
     else:
         title, body, meta = path.stem, text, {}
     yield make_document(doc_id, doc_id, body, title, {**meta, **extra})
@@ -140,11 +140,12 @@ def decode_text(raw: bytes) -> str:
     if b"\x00" in raw[:_SNIFF_BYTES]:
         raise InvalidRequestError("binary file (contains NUL bytes); only text formats are read")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError(
             f"not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})"
         ) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
@@ -241,5 +242,5 @@ def _html(text: str) -> tuple[str, str]:
     body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
     if not title:
         first = _MD_TITLE.search(body)
-        title = first.group(1) if first else ""
+        title = first.group(1).strip(" \t#") if first else ""
     return title, body

@@ -77,6 +77,7 @@ class IngestPipeline:
     counter: WordPieceCounter
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
     batch_texts: int = 64
+    batch_documents: int = 256
 
     def run(
         self, items: Iterable[SourceDocument | Rejected], progress: Progress | None = None
@@ -85,6 +86,7 @@ class IngestPipeline:
         report = IngestReport()
         pending: list[_Pending] = []
         queued = 0
+        seen: set[str] = set()
 
         def emit(outcome: Outcome) -> None:
             report.add(outcome)
@@ -96,6 +98,11 @@ class IngestPipeline:
                 self.store.mark_failed(item.id, item.source, item.reason)
                 emit((item.id, "failed", item.reason))
                 continue
+            if item.id in seen:
+                reason = f"id {item.id!r} appears twice in this run (again in {item.source})"
+                emit((item.id, "failed", reason))
+                continue
+            seen.add(item.id)
             try:
                 prepared = self._prepare(item)
             except LoreError as exc:
@@ -109,7 +116,7 @@ class IngestPipeline:
                 continue
             pending.append(prepared)
             queued += sum(vector is None for vector in prepared.vectors)
-            if queued >= self.batch_texts:
+            if queued >= self.batch_texts or len(pending) >= self.batch_documents:
                 self._flush(pending, report, emit)
                 pending, queued = [], 0
         self._flush(pending, report, emit)
@@ -117,6 +124,11 @@ class IngestPipeline:
 
     def _prepare(self, doc: SourceDocument) -> _Pending | None:
         existing = self.store.get_document(doc.id)
+        if existing is not None and existing.source != doc.source:
+            raise DocumentRejectedError(
+                f"id {doc.id!r} already belongs to {existing.source!r}; delete that document "
+                "first or give this one another id"
+            )
         if (
             existing is not None
             and existing.status is DocumentStatus.DONE

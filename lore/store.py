@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -121,6 +122,10 @@ class Store:
             self._db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
+            )
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
+                (uuid.uuid4().hex,),
             )
 
     def close(self) -> None:
@@ -358,6 +363,19 @@ class Store:
             )
             for r in rows
         }
+
+    def document_ids_of(self, row_ids: Sequence[int]) -> dict[int, str]:
+        """The document each chunk belongs to (missing chunks are left out)."""
+        out: dict[int, str] = {}
+        with self._lock:
+            for start in range(0, len(row_ids), 500):
+                batch = list(row_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT row_id, document_id FROM chunks WHERE row_id IN ({marks})", batch
+                ).fetchall()
+                out.update({int(r): str(d) for r, d in rows})
+        return out
 
     def chunks_of_document(self, document_id: str) -> list[StoredChunk]:
         """A document's chunks in order."""

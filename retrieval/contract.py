@@ -12,15 +12,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_TOP_K = 1000
 MAX_CANDIDATES = 5000
+MAX_WEIGHT = 1000.0
 
 
 class HybridParams(BaseModel):
     """Fusion parameters; omitted fields take the service defaults (1.0, 1.0, 60)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    dense_weight: float | None = Field(None, ge=0, description="weight of the dense list")
-    sparse_weight: float | None = Field(None, ge=0, description="weight of the BM25 list")
+    dense_weight: float | None = Field(
+        None, ge=0, le=MAX_WEIGHT, description="weight of the dense list"
+    )
+    sparse_weight: float | None = Field(
+        None, ge=0, le=MAX_WEIGHT, description="weight of the BM25 list"
+    )
     rrf_k_constant: int | None = Field(None, ge=1, le=100_000, description="RRF k (60)")
 
     @model_validator(mode="after")

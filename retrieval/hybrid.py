@@ -27,6 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from lore.embedders import Embedder
 from lore.errors import LoreError
 from lore.store import Store
@@ -213,9 +216,15 @@ class HybridSearcher:
             if shaped.rerank_scores:  # diversify within what the reranker ordered
                 head = shaped.rows[: len(shaped.rerank_scores)]
             relevance = [shaped.rerank_scores.get(row, score) for row, score in head]
-            with self.guard.read():
-                vectors = self.dense.vectors([row for row, _ in head])
-            picked = mmr(relevance, vectors, diversity, min(request.top_k, len(head)))
+            vectors = await self._in_thread(self._vectors, [row for row, _ in head])
+            owners = self.store.document_ids_of([row for row, _ in head])
+            picked = mmr(
+                relevance,
+                vectors,
+                diversity,
+                min(request.top_k, len(head)),
+                groups=[owners.get(row, row) for row, _ in head],
+            )
             rest = sorted(set(range(len(head))) - set(picked))
             shaped.rows = [head[i] for i in [*picked, *rest]] + shaped.rows[len(head) :]
         if request.min_relative_score is not None and fused:
@@ -257,6 +266,10 @@ class HybridSearcher:
 
     def _in_thread(self, fn: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
         return asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def _vectors(self, rows: list[int]) -> npt.NDArray[np.float32]:
+        with self.guard.read():
+            return self.dense.vectors(rows)
 
     def _sparse_search(
         self, text: str, pool: int, flt: ResolvedFilter | None, require: list[str] | None = None

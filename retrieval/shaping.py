@@ -3,7 +3,8 @@
 * :func:`mmr` — Maximal Marginal Relevance (Carbonell & Goldstein, 1998): pick, one at a
   time, the candidate maximising ``λ·relevance - (1-λ)·max similarity to those picked``.
   Relevance is the fused score min-max normalised over the candidates; similarity is the
-  cosine of the stored chunk embeddings. ``diversity = 1 - λ``; 0 keeps the fused order.
+  cosine of the stored chunk embeddings, and chunks of the same document count as
+  duplicates (similarity 1). ``diversity = 1 - λ``; 0 keeps the fused order.
 * :func:`relative_cutoff` — keep results whose score is at least ``fraction`` of the
   best one's. Fused scores only mean something relative to one query, so a cut-off must
   be relative too: an absolute RRF threshold (say 0.02) keeps everything for one query
@@ -12,16 +13,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 
 def mmr(
-    scores: Sequence[float], vectors: npt.NDArray[np.float32], diversity: float, k: int
+    scores: Sequence[float],
+    vectors: npt.NDArray[np.float32],
+    diversity: float,
+    k: int,
+    groups: Sequence[Hashable] | None = None,
 ) -> list[int]:
-    """Indices of ``k`` candidates in MMR order (candidates given best first)."""
+    """Indices of ``k`` candidates in MMR order (candidates given best first).
+
+    ``groups`` (e.g. document ids) marks candidates that duplicate each other whatever
+    their vectors say: two chunks of one document count as fully similar.
+    """
     n = len(scores)
     if not 0.0 <= diversity <= 1.0:
         raise ValueError("diversity must be within [0, 1]")
@@ -36,6 +45,10 @@ def mmr(
     unit = unit / np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
     lam = 1.0 - diversity
     picked: list[int] = []
+    group_ids = None
+    if groups is not None:
+        index: dict[Hashable, int] = {}
+        group_ids = np.asarray([index.setdefault(g, len(index)) for g in groups])
     max_sim = np.full(n, -np.inf)
     available = np.ones(n, dtype=bool)
     for _ in range(min(k, n)):
@@ -45,7 +58,10 @@ def mmr(
         best = int(np.argmax(value))  # ties: the earlier (better fused) candidate
         picked.append(best)
         available[best] = False
-        max_sim = np.maximum(max_sim, unit @ unit[best])
+        similarity = unit @ unit[best]
+        if group_ids is not None:
+            similarity = np.where(group_ids == group_ids[best], 1.0, similarity)
+        max_sim = np.maximum(max_sim, similarity)
     return picked
 
 

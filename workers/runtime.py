@@ -113,7 +113,7 @@ class Runtime:
                         self.analyzer,
                         **options,
                     )
-                    self._dense = open_dense_index(
+                    dense = open_dense_index(
                         "hnswlib",
                         self.data_dir / "dense-hnswlib",
                         dimension,
@@ -123,6 +123,16 @@ class Runtime:
                         exact_scan_max_rows=dense_cfg.exact_scan_max_rows,
                         threads=dense_cfg.build_threads,
                     )
+                    marker = self.data_dir / "indexes.store-id"
+                    store_id = self.store.get_meta("store_id") or ""
+                    if not marker.exists() or marker.read_text().strip() != store_id:
+                        # index files from another store (e.g. the database was replaced):
+                        # start them empty so the catch-up rebuilds them from this store
+                        for index in (self._sparse, dense):
+                            index.reset()
+                            index.commit(0)
+                        marker.write_text(store_id)
+                    self._dense = dense
             return self._sparse, self._dense
 
     def _behind(self) -> bool:
@@ -138,13 +148,13 @@ class Runtime:
         sparse, dense = self._indexes()
         if not self._behind():
             return {"sparse": 0, "dense": 0}
-        with self._guard.write(), index_lock(self.data_dir / "indexes.lock"):
+        with index_lock(self.data_dir / "indexes.lock"), self._guard.write():
             return {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
 
     def reindex(self) -> dict[str, int]:
         """Rebuild both indexes from the stored chunks."""
         sparse, dense = self._indexes()
-        with self._guard.write(), index_lock(self.data_dir / "indexes.lock"):
+        with index_lock(self.data_dir / "indexes.lock"), self._guard.write():
             sparse.reset()
             dense.reset()
             return {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,14 +61,20 @@ class HnswIndex:
                 f"{dimension}-d ones"
             )
         self._index = hnswlib.Index(space="cosine", dim=dimension)
+        self._applied = 0
         if state and self._file.exists():
-            self._index.load_index(str(self._file), max_elements=int(state["capacity"]))
-            self._deleted = set(state.get("deleted", []))
-            self._applied = int(state["applied_seq"])
-            self._load_matrix()
+            try:
+                self._index.load_index(str(self._file), max_elements=int(state["capacity"]))
+                self._deleted = set(state.get("deleted", []))
+                self._load_matrix()
+                self._applied = int(state["applied_seq"])
+            except (RuntimeError, OSError, ValueError, KeyError, TypeError):
+                # Damaged or written by another version: start empty; the next catch-up
+                # rebuilds it from the stored embeddings.
+                self._new(_INITIAL_CAPACITY)
+                self._applied = 0
         else:
             self._new(_INITIAL_CAPACITY)
-            self._applied = 0
 
     def _new(self, capacity: int) -> None:
         self._index = hnswlib.Index(space="cosine", dim=self._dim)
@@ -82,7 +89,7 @@ class HnswIndex:
             matrix = np.load(self._vectors_path)
             labels = [int(x) for x in np.load(self._labels_path)]
         if len(labels) != self._index.get_current_count():  # missing or stale: re-read
-            labels = [int(x) for x in self._index.get_ids_list()]
+            labels = [int(x) for x in self._index.get_ids_list() if int(x) not in self._deleted]
             matrix = np.asarray(self._index.get_items(labels), dtype=np.float32).reshape(
                 len(labels), self._dim
             )
@@ -134,18 +141,28 @@ class HnswIndex:
                 continue
             try:
                 self._index.mark_deleted(int(row_id))
-            except RuntimeError:
-                continue  # never added: nothing to delete
+            except RuntimeError as exc:
+                if "already deleted" not in str(exc):
+                    continue  # never added: nothing to delete
             self._deleted.add(int(row_id))
 
     def commit(self, seq: int) -> None:
         """Save the index file, then the state that vouches for it."""
-        self._index.save_index(str(self._file))
         labels = np.zeros(len(self._row_of), dtype=np.int64)
         for label, row in self._row_of.items():
             labels[row] = label
-        np.save(self._vectors_path, self._matrix[: len(labels)])
-        np.save(self._labels_path, labels)
+        # Each file is replaced whole; a crash leaves old and new files side by side, which
+        # loading detects (counts differ) and repairs from the index itself.
+        tmp = self._file.with_suffix(".tmp")
+        self._index.save_index(str(tmp))
+        os.replace(tmp, self._file)
+        for path, array in (
+            (self._vectors_path, self._matrix[: len(labels)]),
+            (self._labels_path, labels),
+        ):
+            with path.with_suffix(".tmp").open("wb") as handle:
+                np.save(handle, array)
+            os.replace(path.with_suffix(".tmp"), path)
         self._applied = seq
         write_state(
             self._state_path,

@@ -47,7 +47,13 @@ class TantivyIndex:
             directory.mkdir(parents=True)
             state = {}
         self._applied = int(state.get("applied_seq", 0))
-        self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
+        try:
+            self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
+        except ValueError:  # damaged files: start empty, the catch-up rebuilds from the store
+            shutil.rmtree(directory)
+            directory.mkdir(parents=True)
+            self._applied = 0
+            self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
         self._writer: tantivy.IndexWriter | None = None
 
     @property

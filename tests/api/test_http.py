@@ -77,6 +77,10 @@ def test_query_seed_contract(client: TestClient) -> None:
         ({"search_text": "x", "hybrid_params": {"dense_weight": -1}}, "dense_weight"),
         ({"search_text": "x", "hybrid_params": {"rrf_k_constant": 0}}, "rrf_k_constant"),
         ({"search_text": "x", "surprise": 1}, "surprise"),
+        ({"search_text": "x", "hybrid_params": {"dense_weight": 1e9}}, "dense_weight"),
+        ({"search_text": "x", "diversity": 2}, "diversity"),
+        ({"search_text": "x", "min_relative_score": 0}, "min_relative_score"),
+        ({"search_text": "x", "candidate_limits": {"sparse": 0}}, "sparse"),
     ],
 )
 def test_bad_requests_get_422_with_readable_detail(
@@ -87,6 +91,14 @@ def test_bad_requests_get_422_with_readable_detail(
     data = reply.json()
     assert data["error"] == "InvalidRequest" and data["request_id"]
     assert fragment in str(data["detail"])
+
+
+def test_infinite_weight_is_refused(client: TestClient) -> None:
+    raw = b'{"search_text": "x", "hybrid_params": {"dense_weight": Infinity}}'
+    reply = client.post(
+        "/v1/memory/query", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert reply.status_code == 422 and "dense_weight" in str(reply.json()["detail"])
 
 
 def test_unknown_filter_key_and_operator(client: TestClient) -> None:

@@ -76,3 +76,9 @@ def test_title_budget_shrinks_chunks_for_long_headings(counter: WordPieceCounter
     text = heading + "\n\n" + "body words here. " * 200
     for chunk in chunk_text(text, counter, size=250, overlap=0, title="T"):
         assert counter.count(chunk.embed_text("T")) + 2 <= 256
+
+
+def test_longer_fences_and_pathological_headings(counter: WordPieceCounter) -> None:
+    text = "# Doc\n\n````md\n```\ninner\n```\n````\n\n## Next\n\nbody"
+    assert [h for h, _ in sections(text)] == ["Doc", "Doc > Next"]
+    assert sections("# a" + " " * 20_000 + "b #\n\ntext") == [("a" + " " * 20_000 + "b", ["text"])]

@@ -71,3 +71,54 @@ def test_store_write_without_index_update_is_caught_up(
     assert response.results[0].document_id == "a" and response.total_retrieved == 2
     assert np.isclose(third.searcher().dense.search(vector, 1)[0][1], 1.0, atol=1e-4)
     third.close()
+
+
+def test_damaged_or_foreign_index_files_are_rebuilt(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    rt.ingest(
+        [
+            SourceDocument("a", "a", "kangaroo ERR_ALPHA", "", {}),
+            SourceDocument("b", "b", "wombat ERR_BETA", "", {}),
+        ]
+    )
+    rt.delete("b")
+    rt.close()
+    index_bin = tmp_path / "dense-hnswlib" / "index.bin"
+    index_bin.write_bytes(index_bin.read_bytes()[:100])  # torn write
+    (tmp_path / "dense-hnswlib" / "vectors.npy").unlink()
+    again = make_runtime(tmp_path, local_embedder)
+    hits = again.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results
+    assert [h.document_id for h in hits] == ["a"]
+    again.close()
+    # a new database behind old index files: the indexes must not serve the old rows
+    for name in ("lore.sqlite3", "lore.sqlite3-wal", "lore.sqlite3-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    fresh = make_runtime(tmp_path, local_embedder)
+    fresh.ingest([SourceDocument("n", "n", "platypus ERR_GAMMA", "", {})])
+    assert (
+        fresh.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results[0].document_id
+        == "n"
+    )
+    fresh.close()
+
+
+def test_an_id_owned_by_another_source_is_not_overwritten(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    assert rt.ingest([SourceDocument("1", "one.jsonl#1", "llamas graze", "", {})]).done == ["1"]
+    clash = rt.ingest(
+        [
+            SourceDocument("1", "two.jsonl#1", "zebras run", "", {}),
+            SourceDocument("x", "x", "once", "", {}),
+            SourceDocument("x", "y", "twice", "", {}),
+        ]
+    )
+    reasons = dict(clash.failed)
+    assert "already belongs to 'one.jsonl#1'" in reasons["1"]
+    assert "appears twice in this run" in reasons["x"]
+    top = rt.query_sync(QueryRequest(search_text="llamas", top_k=1)).results[0]
+    assert top.source == "one.jsonl#1"
+    rt.close()
