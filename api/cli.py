@@ -163,6 +163,14 @@ def ingest(
 @click.option("--sparse-weight", type=float, default=None)
 @click.option("--rrf-k", type=int, default=None)
 @click.option("--fusion", type=click.Choice(["rrf", "relative_score"]), default="rrf")
+@click.option("--diversity", type=float, default=None, help="MMR diversity 0..1 (0 = off).")
+@click.option("--rerank/--no-rerank", default=None, help="Use the configured reranker.")
+@click.option(
+    "--min-relative-score",
+    type=float,
+    default=None,
+    help="Drop results below this fraction of the best fused score.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the response JSON.")
 @click.pass_context
 def search(
@@ -175,6 +183,9 @@ def search(
     sparse_weight: float | None,
     rrf_k: int | None,
     fusion: str,
+    diversity: float | None,
+    rerank: bool | None,
+    min_relative_score: float | None,
     as_json: bool,
 ) -> None:
     """Hybrid search (BM25 + dense, weighted RRF)."""
@@ -199,6 +210,9 @@ def search(
                     "top_k": top_k,
                     "fusion": fusion,
                     "metadata_filter": flt or None,
+                    "diversity": diversity,
+                    "rerank": rerank,
+                    "min_relative_score": min_relative_score,
                     "hybrid_params": {
                         "dense_weight": dense_weight,
                         "sparse_weight": sparse_weight,
@@ -241,6 +255,8 @@ def print_results(response: QueryResponse) -> None:
         )
     out.print(table)
     out.print(f"[dim]{response.total_retrieved} results · query_id {response.query_id}[/]")
+    for warning in response.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 @main.command()

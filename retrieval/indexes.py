@@ -19,8 +19,8 @@ from lore.store import IndexRow, Store
 BATCH = 2000
 
 
-class CatchUpIndex(Protocol):
-    """What catching up needs of an index (both sparse and dense indexes have it)."""
+class DerivedIndex(Protocol):
+    """What every derived index has: it replays the store's changes and remembers how far."""
 
     @property
     def applied_seq(self) -> int:
@@ -40,11 +40,15 @@ class CatchUpIndex(Protocol):
         ...
 
     def reset(self) -> None:
-        """Drop everything."""
+        """Drop everything (before a rebuild)."""
+        ...
+
+    def __len__(self) -> int:
+        """Number of searchable chunks."""
         ...
 
 
-def catch_up(store: Store, index: CatchUpIndex) -> int:
+def catch_up(store: Store, index: DerivedIndex) -> int:
     """Bring ``index`` up to the store's last change; return the changes applied."""
     head = store.last_seq()
     applied = index.applied_seq
@@ -68,7 +72,7 @@ def catch_up(store: Store, index: CatchUpIndex) -> int:
     return count
 
 
-def _rebuild(store: Store, index: CatchUpIndex, head: int) -> int:
+def _rebuild(store: Store, index: DerivedIndex, head: int) -> int:
     index.reset()
     row_ids = store.all_row_ids()
     for start in range(0, len(row_ids), BATCH):

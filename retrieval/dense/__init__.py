@@ -3,43 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import import_module
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from lore.errors import ConfigurationError
-from lore.store import IndexRow
+from lore.backends import resolve_backend
 from retrieval.filters import ResolvedFilter
+from retrieval.indexes import DerivedIndex
 
 Hits = list[tuple[int, float]]
 
 
-class DenseIndex(Protocol):
+class DenseIndex(DerivedIndex, Protocol):
     """A nearest-neighbour index over unit vectors keyed by chunk row id."""
-
-    @property
-    def applied_seq(self) -> int:
-        """The last change sequence number this index reflects."""
-        ...
-
-    def upsert(self, rows: Sequence[IndexRow]) -> None:
-        """Add or replace vectors."""
-        ...
-
-    def delete(self, row_ids: Sequence[int]) -> None:
-        """Remove vectors; unknown ids are ignored."""
-        ...
-
-    def commit(self, seq: int) -> None:
-        """Persist and record ``seq`` as applied."""
-        ...
-
-    def reset(self) -> None:
-        """Drop everything (before a rebuild)."""
-        ...
 
     def search(
         self, vector: npt.NDArray[np.float32], limit: int, flt: ResolvedFilter | None = None
@@ -51,23 +29,13 @@ class DenseIndex(Protocol):
         """The stored unit vectors of ``row_ids`` (zeros for unknown ids), one per row."""
         ...
 
-    def __len__(self) -> int:
-        """Number of live vectors."""
-        ...
-
 
 ENGINES = {"hnswlib": "retrieval.dense.hnsw:HnswIndex"}
 
 
 def open_dense_index(engine: str, directory: Path, dimension: int, **options: object) -> DenseIndex:
     """Open (or create) the named engine's index in ``directory``."""
-    try:
-        target = ENGINES[engine]
-    except KeyError:
-        raise ConfigurationError(
-            f"unknown dense engine {engine!r}; choose one of {', '.join(ENGINES)}"
-        ) from None
-    module_name, _, class_name = target.partition(":")
-    cls = getattr(import_module(module_name), class_name)
-    index: DenseIndex = cls(directory, dimension, **options)
+    index: DenseIndex = resolve_backend(ENGINES, engine, "dense engine")(
+        directory, dimension, **options
+    )
     return index

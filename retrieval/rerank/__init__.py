@@ -8,10 +8,9 @@ Cohere-style, Jina-style). Chosen by name, imported lazily.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import import_module
 from typing import Protocol
 
-from lore.errors import ConfigurationError
+from lore.backends import resolve_backend
 
 
 class Reranker(Protocol):
@@ -35,12 +34,5 @@ BACKENDS = {
 
 def open_reranker(backend: str, **options: object) -> Reranker:
     """Build the named backend (no model is loaded until the first call)."""
-    try:
-        target = BACKENDS[backend]
-    except KeyError:
-        raise ConfigurationError(
-            f"unknown reranker backend {backend!r}; choose one of {', '.join(BACKENDS)}"
-        ) from None
-    module_name, _, class_name = target.partition(":")
-    reranker: Reranker = getattr(import_module(module_name), class_name)(**options)
+    reranker: Reranker = resolve_backend(BACKENDS, backend, "reranker backend")(**options)
     return reranker

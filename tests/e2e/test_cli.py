@@ -71,6 +71,24 @@ def test_table_output_filter_error_and_status(data: Path) -> None:
     assert bad.returncode != 0 and "unknown filter key 'colour'" in bad.stderr
     bad_k = lore(data, "search", "x", "--top-k", "0")
     assert bad_k.returncode != 0 and "top_k" in bad_k.stderr
+    shaped = lore(
+        data,
+        "search",
+        "HTTP 504",
+        "--diversity",
+        "0.3",
+        "--min-relative-score",
+        "0.5",
+        "--json",
+        LORE_RERANK__BACKEND="local",
+        LORE_RERANK__MODEL="/nonexistent/cross-encoder",
+    )
+    assert shaped.returncode == 0, shaped.stderr
+    body = json.loads(shaped.stdout)
+    assert body["total_retrieved"] > 0 and body["reranker"] is None
+    assert any("never downloaded" in w for w in body["warnings"])
+    best = body["results"][0]["rrf_score"]
+    assert all(r["rrf_score"] >= 0.5 * best for r in body["results"])
     status = json.loads(lore(data, "status", "--json").stdout)
     assert status["counts"]["chunks"] > 40 and status["failed"] == []
 
