@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ingest.loaders import document_id_for
 from lore.errors import LoreError
 from lore.settings import Settings, load_settings
 from retrieval.contract import QueryRequest, QueryResponse
@@ -265,6 +266,8 @@ def print_results(response: QueryResponse) -> None:
 def delete(ctx: click.Context, document_id: str) -> None:
     """Delete a document from the store and every index."""
     with _runtime(ctx) as runtime:
+        if runtime.store.get_document(document_id) is None and Path(document_id).exists():
+            document_id = document_id_for(Path(document_id))  # e.g. ./docs/a.md
         removed = runtime.delete(document_id)
     out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
 

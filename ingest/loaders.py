@@ -52,7 +52,7 @@ def load_paths(
         elif path.is_file():
             yield from load_file(path, max_bytes=max_bytes, extra_metadata=extra)
         else:
-            yield Rejected(_doc_id(path), str(path), "no such file or directory")
+            yield Rejected(document_id_for(path), str(path), "no such file or directory")
 
 
 def _walk(root: Path, include: Sequence[str], exclude: Sequence[str]) -> Iterator[Path]:
@@ -60,11 +60,12 @@ def _walk(root: Path, include: Sequence[str], exclude: Sequence[str]) -> Iterato
         rel = file.relative_to(root).as_posix()
         if any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(file.name, pat) for pat in exclude):
             continue
-        if any(fnmatch.fnmatch(file.name, pat) for pat in include):
+        if any(fnmatch.fnmatch(file.name, pat) or fnmatch.fnmatch(rel, pat) for pat in include):
             yield file
 
 
-def _doc_id(path: Path) -> str:
+def document_id_for(path: Path) -> str:
+    """The id a file gets when ingested from the current working directory."""
     resolved = path.resolve()
     try:
         return resolved.relative_to(Path.cwd().resolve()).as_posix()
@@ -76,7 +77,7 @@ def load_file(
     path: Path, *, max_bytes: int, extra_metadata: Metadata | None = None
 ) -> Iterator[LoadResult]:
     """Load one file (a JSON Lines file may yield many documents)."""
-    doc_id = _doc_id(path)
+    doc_id = document_id_for(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         yield Rejected(
@@ -114,7 +115,8 @@ def load_file(
     elif suffix in (".md", ".markdown"):
         meta, body = split_front_matter(text)
         found = _MD_TITLE.search(body)
-        title = found.group(1).strip(" \t#") if found else path.stem
+        title = str(meta.pop("title", "")) or (found.group(1).strip(" \t#") if found else "")
+        title = title or path.stem
     else:
         title, body, meta = path.stem, text, {}
     yield make_document(doc_id, doc_id, body, title, {**meta, **extra})
@@ -235,7 +237,8 @@ def _html(text: str) -> tuple[str, str]:
         title_tag.decompose()
     for level in range(1, 7):
         for heading in soup.find_all(f"h{level}"):
-            heading.replace_with(f"\n\n{'#' * level} {heading.get_text(' ', strip=True)}\n\n")
+            words = " ".join(heading.get_text(" ", strip=True).split())
+            heading.replace_with(f"\n\n{'#' * level} {words}\n\n")
     for block in soup.find_all(["p", "li", "pre", "tr", "div", "br", "blockquote", "section"]):
         block.insert_after("\n\n" if block.name != "br" else "\n")
     lines = [" ".join(line.split()) for line in soup.get_text().splitlines()]

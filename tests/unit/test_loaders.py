@@ -108,3 +108,21 @@ def test_directory_walk_include_exclude_and_missing(tmp_path: Path) -> None:
 
 def test_front_matter_absent() -> None:
     assert split_front_matter("# just text") == ({}, "# just text")
+
+
+def test_front_matter_title_crlf_and_include_by_path(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.md").write_bytes(
+        b"---\r\ntitle: Given Title\r\nteam: a\r\n---\r\n# H\r\n\r\nbody"
+    )
+    (tmp_path / "d" / "y.md").write_text("# Other\n\nbody")
+    (tmp_path / "old.txt").write_bytes(b"line one\rline two")
+    items = list(load_paths([tmp_path], include=["d/x.md", "*.txt"], exclude=[], max_bytes=LIMIT))
+    by_name = {Path(i.source).name: i for i in items}
+    assert set(by_name) == {"x.md", "old.txt"}
+    doc = by_name["x.md"]
+    assert isinstance(doc, SourceDocument)
+    assert doc.title == "Given Title" and doc.metadata == {"team": "a"}
+    assert "\r" not in doc.text
+    old = by_name["old.txt"]
+    assert isinstance(old, SourceDocument) and old.text == "line one\nline two"
