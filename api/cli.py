@@ -323,5 +323,9 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     uvicorn.run(create_app(_settings(ctx)), host=host, port=port, log_level="info")
 
 
+from api import cli_graph  # noqa: E402  - registers the ``lore graph`` commands
+
+__all__ = ["cli_graph", "main"]
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -115,6 +115,14 @@ class SearchSettings(BaseModel):
     max_candidates: int = Field(2000, ge=1)
 
 
+class GraphSettings(BaseModel):
+    """Knowledge-graph extraction and communities."""
+
+    extractor: Literal["offline"] = "offline"
+    max_cluster_size: int = Field(10, ge=2, description="Leiden splits larger communities")
+    seed: int = 42
+
+
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
@@ -128,6 +136,7 @@ class Settings(BaseSettings):
     dense: DenseSettings = Field(default_factory=DenseSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
 
 
 def load_settings(**overrides: object) -> Settings:

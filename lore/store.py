@@ -377,6 +377,14 @@ class Store:
                 out.update({int(r): str(d) for r, d in rows})
         return out
 
+    def chunk_refs(self) -> list[tuple[int, str, str]]:
+        """(row id, chunk id, document id) of every stored chunk, by row id."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT row_id, id, document_id FROM chunks ORDER BY row_id"
+            ).fetchall()
+        return [(int(r), str(c), str(d)) for r, c, d in rows]
+
     def chunks_of_document(self, document_id: str) -> list[StoredChunk]:
         """A document's chunks in order."""
         with self._lock:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graph.stores.local import LocalGraphStore
+from ingest.extract_offline import extract as extract_offline
+from ingest.graph_build import GraphBuildReport, build_communities, build_graph
 from ingest.loaders import load_paths
 from ingest.pipeline import ChunkingOptions, IngestPipeline, IngestReport, Progress
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
@@ -83,6 +86,7 @@ class Runtime:
     _dense: DenseIndex | None = field(default=None, init=False)
     _guard: ReadWriteLock = field(default_factory=ReadWriteLock, init=False)
     _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _graph: LocalGraphStore | None = field(default=None, init=False)
 
     @property
     def data_dir(self) -> Path:
@@ -253,11 +257,32 @@ class Runtime:
         self.sync_indexes()
         return removed
 
+    # -- knowledge graph -------------------------------------------------------------------
+
+    def graph(self) -> LocalGraphStore:
+        """The graph store (tables in the same SQLite file)."""
+        if self._graph is None:
+            self._graph = LocalGraphStore(self.data_dir / "lore.sqlite3")
+        return self._graph
+
+    def build_graph(
+        self, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[GraphBuildReport, int]:
+        """Extract what is new, drop what is gone, recompute communities."""
+        report = build_graph(self.store, self.graph(), extract_offline, progress)
+        cfg = self.settings.graph
+        communities = build_communities(
+            self.graph(), max_cluster_size=cfg.max_cluster_size, seed=cfg.seed
+        )
+        return report, len(communities)
+
     def close(self) -> None:
         """Stop the search threads and release the store."""
         if self._searcher is not None:
             self._searcher.executor.shutdown(wait=True)
             self._searcher.embed_executor.shutdown(wait=True)
+        if self._graph is not None:
+            self._graph.close()
         self.store.close()
 
 

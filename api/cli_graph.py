@@ -1,0 +1,131 @@
+"""``lore graph …``: build the knowledge graph, look at communities and entities, export."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import click
+
+from api.cli import _runtime, err, main, out
+
+
+@main.group()
+def graph() -> None:
+    """Knowledge graph: entities, relations and their communities."""
+
+
+@graph.command()
+@click.pass_context
+def build(ctx: click.Context) -> None:
+    """Extract entities from new chunks, drop what is gone, recompute communities."""
+    with _runtime(ctx) as runtime:
+
+        def progress(done: int, total: int) -> None:
+            err.print(f"extracting {done}/{total} chunks", end="\r")
+
+        report, communities = runtime.build_graph(progress)
+        counts = runtime.graph().counts()
+        levels = {c.level for c in runtime.graph().communities()}
+    out.print(
+        f"extracted {report.extracted} chunks ({report.unchanged} unchanged, "
+        f"{report.removed} removed); {counts['entities']} entities, {counts['relations']} "
+        f"relations; {communities} communities on {len(levels)} levels; LLM calls: 0 "
+        "(offline extractor)"
+    )
+
+
+@graph.command()
+@click.option("--level", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
+    """List communities (id, level, parent, size, first members)."""
+    with _runtime(ctx) as runtime:
+        found = runtime.graph().communities(level)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {"id": c.id, "level": c.level, "parent": c.parent, "members": list(c.members)}
+                    for c in found
+                ],
+                indent=2,
+            )
+        )
+        return
+    for c in found:
+        preview = ", ".join(c.members[:6]) + (" …" if len(c.members) > 6 else "")
+        out.print(
+            f"{c.id:>8}  level {c.level}  parent {c.parent or '-':>6}  "
+            f"{len(c.members):>4} members: {preview}",
+            highlight=False,
+        )
+
+
+@graph.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """An entity, where it comes from, and its neighbours."""
+    with _runtime(ctx) as runtime:
+        entity = runtime.graph().entity(name)
+        if entity is None:
+            raise click.ClickException(f"no entity named {name!r}; run 'lore graph build' first?")
+        neighbours = runtime.graph().neighbours(name, limit=15)
+    data = {
+        "name": entity.name,
+        "type": entity.type,
+        "description": entity.description,
+        "mentions": entity.mentions,
+        "chunk_ids": list(entity.chunk_ids),
+        "neighbours": [{"name": n.name, "type": n.type, "weight": w} for n, w in neighbours],
+    }
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    out.print(
+        f"[bold]{entity.name}[/] ({entity.type}), {entity.mentions} mentions in "
+        f"{len(entity.chunk_ids)} chunks",
+        highlight=False,
+    )
+    out.print(f"  {entity.description}", highlight=False)
+    for item in data["neighbours"]:
+        out.print(
+            f"  - {item['name']} ({item['type']}), weight {item['weight']:g}", highlight=False
+        )
+
+
+@graph.command()
+@click.option("--format", "fmt", type=click.Choice(["graphml", "json"]), default="json")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write to FILE instead of stdout.",
+)
+@click.pass_context
+def export(ctx: click.Context, fmt: str, output: Path | None) -> None:
+    """Export the entity graph (GraphML or node-link JSON)."""
+    import networkx as nx
+
+    with _runtime(ctx) as runtime:
+        store = runtime.graph()
+        nxg = store.to_networkx()
+        for key in list(nxg.nodes):
+            entity = store.entity(key)
+            if entity is not None:
+                nxg.nodes[key].update(name=entity.name, type=entity.type, mentions=entity.mentions)
+    if fmt == "json":
+        text = json.dumps(nx.node_link_data(nxg, edges="links"), indent=2)
+    else:
+        buffer = io.BytesIO()
+        nx.write_graphml(nxg, buffer)
+        text = buffer.getvalue().decode("utf-8")
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        out.print(f"wrote {output}")

@@ -1,0 +1,57 @@
+"""What the graph holds: entity and relation mentions in, merged entities and relations out."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class EntityMention:
+    """An entity found in one chunk."""
+
+    name: str
+    type: str
+    description: str
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RelationMention:
+    """Two entities related in one chunk (names as in the mentions), with a weight."""
+
+    source: str
+    target: str
+    weight: float
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """An entity merged over all the chunks that mention it."""
+
+    key: str
+    name: str
+    type: str
+    description: str
+    mentions: int
+    chunk_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """A relation merged over its chunks; ``weight`` sums the chunk weights."""
+
+    source: str
+    target: str
+    weight: float
+    description: str
+    chunk_ids: tuple[str, ...]
+
+
+def entity_key(name: str) -> str:
+    """Normalised name used to merge mentions: case, surrounding punctuation, plurals."""
+    key = " ".join(name.strip(" \t`'\"()[]{}.,;:").split()).lower()
+    if re.fullmatch(r"[a-z ]+", key) and key.endswith("s") and not key.endswith("ss"):
+        key = key[:-1]  # plain words only: "Incident Commanders" -> "incident commander"
+    return key

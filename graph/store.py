@@ -1,0 +1,65 @@
+"""The GraphStore protocol.
+
+Entities are keyed by a normalised name; every entity and relation keeps the chunks it
+came from (provenance), so removing a chunk's contributions makes whatever no other
+chunk supports disappear. Backends: ``graph.stores.local`` (tables in the SQLite store,
+NetworkX for graph algorithms); a Neo4j backend follows with the same contract suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from graph.communities import Community, Edge
+from graph.models import Entity, EntityMention, Relation, RelationMention
+
+
+class GraphStore(Protocol):
+    """Entities, relations with provenance, and communities."""
+
+    def put_chunk(
+        self,
+        chunk_id: str,
+        document_id: str,
+        entities: Sequence[EntityMention],
+        relations: Sequence[RelationMention],
+    ) -> None:
+        """Replace everything ``chunk_id`` contributes with these mentions."""
+        ...
+
+    def remove_chunks(self, chunk_ids: Sequence[str]) -> int:
+        """Drop these chunks' contributions; return how many entities disappeared."""
+        ...
+
+    def extracted_chunks(self) -> set[str]:
+        """Chunk ids whose contributions are stored (extracted, possibly with nothing)."""
+        ...
+
+    def entity(self, name: str) -> Entity | None:
+        """The merged entity for a name (any spelling that normalises the same)."""
+        ...
+
+    def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
+        """Entities related to ``name``, heaviest relation first."""
+        ...
+
+    def relations_among(self, keys: Sequence[str]) -> list[Relation]:
+        """Relations whose both ends are among ``keys`` (a subgraph)."""
+        ...
+
+    def edges(self) -> list[Edge]:
+        """Every relation as (source key, target key, weight), sorted."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of entities, relations and communities."""
+        ...
+
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        """Store a new hierarchy, replacing the previous one."""
+        ...
+
+    def communities(self, level: int | None = None) -> list[Community]:
+        """Stored communities, optionally of one level."""
+        ...

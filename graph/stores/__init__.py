@@ -1,0 +1,1 @@
+"""GraphStore backends, one module each."""

@@ -1,0 +1,241 @@
+"""Embedded GraphStore: tables next to the documents in the SQLite store.
+
+Mentions are stored per chunk (``entity_mentions``, ``relation_mentions``); merged
+entities and relations are computed from them by SQL, so removing a chunk's rows is the
+whole cascade: an entity or relation no other chunk mentions is gone. Graph algorithms
+(Leiden) read :meth:`edges`; a NetworkX view is built on demand by :meth:`to_networkx`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from graph.communities import Community, Edge
+from graph.models import Entity, EntityMention, Relation, RelationMention, entity_key
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entity_mentions (
+    entity_key TEXT NOT NULL, chunk_id TEXT NOT NULL, document_id TEXT NOT NULL,
+    name TEXT NOT NULL, type TEXT NOT NULL, description TEXT NOT NULL, count INTEGER NOT NULL,
+    PRIMARY KEY (entity_key, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS entity_mentions_by_chunk ON entity_mentions(chunk_id);
+CREATE TABLE IF NOT EXISTS relation_mentions (
+    source_key TEXT NOT NULL, target_key TEXT NOT NULL, chunk_id TEXT NOT NULL,
+    weight REAL NOT NULL, description TEXT NOT NULL,
+    PRIMARY KEY (source_key, target_key, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS relation_mentions_by_chunk ON relation_mentions(chunk_id);
+CREATE INDEX IF NOT EXISTS relation_mentions_by_target ON relation_mentions(target_key);
+CREATE TABLE IF NOT EXISTS extracted_chunks (chunk_id TEXT PRIMARY KEY, document_id TEXT);
+CREATE TABLE IF NOT EXISTS communities (
+    id TEXT PRIMARY KEY, level INTEGER NOT NULL, cluster INTEGER NOT NULL, parent TEXT,
+    members TEXT NOT NULL
+);
+"""
+
+
+class LocalGraphStore:
+    """GraphStore on a SQLite file (the same file as the document store)."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    def put_chunk(
+        self,
+        chunk_id: str,
+        document_id: str,
+        entities: Sequence[EntityMention],
+        relations: Sequence[RelationMention],
+    ) -> None:
+        """Replace the chunk's contributions."""
+        ent_rows = [
+            (entity_key(e.name), chunk_id, document_id, e.name, e.type, e.description, e.count)
+            for e in entities
+        ]
+        rel_rows = []
+        for r in relations:
+            a, b = sorted((entity_key(r.source), entity_key(r.target)))
+            if a != b:
+                rel_rows.append((a, b, chunk_id, r.weight, r.description))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._delete_chunks([chunk_id])
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO entity_mentions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    ent_rows,
+                )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO relation_mentions VALUES (?, ?, ?, ?, ?)", rel_rows
+                )
+                self._db.execute(
+                    "INSERT OR REPLACE INTO extracted_chunks VALUES (?, ?)", (chunk_id, document_id)
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _delete_chunks(self, chunk_ids: Sequence[str]) -> None:
+        rows = [(c,) for c in chunk_ids]
+        for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
+            self._db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
+
+    def remove_chunks(self, chunk_ids: Sequence[str]) -> int:
+        """Drop contributions; return how many entities no longer exist."""
+        with self._lock:
+            before = self._entity_count()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._delete_chunks(chunk_ids)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return before - self._entity_count()
+
+    def _entity_count(self) -> int:
+        row = self._db.execute("SELECT COUNT(DISTINCT entity_key) FROM entity_mentions").fetchone()
+        return int(row[0])
+
+    def extracted_chunks(self) -> set[str]:
+        """Chunk ids already extracted."""
+        with self._lock:
+            return {str(r[0]) for r in self._db.execute("SELECT chunk_id FROM extracted_chunks")}
+
+    def entity(self, name: str) -> Entity | None:
+        """Merged entity: most frequent spelling and type, first description, provenance."""
+        key = entity_key(name)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, type, description, count, chunk_id FROM entity_mentions "
+                "WHERE entity_key = ? ORDER BY chunk_id",
+                (key,),
+            ).fetchall()
+        if not rows:
+            return None
+        spellings: dict[str, int] = {}
+        types: dict[str, int] = {}
+        for spelling, kind, _, count, _ in rows:
+            spellings[spelling] = spellings.get(spelling, 0) + int(count)
+            types[kind] = types.get(kind, 0) + int(count)
+        return Entity(
+            key=key,
+            name=max(sorted(spellings), key=lambda s: spellings[s]),
+            type=max(sorted(types), key=lambda t: types[t]),
+            description=str(rows[0][2]),
+            mentions=sum(int(r[3]) for r in rows),
+            chunk_ids=tuple(str(r[4]) for r in rows),
+        )
+
+    def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
+        """Related entities by summed relation weight."""
+        key = entity_key(name)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT CASE WHEN source_key = ? THEN target_key ELSE source_key END AS other, "
+                "SUM(weight) AS w FROM relation_mentions WHERE source_key = ? OR target_key = ? "
+                "GROUP BY other ORDER BY w DESC, other LIMIT ?",
+                (key, key, key, limit),
+            ).fetchall()
+        out = []
+        for other, weight in rows:
+            entity = self.entity(str(other))
+            if entity is not None:
+                out.append((entity, float(weight)))
+        return out
+
+    def relations_among(self, keys: Sequence[str]) -> list[Relation]:
+        """Relations inside a set of entity keys."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return []
+        marks = ",".join("?" * len(wanted))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT source_key, target_key, SUM(weight), MIN(description), "
+                "GROUP_CONCAT(chunk_id) FROM relation_mentions "
+                f"WHERE source_key IN ({marks}) AND target_key IN ({marks}) "
+                "GROUP BY source_key, target_key ORDER BY source_key, target_key",
+                [*wanted, *wanted],
+            ).fetchall()
+        return [
+            Relation(str(a), str(b), float(w), str(d), tuple(sorted(str(c).split(","))))
+            for a, b, w, d, c in rows
+        ]
+
+    def edges(self) -> list[Edge]:
+        """All relations as weighted edges."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT source_key, target_key, SUM(weight) FROM relation_mentions "
+                "GROUP BY source_key, target_key ORDER BY source_key, target_key"
+            ).fetchall()
+        return [(str(a), str(b), float(w)) for a, b, w in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Entities, relations, communities, extracted chunks."""
+        with self._lock:
+            relations = self._db.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM relation_mentions "
+                "GROUP BY source_key, target_key)"
+            ).fetchone()[0]
+            communities = self._db.execute("SELECT COUNT(*) FROM communities").fetchone()[0]
+            extracted = self._db.execute("SELECT COUNT(*) FROM extracted_chunks").fetchone()[0]
+            return {
+                "entities": self._entity_count(),
+                "relations": int(relations),
+                "communities": int(communities),
+                "extracted_chunks": int(extracted),
+            }
+
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        """Store a new hierarchy."""
+        rows = [(c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM communities")
+                self._db.executemany("INSERT INTO communities VALUES (?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def communities(self, level: int | None = None) -> list[Community]:
+        """Stored communities ordered by level and cluster."""
+        sql = "SELECT id, level, cluster, parent, members FROM communities"
+        args: tuple[int, ...] = ()
+        if level is not None:
+            sql += " WHERE level = ?"
+            args = (level,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY level, cluster", args).fetchall()
+        return [
+            Community(str(i), int(lv), int(cl), None if p is None else str(p), tuple(json.loads(m)))
+            for i, lv, cl, p, m in rows
+        ]
+
+    def to_networkx(self) -> Any:
+        """The entity graph as a weighted ``networkx.Graph``."""
+        import networkx as nx
+
+        graph = nx.Graph()
+        graph.add_weighted_edges_from(self.edges())
+        return graph
