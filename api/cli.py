@@ -8,45 +8,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from pydantic import ValidationError
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from api.cli_common import err, out, runtime_context, settings_of
+from api.cli_graph import graph
 from ingest.loaders import document_id_for
-from lore.errors import LoreError
-from lore.settings import Settings, load_settings
+from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
-from workers.runtime import Runtime, open_runtime
-
-F = TypeVar("F", bound=Callable[..., Any])
-out = Console()
-err = Console(stderr=True)
-
-
-def _settings(ctx: click.Context) -> Settings:
-    settings: Settings = ctx.obj["settings"]
-    return settings
-
-
-@contextmanager
-def _runtime(ctx: click.Context) -> Iterator[Runtime]:
-    try:
-        runtime = open_runtime(_settings(ctx))
-    except LoreError as exc:
-        raise click.ClickException(str(exc)) from exc
-    try:
-        yield runtime
-    except LoreError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        runtime.close()
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
@@ -99,13 +73,13 @@ def ingest(
 ) -> None:
     """Ingest files and directories (.md, .txt, .html, .jsonl)."""
     metadata = {k: v[-1] for k, v in _pairs(meta, "--meta").items()}
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     if include:
         settings.ingest.include = list(include)
     if exclude:
         settings.ingest.exclude = [*settings.ingest.exclude, *exclude]
     with (
-        _runtime(ctx) as runtime,
+        runtime_context(ctx) as runtime,
         Progress(
             TextColumn("[bold]ingest"),
             BarColumn(),
@@ -223,7 +197,7 @@ def search(
             )
     except ValidationError as exc:
         raise click.ClickException(_validation_message(exc)) from exc
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         response = runtime.query_sync(request)
     if as_json:
         click.echo(response.model_dump_json(indent=2))
@@ -265,7 +239,7 @@ def print_results(response: QueryResponse) -> None:
 @click.pass_context
 def delete(ctx: click.Context, document_id: str) -> None:
     """Delete a document from the store and every index."""
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         if runtime.store.get_document(document_id) is None and Path(document_id).exists():
             document_id = document_id_for(Path(document_id))  # e.g. ./docs/a.md
         removed = runtime.delete(document_id)
@@ -277,7 +251,7 @@ def delete(ctx: click.Context, document_id: str) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Counts of documents and chunks, failures with reasons, index state."""
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         counts = runtime.store.counts()
         failed = [
             {"id": d.id, "error": d.error}
@@ -305,7 +279,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def reindex(ctx: click.Context) -> None:
     """Rebuild the derived indexes (BM25 and HNSW) from the store."""
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         applied = runtime.reindex()
     out.print(f"rebuilt: sparse {applied['sparse']} chunks, dense {applied['dense']} chunks")
 
@@ -320,12 +294,10 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
 
     from api.app import create_app
 
-    uvicorn.run(create_app(_settings(ctx)), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(settings_of(ctx)), host=host, port=port, log_level="info")
 
 
-from api import cli_graph  # noqa: E402  - registers the ``lore graph`` commands
-
-__all__ = ["cli_graph", "main"]
+main.add_command(graph)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

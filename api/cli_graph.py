@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from api.cli import _runtime, err, main, out
+from api.cli_common import err, out, runtime_context
 
 
-@main.group()
+@click.group()
 def graph() -> None:
     """Knowledge graph: entities, relations and their communities."""
 
@@ -20,7 +20,7 @@ def graph() -> None:
 @click.pass_context
 def build(ctx: click.Context) -> None:
     """Extract entities from new chunks, drop what is gone, recompute communities."""
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
 
         def progress(done: int, total: int) -> None:
             err.print(f"extracting {done}/{total} chunks", end="\r")
@@ -42,7 +42,7 @@ def build(ctx: click.Context) -> None:
 @click.pass_context
 def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
     """List communities (id, level, parent, size, first members)."""
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         found = runtime.graph().communities(level)
     if as_json:
         click.echo(
@@ -70,18 +70,19 @@ def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, name: str, as_json: bool) -> None:
     """An entity, where it comes from, and its neighbours."""
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         entity = runtime.graph().entity(name)
         if entity is None:
             raise click.ClickException(f"no entity named {name!r}; run 'lore graph build' first?")
         neighbours = runtime.graph().neighbours(name, limit=15)
+    related = [{"name": n.name, "type": n.type, "weight": w} for n, w in neighbours]
     data = {
         "name": entity.name,
         "type": entity.type,
         "description": entity.description,
         "mentions": entity.mentions,
         "chunk_ids": list(entity.chunk_ids),
-        "neighbours": [{"name": n.name, "type": n.type, "weight": w} for n, w in neighbours],
+        "neighbours": related,
     }
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -92,7 +93,7 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
         highlight=False,
     )
     out.print(f"  {entity.description}", highlight=False)
-    for item in data["neighbours"]:
+    for item in related:
         out.print(
             f"  - {item['name']} ({item['type']}), weight {item['weight']:g}", highlight=False
         )
@@ -111,7 +112,7 @@ def export(ctx: click.Context, fmt: str, output: Path | None) -> None:
     """Export the entity graph (GraphML or node-link JSON)."""
     import networkx as nx
 
-    with _runtime(ctx) as runtime:
+    with runtime_context(ctx) as runtime:
         store = runtime.graph()
         nxg = store.to_networkx()
         for key in list(nxg.nodes):

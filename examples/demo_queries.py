@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from api.cli import out, print_results
+from api.cli import print_results
+from api.cli_common import out
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest
 from workers.runtime import open_runtime

@@ -52,6 +52,10 @@ class Relation:
 def entity_key(name: str) -> str:
     """Normalised name used to merge mentions: case, surrounding punctuation, plurals."""
     key = " ".join(name.strip(" \t`'\"()[]{}.,;:").split()).lower()
-    if re.fullmatch(r"[a-z ]+", key) and key.endswith("s") and not key.endswith("ss"):
-        key = key[:-1]  # plain words only: "Incident Commanders" -> "incident commander"
+    if not re.fullmatch(r"[a-z ]+", key) or len(key) < 4:
+        return key  # identifiers and short words are kept exactly
+    if key.endswith("ies"):
+        return key[:-3] + "y"  # "dependencies" -> "dependency"
+    if key.endswith("s") and not key.endswith(("ss", "us", "is")):
+        return key[:-1]  # "Incident Commanders" -> "incident commander"
     return key

@@ -169,3 +169,24 @@ def test_serve_answers_the_seed_contract(server: str) -> None:
     body = reply.json()
     assert body["total_retrieved"] == len(body["results"]) == 3
     assert httpx.post(f"{server}/v1/memory/query", json={"top_k": 3}).status_code == 422
+
+
+def test_graph_commands(data: Path, tmp_path: Path) -> None:
+    built = lore(data, "graph", "build")
+    assert built.returncode == 0, built.stderr
+    assert "entities" in built.stdout and "LLM calls: 0" in built.stdout
+    shown = lore(data, "graph", "show", "E_LEDGER_LOCK_TIMEOUT", "--json")
+    assert shown.returncode == 0, shown.stderr
+    entity = json.loads(shown.stdout)
+    assert entity["type"] == "error_code" and entity["chunk_ids"]
+    assert lore(data, "graph", "show", "no-such-thing-here").returncode != 0
+    levels = {c["level"] for c in json.loads(lore(data, "graph", "communities", "--json").stdout)}
+    assert len(levels) >= 2
+    target = tmp_path / "g.graphml"
+    assert (
+        lore(data, "graph", "export", "--format", "graphml", "--output", str(target)).returncode
+        == 0
+    )
+    assert "<graphml" in target.read_text()
+    nodes = json.loads(lore(data, "graph", "export").stdout)["nodes"]
+    assert any(node.get("type") == "metric" for node in nodes)

@@ -62,3 +62,16 @@ def test_reingest_unchanged_costs_nothing(
     report = demo_runtime.ingest_paths([CORPUS / "staging"], {"env": "staging"})
     assert report.done == [] and report.failed == [] and report.unchanged
     assert demo_runtime.store.last_seq() == before
+
+
+def test_offline_graph_of_the_demo_corpus(demo_runtime: Runtime) -> None:
+    report, communities = demo_runtime.build_graph()
+    graph = demo_runtime.graph()
+    assert report.extracted == demo_runtime.store.counts()["chunks"] and communities > 0
+    single = [c["query"] for c in IDENTIFIERS if " " not in c["query"]]
+    missing = [q for q in single if graph.entity(q) is None]
+    assert not missing, missing
+    levels = {c.level for c in graph.communities()}
+    assert len(levels) >= 2
+    again, _ = demo_runtime.build_graph()
+    assert again.extracted == 0 and again.unchanged == report.extracted

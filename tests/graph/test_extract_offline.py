@@ -1,0 +1,44 @@
+"""Golden tests for the offline extractor on text we wrote."""
+
+from graph.models import entity_key
+from ingest.extract_offline import extract
+
+TEXT = """When `payments-api` returns HTTP 503, check `payments_db_pool_wait_seconds`.
+The pool size is `pool.max_size` on ledger-db-primary.prod.quillfeather.internal.
+
+Errors PAY-5031 and ERR_CONN_RESET come from `reconcile_ledger_batch()` and
+`TokenRefresher.rotate_keys`; see /etc/quillfeather/sync.toml. The Incident Commander
+pages the Data Platform team."""
+
+
+def test_identifiers_become_typed_entities() -> None:
+    entities, _ = extract(TEXT)
+    types = {e.name: e.type for e in entities}
+    assert types["payments-api"] == "service"
+    assert types["HTTP 503"] == "http_status"
+    assert types["payments_db_pool_wait_seconds"] == "metric"
+    assert types["pool.max_size"] == "config_key"
+    assert types["ledger-db-primary.prod.quillfeather.internal"] == "hostname"
+    assert types["PAY-5031"] == "error_code" and types["ERR_CONN_RESET"] == "error_code"
+    assert types["reconcile_ledger_batch"] == "function"
+    assert types["TokenRefresher.rotate_keys"] == "function"
+    assert types["/etc/quillfeather/sync.toml"] == "path"
+    assert types["Incident Commander"] == "name" and types["Data Platform"] == "name"
+    assert "When" not in " ".join(types)  # sentence-initial words are not names
+
+
+def test_relations_link_entities_of_one_sentence_and_are_deterministic() -> None:
+    entities, relations = extract(TEXT)
+    pairs = {(r.source, r.target) for r in relations}
+    assert ("HTTP 503", "payments-api") in pairs or ("payments-api", "HTTP 503") in pairs
+    linked = {frozenset((r.source, r.target)) for r in relations}
+    assert frozenset(("payments-api", "PAY-5031")) not in linked  # different sentences
+    assert extract(TEXT) == (entities, relations)
+    assert extract("no identifiers here at all.") == ([], [])
+
+
+def test_entity_key_normalises_case_punctuation_and_plurals() -> None:
+    assert entity_key("`Incident Commanders`") == entity_key("incident commander")
+    assert entity_key("ERR_CONN_RESET") == "err_conn_reset"
+    assert entity_key("status") == "status" and entity_key("access") == "access"
+    assert entity_key("Retry Policies") == "retry policy"
