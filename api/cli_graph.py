@@ -31,8 +31,8 @@ def build(ctx: click.Context) -> None:
     out.print(
         f"extracted {report.extracted} chunks ({report.unchanged} unchanged, "
         f"{report.removed} removed); {counts['entities']} entities, {counts['relations']} "
-        f"relations; {communities} communities on {len(levels)} levels; LLM calls: 0 "
-        "(offline extractor)"
+        f"relations; {communities} communities on {len(levels)} levels; "
+        f"{report.reports_written} reports written; LLM calls: 0 (offline extractor)"
     )
 
 
@@ -62,6 +62,29 @@ def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
             f"{len(c.members):>4} members: {preview}",
             highlight=False,
         )
+
+
+@graph.command()
+@click.option("--level", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def reports(ctx: click.Context, level: int | None, as_json: bool) -> None:
+    """Community reports: title, summary and cited findings."""
+    with runtime_context(ctx) as runtime:
+        found = runtime.graph().reports(level)
+    if as_json:
+        click.echo(json.dumps([json.loads(r.to_json()) for r in found], indent=2))
+        return
+    for r in found:
+        out.print(
+            f"[bold]{r.community_id}[/] (level {r.level}, importance {r.importance:g}) {r.title}",
+            highlight=False,
+        )
+        out.print(f"  {r.summary}", highlight=False)
+        for finding in r.findings[:3]:
+            out.print(
+                f"  - {finding.text[:160]} [{', '.join(finding.chunks[:2])}]", highlight=False
+            )
 
 
 @graph.command()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,50 @@ class Relation:
     weight: float
     description: str
     chunk_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One statement of a report with what it rests on."""
+
+    text: str
+    entities: tuple[str, ...] = ()
+    relations: tuple[tuple[str, str], ...] = ()
+    chunks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommunityReport:
+    """A community's report; ``importance`` is 0-10 relative to the largest community."""
+
+    community_id: str
+    level: int
+    title: str
+    summary: str
+    findings: tuple[Finding, ...]
+    importance: float
+    fingerprint: str
+    chunk_ids: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> str:
+        """Serialised form for storage."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_json(raw: str) -> CommunityReport:
+        """Inverse of :meth:`to_json`."""
+        data = json.loads(raw)
+        data["findings"] = tuple(
+            Finding(
+                f["text"],
+                tuple(f["entities"]),
+                tuple(tuple(r) for r in f["relations"]),
+                tuple(f["chunks"]),
+            )
+            for f in data["findings"]
+        )
+        data["chunk_ids"] = tuple(data["chunk_ids"])
+        return CommunityReport(**data)
 
 
 def entity_key(name: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from graph.communities import Community, Edge
-from graph.models import Entity, EntityMention, Relation, RelationMention
+from graph.models import CommunityReport, Entity, EntityMention, Relation, RelationMention
 
 
 class GraphStore(Protocol):
@@ -62,4 +62,12 @@ class GraphStore(Protocol):
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities, optionally of one level."""
+        ...
+
+    def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
+        """Store the reports of the current hierarchy, replacing all others."""
+        ...
+
+    def reports(self, level: int | None = None) -> list[CommunityReport]:
+        """Stored reports, optionally of one level."""
         ...

@@ -26,6 +26,7 @@ class GraphBuildReport:
     extracted: int = 0
     removed: int = 0
     unchanged: int = 0
+    reports_written: int = 0
 
 
 def build_graph(

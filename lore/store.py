@@ -377,6 +377,19 @@ class Store:
                 out.update({int(r): str(d) for r, d in rows})
         return out
 
+    def texts_by_chunk_ids(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """Chunk texts by chunk id (missing ids are left out)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT id, text FROM chunks WHERE id IN ({marks})", batch
+                ).fetchall()
+                out.update({str(i): str(t) for i, t in rows})
+        return out
+
     def chunk_refs(self) -> list[tuple[int, str, str]]:
         """(row id, chunk id, document id) of every stored chunk, by row id."""
         with self._lock:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graph.reports import build_reports
 from graph.stores.local import LocalGraphStore
 from ingest.extract_offline import extract as extract_offline
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
@@ -269,11 +270,16 @@ class Runtime:
         self, progress: Callable[[int, int], None] | None = None
     ) -> tuple[GraphBuildReport, int]:
         """Extract what is new, drop what is gone, recompute communities."""
-        report = build_graph(self.store, self.graph(), extract_offline, progress)
+        graph = self.graph()
+        report = build_graph(self.store, graph, extract_offline, progress)
         cfg = self.settings.graph
-        communities = build_communities(
-            self.graph(), max_cluster_size=cfg.max_cluster_size, seed=cfg.seed
+        communities = build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
+        existing = {r.community_id: r for r in graph.reports()}
+        reports, written = build_reports(
+            graph, self.store.texts_by_chunk_ids, communities, existing
         )
+        graph.replace_reports(reports)
+        report.reports_written = written
         return report, len(communities)
 
     def close(self) -> None:

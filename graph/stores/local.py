@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from graph.communities import Community, Edge
-from graph.models import Entity, EntityMention, Relation, RelationMention, entity_key
+from graph.models import (
+    CommunityReport,
+    Entity,
+    EntityMention,
+    Relation,
+    RelationMention,
+    entity_key,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_mentions (
@@ -33,6 +40,10 @@ CREATE TABLE IF NOT EXISTS relation_mentions (
 CREATE INDEX IF NOT EXISTS relation_mentions_by_chunk ON relation_mentions(chunk_id);
 CREATE INDEX IF NOT EXISTS relation_mentions_by_target ON relation_mentions(target_key);
 CREATE TABLE IF NOT EXISTS extracted_chunks (chunk_id TEXT PRIMARY KEY, document_id TEXT);
+CREATE TABLE IF NOT EXISTS community_reports (
+    community_id TEXT PRIMARY KEY, level INTEGER NOT NULL, fingerprint TEXT NOT NULL,
+    report TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS communities (
     id TEXT PRIMARY KEY, level INTEGER NOT NULL, cluster INTEGER NOT NULL, parent TEXT,
     members TEXT NOT NULL
@@ -231,6 +242,30 @@ class LocalGraphStore:
             Community(str(i), int(lv), int(cl), None if p is None else str(p), tuple(json.loads(m)))
             for i, lv, cl, p, m in rows
         ]
+
+    def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
+        """Store the reports of the current hierarchy, replacing all others."""
+        rows = [(r.community_id, r.level, r.fingerprint, r.to_json()) for r in reports]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM community_reports")
+                self._db.executemany("INSERT INTO community_reports VALUES (?, ?, ?, ?)", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def reports(self, level: int | None = None) -> list[CommunityReport]:
+        """Stored reports ordered by level and community id."""
+        sql = "SELECT report FROM community_reports"
+        args: tuple[int, ...] = ()
+        if level is not None:
+            sql += " WHERE level = ?"
+            args = (level,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY level, community_id", args).fetchall()
+        return [CommunityReport.from_json(str(r[0])) for r in rows]
 
     def to_networkx(self) -> Any:
         """The entity graph as a weighted ``networkx.Graph``."""

@@ -1,11 +1,14 @@
 """Acceptance checks on the demo corpus, through the same runtime the CLI uses."""
 
 import json
+from pathlib import Path
 
 import pytest
 
+from lore.embedders import LocalEmbedder
+from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
-from tests.conftest import CORPUS, FIXTURES, ROOT
+from tests.conftest import CORPUS, FIXTURES, ROOT, make_runtime
 from workers.runtime import Runtime
 
 IDENTIFIERS = json.loads((FIXTURES / "identifier_queries.json").read_text())
@@ -75,3 +78,41 @@ def test_offline_graph_of_the_demo_corpus(demo_runtime: Runtime) -> None:
     assert len(levels) >= 2
     again, _ = demo_runtime.build_graph()
     assert again.extracted == 0 and again.unchanged == report.extracted
+    assert again.reports_written == 0  # fingerprints unchanged: nothing rewritten
+    reports = graph.reports()
+    assert {r.community_id for r in reports} == {c.id for c in graph.communities()}
+    cited = {c for r in reports for f in r.findings for c in f.chunks}
+    assert cited and set(demo_runtime.store.texts_by_chunk_ids(sorted(cited))) == cited
+    cited_entities = {e for r in reports for f in r.findings for e in f.entities}
+    assert all(graph.entity(e) is not None for e in cited_entities)
+
+
+def test_an_edit_rewrites_only_the_reports_it_touches(
+    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    rt = make_runtime(tmp_path / "data", local_embedder)
+    rt.ingest_paths([CORPUS / "staging"], {"env": "staging"})
+    rt.build_graph()
+    doc = rt.store.list_documents()[0]
+    chunks = rt.store.chunks_of_document(doc.id)
+    edited = SourceDocument(
+        doc.id,
+        doc.source,
+        "\n\n".join(c.text for c in chunks)
+        + "\n\nNew step: page the ERR_BRAND_NEW_CODE owner via notify-oncall-bot.",
+        doc.title,
+        doc.metadata,
+    )
+    assert rt.ingest([edited]).done == [doc.id]
+    report, after = rt.build_graph()
+    assert report.removed >= 1 and report.extracted >= 1
+    assert 1 <= report.reports_written < after
+    fresh = rt.graph().entity("ERR_BRAND_NEW_CODE")
+    assert fresh is not None
+    home = [c.id for c in rt.graph().communities() if fresh.key in c.members]
+    assert home
+    reports = {r.community_id: r for r in rt.graph().reports()}
+    text = " ".join([reports[home[-1]].title, *(f.text for f in reports[home[-1]].findings)])
+    assert "ERR_BRAND_NEW_CODE" in text  # the refreshed report reflects the edit
+    rt.close()
