@@ -48,6 +48,18 @@ class GraphStore(Protocol):
         """Relations whose both ends are among ``keys`` (a subgraph)."""
         ...
 
+    def entity_keys(self) -> set[str]:
+        """Every entity key."""
+        ...
+
+    def entities_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Entity keys each chunk mentions."""
+        ...
+
+    def chunks_of_entities(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """Chunk ids that mention each entity."""
+        ...
+
     def edges(self) -> list[Edge]:
         """Every relation as (source key, target key, weight), sorted."""
         ...

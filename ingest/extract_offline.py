@@ -18,9 +18,10 @@ from graph.models import EntityMention, RelationMention, entity_key
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}|\n(?=\s*(?:[-*]|\d+\.)\s)")
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
-_CAPITALIZED = re.compile(r"\b(?:[A-Z][a-z0-9]+(?:\s+|$)){2,4}")
+_WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){2,}$")
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
+_CONNECTORS = {"of", "the", "de", "von", "van", "la", "le", "da", "di"}
 _METRIC_SUFFIX = ("_seconds", "_total", "_bytes", "_count", "_ratio", "_ms", "_lag_seconds")
 _STOP_CAPS = {
     "The",
@@ -88,7 +89,16 @@ def extract(text: str, title: str = "") -> tuple[list[EntityMention], list[Relat
             for b in keys[i + 1 :]:
                 pairs[(a, b)] += 1
                 pair_sentence.setdefault((a, b), sentence)
-    del title  # reserved: the title is context, not a source of entities
+    if title.strip():
+        # The document's title is an entity of every chunk, linked to what the chunk
+        # mentions: "Teutberga" -- "Lothair II" connects a question about one to the other.
+        key = entity_key(title)
+        counts[key] += 1
+        first.setdefault(key, (title.strip(), "title", _clip(text.strip().split("\n")[0])))
+        for other in sorted(k for k in counts if k != key):
+            pair = (key, other) if key < other else (other, key)
+            pairs[pair] += 1
+            pair_sentence.setdefault(pair, f"mentioned in {title.strip()}")
     entities = [
         EntityMention(first[k][0], first[k][1], _clip(first[k][2]), counts[k])
         for k in sorted(counts)
@@ -115,14 +125,45 @@ def _entities_in(sentence: str) -> dict[str, tuple[str, str]]:
         kind = classify(token, sentence)
         if kind is not None and len(token) >= 3:
             found.setdefault(entity_key(token), (token.rstrip("()"), kind))
-    for match in _CAPITALIZED.finditer(sentence):
-        words = match.group().split()
-        while words and words[0] in _STOP_CAPS:
-            words = words[1:]
-        if len(words) >= 2:
-            name = " ".join(words)
-            found.setdefault(entity_key(name), (name, "name"))
+    for name, _ in _names(sentence):
+        found.setdefault(entity_key(name), (name, "name"))
     return found
+
+
+def _names(sentence: str) -> list[tuple[str, bool]]:
+    """Runs of capitalized words ("Lothair II", "Boso the Elder").
+
+    A lone capitalized word counts too, unless it starts the sentence.
+    """
+    out: list[tuple[str, bool]] = []
+    run: list[str] = []
+    run_start = 0
+
+    def close() -> None:
+        while run and run[-1] in _CONNECTORS:
+            run.pop()
+        if run:
+            words = [*run[:-1], re.sub(r"['\u2019]s$", "", run[-1].rstrip("."))]
+            if run_start == 0 and words[0] in _STOP_CAPS:
+                words = words[1:]
+            if len(words) >= 2 or (words and run_start > 0 and len(words[0]) >= 4):
+                out.append((" ".join(words), run_start == 0))
+        run.clear()
+
+    for index, match in enumerate(_WORD.finditer(sentence)):
+        word = match.group()
+        if word[0].isupper() and word[0].isalpha():
+            if not run:
+                run_start = index
+            run.append(word)
+            if word.endswith(".") and len(word) > 3:
+                close()
+        elif run and word in _CONNECTORS:
+            run.append(word)
+        else:
+            close()
+    close()
+    return out
 
 
 def _clip(sentence: str, limit: int = 240) -> str:

@@ -110,6 +110,9 @@ class SearchSettings(BaseModel):
         description="cast the exact vote when identifiers are this share of the query's words",
     )
     diversity: float = Field(0.0, ge=0, le=1, description="default MMR diversity (0 = off)")
+    graph_weight: float = Field(
+        0.0, ge=0, description="weight of the knowledge-graph list (0 = off)"
+    )
     candidate_multiplier: int = Field(4, ge=1, le=100)
     min_candidates: int = Field(50, ge=1)
     max_candidates: int = Field(2000, ge=1)

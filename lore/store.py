@@ -390,6 +390,19 @@ class Store:
                 out.update({str(i): str(t) for i, t in rows})
         return out
 
+    def row_ids_of_chunk_ids(self, chunk_ids: Sequence[str]) -> dict[str, int]:
+        """Row ids by chunk id (missing ids are left out)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT id, row_id FROM chunks WHERE id IN ({marks})", batch
+                ).fetchall()
+                out.update({str(i): int(r) for i, r in rows})
+        return out
+
     def chunk_refs(self) -> list[tuple[int, str, str]]:
         """(row id, chunk id, document id) of every stored chunk, by row id."""
         with self._lock:

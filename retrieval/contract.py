@@ -91,6 +91,14 @@ class QueryRequest(BaseModel):
         description="drop results whose fused score is below this fraction of the best one's",
     )
     candidate_limits: CandidateLimits | None = None
+    graph_weight: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_WEIGHT,
+        allow_inf_nan=False,
+        description="weight of the knowledge-graph list (entities named in the question and "
+        "in the best chunks, one hop out); 0 = off; default from settings",
+    )
 
     @field_validator("search_text")
     @classmethod
@@ -106,6 +114,7 @@ class EngineRanks(BaseModel):
     sparse: int | None = None
     dense: int | None = None
     exact: int | None = Field(None, description="rank among chunks holding every identifier")
+    graph: int | None = Field(None, description="rank in the knowledge-graph list")
 
 
 class QueryResult(BaseModel):

@@ -45,6 +45,7 @@ from retrieval.dense import DenseIndex
 from retrieval.dense import Hits as DenseHits
 from retrieval.filters import ResolvedFilter, parse_filter
 from retrieval.fusion import relative_score_fusion, weighted_rrf
+from retrieval.graph_search import GraphExpander
 from retrieval.rerank import Reranker
 from retrieval.rwlock import ReadWriteLock
 from retrieval.shaping import mmr
@@ -65,6 +66,8 @@ class SearchDefaults:
     exact_boost: float = 1.0
     exact_min_share: float = 0.5
     diversity: float = 0.0
+    graph_weight: float = 0.0
+    graph_seeds: int = 5
     rerank_top_n: int = 50
     rerank_timeout_s: float = 10.0
     candidate_multiplier: int = 4
@@ -88,6 +91,7 @@ class HybridSearcher:
     analyzer: Analyzer
     defaults: SearchDefaults
     reranker: Reranker | None = None
+    expander: GraphExpander | None = None
     guard: ReadWriteLock = field(default_factory=ReadWriteLock)
     # Long-lived worker threads: torch and OpenMP set up per calling thread, so a fresh
     # thread per query (asyncio's default executor under asyncio.run) costs milliseconds.
@@ -164,6 +168,24 @@ class HybridSearcher:
 
         weights = {"sparse": sparse_w, "dense": dense_w, "exact": exact_w}
         scored = {"sparse": sparse_hits, "dense": dense_hits, "exact": exact_hits}
+        graph_w = (
+            self.defaults.graph_weight if request.graph_weight is None else request.graph_weight
+        )
+        graph_hits: list[tuple[int, float]] = []
+        if graph_w > 0 and self.expander is not None:
+            seeds = [
+                row
+                for row, _ in weighted_rrf(
+                    {n: [r for r, _ in h] for n, h in scored.items()}, weights, k
+                )[: self.defaults.graph_seeds]
+            ]
+            graph_hits = await self._in_thread(
+                self.expander.rank, request.search_text, seeds, max(sparse_pool, dense_pool)
+            )
+            if flt is not None:
+                graph_hits = [(row, s) for row, s in graph_hits if row in flt.allowed]
+            weights["graph"] = graph_w
+            scored["graph"] = graph_hits
         if request.fusion == "rrf":
             fused = weighted_rrf(
                 {name: [row for row, _ in hits] for name, hits in scored.items()}, weights, k
@@ -176,6 +198,7 @@ class HybridSearcher:
         sparse_rank = {row: rank for rank, (row, _) in enumerate(sparse_hits, start=1)}
         dense_rank = {row: rank for rank, (row, _) in enumerate(dense_hits, start=1)}
         exact_rank = {row: rank for rank, (row, _) in enumerate(exact_hits, start=1)}
+        graph_rank = {row: rank for rank, (row, _) in enumerate(graph_hits, start=1)}
         results = [
             QueryResult(
                 chunk_id=chunk.id,
@@ -190,6 +213,7 @@ class HybridSearcher:
                     sparse=sparse_rank.get(row),
                     dense=dense_rank.get(row),
                     exact=exact_rank.get(row),
+                    graph=graph_rank.get(row),
                 ),
                 rerank_score=shaped.rerank_scores.get(row),
             )

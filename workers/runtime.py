@@ -30,6 +30,7 @@ from lore.tokens import counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.dense import DenseIndex, open_dense_index
+from retrieval.graph_search import GraphExpander
 from retrieval.hybrid import HybridSearcher, SearchDefaults
 from retrieval.indexes import catch_up, index_lock
 from retrieval.rerank import Reranker, open_reranker
@@ -178,6 +179,7 @@ class Runtime:
             analyzer=self.analyzer,
             guard=self._guard,
             reranker=build_reranker(self.settings),
+            expander=GraphExpander(self.graph(), self.store),
             defaults=SearchDefaults(
                 rrf_k=s.rrf_k,
                 dense_weight=s.dense_weight,
@@ -185,6 +187,7 @@ class Runtime:
                 exact_boost=s.exact_boost,
                 exact_min_share=s.exact_min_share,
                 diversity=s.diversity,
+                graph_weight=s.graph_weight,
                 rerank_top_n=self.settings.rerank.top_n,
                 rerank_timeout_s=self.settings.rerank.timeout_s,
                 candidate_multiplier=s.candidate_multiplier,

@@ -191,6 +191,35 @@ class LocalGraphStore:
             for a, b, w, d, c in rows
         ]
 
+    def entity_keys(self) -> set[str]:
+        """Every entity key."""
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT entity_key FROM entity_mentions")
+            return {str(r[0]) for r in rows}
+
+    def entities_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Entity keys by chunk."""
+        return self._pairs("chunk_id", "entity_key", chunk_ids)
+
+    def chunks_of_entities(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """Chunk ids by entity key."""
+        return self._pairs("entity_key", "chunk_id", keys)
+
+    def _pairs(self, by: str, other: str, values: Sequence[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            for start in range(0, len(values), 500):
+                batch = list(values[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT {by}, {other} FROM entity_mentions WHERE {by} IN ({marks}) "
+                    f"ORDER BY {by}, {other}",
+                    batch,
+                ).fetchall()
+                for key, value in rows:
+                    out.setdefault(str(key), []).append(str(value))
+        return out
+
     def edges(self) -> list[Edge]:
         """All relations as weighted edges."""
         with self._lock:

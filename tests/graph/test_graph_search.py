@@ -1,0 +1,46 @@
+"""Graph-augmented local search through the real runtime (a small multi-hop corpus)."""
+
+from pathlib import Path
+
+from lore.embedders import LocalEmbedder
+from lore.models import SourceDocument
+from retrieval.contract import QueryRequest
+from tests.conftest import make_runtime
+
+DOCS = [
+    SourceDocument(
+        "p1", "p1", "Ardwen Falls is a waterfall fed by the Morrow Glacier.", "Ardwen Falls"
+    ),
+    SourceDocument(
+        "p2",
+        "p2",
+        "The Morrow Glacier lies in the Kestrel Range and is retreating fast.",
+        "Morrow Glacier",
+    ),
+    SourceDocument(
+        "p3", "p3", "Tollan Bay is a harbour town known for its fish market.", "Tollan Bay"
+    ),
+    SourceDocument(
+        "p4", "p4", "Kestrel Range is a chain of mountains in the north.", "Kestrel Range"
+    ),
+]
+
+
+def test_graph_list_reaches_the_second_hop(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    rt.ingest(DOCS)
+    question = "Which mountain range holds the glacier that feeds Ardwen Falls?"
+    off = rt.query_sync(QueryRequest(search_text=question, top_k=4))
+    assert all(r.ranks.graph is None for r in off.results)  # no graph yet, weight 0
+    rt.build_graph()
+    expander = rt.searcher().expander
+    assert expander is not None
+    assert expander.query_entities(question) == ["ardwen fall"]  # normalised
+    on = rt.query_sync(QueryRequest(search_text=question, top_k=4, graph_weight=1.0))
+    graph_ranked = {r.document_id: r.ranks.graph for r in on.results if r.ranks.graph}
+    assert "p2" in graph_ranked  # Ardwen Falls -> Morrow Glacier (one hop)
+    filtered = rt.query_sync(
+        QueryRequest(search_text=question, top_k=4, graph_weight=1.0, metadata_filter=None)
+    )
+    assert filtered.total_retrieved == 4
+    rt.close()
