@@ -27,6 +27,7 @@ MAX_NGRAM = 6
 QUERY_ENTITY = 3.0
 CHUNK_ENTITY = 1.0
 NEIGHBOURS = 15
+NEIGHBOUR_ENTITY = 1.0
 
 
 @dataclass
@@ -75,7 +76,7 @@ class GraphExpander:
             return []
         for key in named:
             for neighbour, weight in self.graph.neighbours(key, NEIGHBOURS):
-                weights[neighbour.key] += min(1.0, 0.5 * weight)
+                weights[neighbour.key] += NEIGHBOUR_ENTITY * min(1.0, 0.5 * weight)
         postings = self.graph.chunks_of_entities(sorted(weights))
         scores: dict[str, float] = defaultdict(float)
         for key, chunk_ids in postings.items():
