@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -364,44 +365,30 @@ class Store:
             for r in rows
         }
 
+    def _lookup(self, sql: str, values: Sequence[object]) -> list[tuple[Any, ...]]:
+        """Run ``sql`` (with one ``{marks}`` IN-list) over ``values`` in batches of 500."""
+        rows: list[tuple[Any, ...]] = []
+        with self._lock:
+            for start in range(0, len(values), 500):
+                batch = list(values[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows.extend(self._db.execute(sql.format(marks=marks), batch).fetchall())
+        return rows
+
     def document_ids_of(self, row_ids: Sequence[int]) -> dict[int, str]:
         """The document each chunk belongs to (missing chunks are left out)."""
-        out: dict[int, str] = {}
-        with self._lock:
-            for start in range(0, len(row_ids), 500):
-                batch = list(row_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT row_id, document_id FROM chunks WHERE row_id IN ({marks})", batch
-                ).fetchall()
-                out.update({int(r): str(d) for r, d in rows})
-        return out
+        sql = "SELECT row_id, document_id FROM chunks WHERE row_id IN ({marks})"
+        return {int(r): str(d) for r, d in self._lookup(sql, row_ids)}
 
     def texts_by_chunk_ids(self, chunk_ids: Sequence[str]) -> dict[str, str]:
         """Chunk texts by chunk id (missing ids are left out)."""
-        out: dict[str, str] = {}
-        with self._lock:
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT id, text FROM chunks WHERE id IN ({marks})", batch
-                ).fetchall()
-                out.update({str(i): str(t) for i, t in rows})
-        return out
+        sql = "SELECT id, text FROM chunks WHERE id IN ({marks})"
+        return {str(i): str(t) for i, t in self._lookup(sql, chunk_ids)}
 
     def row_ids_of_chunk_ids(self, chunk_ids: Sequence[str]) -> dict[str, int]:
         """Row ids by chunk id (missing ids are left out)."""
-        out: dict[str, int] = {}
-        with self._lock:
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT id, row_id FROM chunks WHERE id IN ({marks})", batch
-                ).fetchall()
-                out.update({str(i): int(r) for i, r in rows})
-        return out
+        sql = "SELECT id, row_id FROM chunks WHERE id IN ({marks})"
+        return {str(i): int(r) for i, r in self._lookup(sql, chunk_ids)}
 
     def chunk_refs(self) -> list[tuple[int, str, str]]:
         """(row id, chunk id, document id) of every stored chunk, by row id."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,17 @@ class LocalGraphStore:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def put_chunk(
         self,
         chunk_id: str,
@@ -84,24 +96,18 @@ class LocalGraphStore:
             a, b = sorted((entity_key(r.source), entity_key(r.target)))
             if a != b:
                 rel_rows.append((a, b, chunk_id, r.weight, r.description))
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._delete_chunks([chunk_id])
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO entity_mentions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    ent_rows,
-                )
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO relation_mentions VALUES (?, ?, ?, ?, ?)", rel_rows
-                )
-                self._db.execute(
-                    "INSERT OR REPLACE INTO extracted_chunks VALUES (?, ?)", (chunk_id, document_id)
-                )
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._transaction():
+            self._delete_chunks([chunk_id])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO entity_mentions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ent_rows,
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO relation_mentions VALUES (?, ?, ?, ?, ?)", rel_rows
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO extracted_chunks VALUES (?, ?)", (chunk_id, document_id)
+            )
 
     def _delete_chunks(self, chunk_ids: Sequence[str]) -> None:
         rows = [(c,) for c in chunk_ids]
@@ -112,13 +118,8 @@ class LocalGraphStore:
         """Drop contributions; return how many entities no longer exist."""
         with self._lock:
             before = self._entity_count()
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction():
                 self._delete_chunks(chunk_ids)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
             return before - self._entity_count()
 
     def _entity_count(self) -> int:
@@ -248,15 +249,9 @@ class LocalGraphStore:
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy."""
         rows = [(c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM communities")
-                self._db.executemany("INSERT INTO communities VALUES (?, ?, ?, ?, ?)", rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._transaction():
+            self._db.execute("DELETE FROM communities")
+            self._db.executemany("INSERT INTO communities VALUES (?, ?, ?, ?, ?)", rows)
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities ordered by level and cluster."""
@@ -275,15 +270,9 @@ class LocalGraphStore:
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
         rows = [(r.community_id, r.level, r.fingerprint, r.to_json()) for r in reports]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM community_reports")
-                self._db.executemany("INSERT INTO community_reports VALUES (?, ?, ?, ?)", rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._transaction():
+            self._db.execute("DELETE FROM community_reports")
+            self._db.executemany("INSERT INTO community_reports VALUES (?, ?, ?, ?)", rows)
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""
