@@ -12,8 +12,8 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ import numpy.typing as npt
 from lore.errors import EmbeddingMismatchError, NotFoundError
 from lore.metadata import Metadata, metadata_terms
 from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
+from lore.sqlite import connect, transaction
 
 SCHEMA_VERSION = "1"
 
@@ -114,10 +115,7 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db = connect(path)
         with self._lock:
             self._db.executescript(_SCHEMA)
             self._db.execute(
@@ -134,16 +132,8 @@ class Store:
         with self._lock:
             self._db.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(self._db, self._lock)
 
     # -- settings recorded with the data ------------------------------------------------
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from graph.models import (
     RelationMention,
     entity_key,
 )
+from lore.sqlite import connect, transaction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_mentions (
@@ -57,9 +58,7 @@ class LocalGraphStore:
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db = connect(path)
         with self._lock:
             self._db.executescript(_SCHEMA)
 
@@ -68,16 +67,8 @@ class LocalGraphStore:
         with self._lock:
             self._db.close()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(self._db, self._lock)
 
     def put_chunk(
         self,

@@ -1,0 +1,31 @@
+"""SQLite plumbing shared by the document store and the embedded graph store."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A WAL-mode connection usable from several threads (callers hold a lock)."""
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=30000")
+    return db
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection, lock: threading.RLock) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` under ``lock``; rolled back on any exception."""
+    with lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
