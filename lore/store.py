@@ -268,6 +268,20 @@ class Store:
                 ),
             )
 
+    def clear_failures(self, prefix: str) -> int:
+        """Forget failed inputs whose id starts with ``prefix`` and that hold no chunks.
+
+        Used before a path is ingested again, so a fixed file (or JSON line) does not keep
+        its old failure in ``lore status``; inputs that still fail are recorded anew.
+        """
+        with self._write() as db:
+            cur = db.execute(
+                "DELETE FROM documents WHERE status = 'failed' AND chunk_count = 0 "
+                "AND substr(id, 1, ?) = ?",
+                (len(prefix), prefix),
+            )
+        return int(cur.rowcount)
+
     def delete_document(self, document_id: str) -> int:
         """Delete a document and its chunks; return how many chunks went."""
         with self._write() as db:

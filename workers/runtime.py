@@ -19,7 +19,7 @@ from graph.reports import build_reports
 from graph.stores.local import LocalGraphStore
 from ingest.extract_offline import extract as extract_offline
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
-from ingest.loaders import load_paths
+from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import ChunkingOptions, IngestPipeline, IngestReport, Progress
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from lore.errors import EmbeddingMismatchError
@@ -246,6 +246,9 @@ class Runtime:
     ) -> IngestReport:
         """Load files and directories and ingest them."""
         cfg = self.settings.ingest
+        for path in paths:
+            prefix = document_id_for(path)
+            self.store.clear_failures(prefix + ("/" if path.is_dir() else ""))
         items = load_paths(
             paths,
             include=cfg.include,

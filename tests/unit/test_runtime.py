@@ -122,3 +122,22 @@ def test_an_id_owned_by_another_source_is_not_overwritten(
     top = rt.query_sync(QueryRequest(search_text="llamas", top_k=1)).results[0]
     assert top.source == "one.jsonl#1"
     rt.close()
+
+
+def test_fixed_inputs_lose_their_old_failures(
+    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{broken\n')
+    (inbox / "empty.md").write_text("")
+    rt = make_runtime(tmp_path / "data", local_embedder)
+    first = rt.ingest_paths([inbox])
+    assert sorted(doc_id for doc_id, _ in first.failed) == ["inbox/empty.md", "inbox/r.jsonl:2"]
+    (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{"id": "two", "text": "x"}\n')
+    second = rt.ingest_paths([inbox])
+    assert [doc_id for doc_id, _ in second.failed] == ["inbox/empty.md"]  # still empty
+    failed = [d.id for d in rt.store.list_documents() if d.status.value == "failed"]
+    assert failed == ["inbox/empty.md"]
+    rt.close()
