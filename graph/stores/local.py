@@ -240,19 +240,13 @@ class LocalGraphStore:
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy."""
         rows = [(c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities]
-        with self._transaction():
-            self._db.execute("DELETE FROM communities")
-            self._db.executemany("INSERT INTO communities VALUES (?, ?, ?, ?, ?)", rows)
+        self._replace_all("communities", rows)
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities ordered by level and cluster."""
-        sql = "SELECT id, level, cluster, parent, members FROM communities"
-        args: tuple[int, ...] = ()
-        if level is not None:
-            sql += " WHERE level = ?"
-            args = (level,)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY level, cluster", args).fetchall()
+        rows = self._by_level(
+            "SELECT id, level, cluster, parent, members FROM communities", level, "cluster"
+        )
         return [
             Community(str(i), int(lv), int(cl), None if p is None else str(p), tuple(json.loads(m)))
             for i, lv, cl, p, m in rows
@@ -261,20 +255,24 @@ class LocalGraphStore:
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
         rows = [(r.community_id, r.level, r.fingerprint, r.to_json()) for r in reports]
-        with self._transaction():
-            self._db.execute("DELETE FROM community_reports")
-            self._db.executemany("INSERT INTO community_reports VALUES (?, ?, ?, ?)", rows)
+        self._replace_all("community_reports", rows)
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""
-        sql = "SELECT report FROM community_reports"
-        args: tuple[int, ...] = ()
-        if level is not None:
-            sql += " WHERE level = ?"
-            args = (level,)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY level, community_id", args).fetchall()
+        rows = self._by_level("SELECT report FROM community_reports", level, "community_id")
         return [CommunityReport.from_json(str(r[0])) for r in rows]
+
+    def _replace_all(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self._transaction():
+            self._db.execute(f"DELETE FROM {table}")
+            if rows:
+                marks = ",".join("?" * len(rows[0]))
+                self._db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
+    def _by_level(self, select: str, level: int | None, then: str) -> list[tuple[Any, ...]]:
+        where, args = (" WHERE level = ?", (level,)) if level is not None else ("", ())
+        with self._lock:
+            return self._db.execute(f"{select}{where} ORDER BY level, {then}", args).fetchall()
 
     def to_networkx(self) -> Any:
         """The entity graph as a weighted ``networkx.Graph``."""
