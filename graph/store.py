@@ -2,8 +2,12 @@
 
 Entities are keyed by a normalised name; every entity and relation keeps the chunks it
 came from (provenance), so removing a chunk's contributions makes whatever no other
-chunk supports disappear. Backends: ``graph.stores.local`` (tables in the SQLite store,
-NetworkX for graph algorithms); a Neo4j backend follows with the same contract suite.
+chunk supports disappear. Writes leave *touched* marks on the entities they changed;
+the refresh turns those into *stale* marks on the communities holding them
+(:func:`graph.staleness.stale_communities_for`) and clears both once re-summarised.
+
+Backends: ``graph.stores.local`` (tables in the SQLite store, NetworkX for graph
+algorithms) and ``graph.stores.neo4j``; one contract suite runs over both.
 """
 
 from __future__ import annotations
@@ -82,4 +86,26 @@ class GraphStore(Protocol):
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports, optionally of one level."""
+        ...
+
+    # -- staleness marks -----------------------------------------------------------------
+
+    def touched_entities(self) -> set[str]:
+        """Entity keys whose mentions were added, changed or removed since last cleared."""
+        ...
+
+    def clear_touched(self, keys: Sequence[str]) -> None:
+        """Forget these touched marks (after the communities they affect were marked)."""
+        ...
+
+    def mark_stale(self, community_ids: Sequence[str]) -> None:
+        """Mark communities whose report no longer reflects their members."""
+        ...
+
+    def stale_communities(self) -> set[str]:
+        """Community ids marked stale and not refreshed since."""
+        ...
+
+    def clear_stale(self, community_ids: Sequence[str]) -> None:
+        """Unmark communities (their reports were rewritten or found unchanged)."""
         ...

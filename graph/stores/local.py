@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS community_reports (
     community_id TEXT PRIMARY KEY, level INTEGER NOT NULL, fingerprint TEXT NOT NULL,
     report TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS touched_entities (entity_key TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS stale_communities (community_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS communities (
     id TEXT PRIMARY KEY, level INTEGER NOT NULL, cluster INTEGER NOT NULL, parent TEXT,
     members TEXT NOT NULL
@@ -88,6 +90,7 @@ class LocalGraphStore:
             if a != b:
                 rel_rows.append((a, b, chunk_id, r.weight, r.description))
         with self._transaction():
+            self._touch({row[0] for row in ent_rows})
             self._delete_chunks([chunk_id])
             self._db.executemany(
                 "INSERT OR REPLACE INTO entity_mentions VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -102,6 +105,14 @@ class LocalGraphStore:
 
     def _delete_chunks(self, chunk_ids: Sequence[str]) -> None:
         rows = [(c,) for c in chunk_ids]
+        for start in range(0, len(chunk_ids), 500):
+            batch = list(chunk_ids[start : start + 500])
+            marks = ",".join("?" * len(batch))
+            gone = self._db.execute(
+                f"SELECT DISTINCT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
+                batch,
+            ).fetchall()
+            self._touch({str(r[0]) for r in gone})
         for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
             self._db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
 
@@ -112,6 +123,11 @@ class LocalGraphStore:
             with self._transaction():
                 self._delete_chunks(chunk_ids)
             return before - self._entity_count()
+
+    def _touch(self, keys: set[str]) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO touched_entities VALUES (?)", [(k,) for k in sorted(keys)]
+        )
 
     def _entity_count(self) -> int:
         row = self._db.execute("SELECT COUNT(DISTINCT entity_key) FROM entity_mentions").fetchone()
@@ -261,6 +277,38 @@ class LocalGraphStore:
         """Stored reports ordered by level and community id."""
         rows = self._by_level("SELECT report FROM community_reports", level, "community_id")
         return [CommunityReport.from_json(str(r[0])) for r in rows]
+
+    def touched_entities(self) -> set[str]:
+        """Entity keys changed since the marks were last cleared."""
+        return self._column("SELECT entity_key FROM touched_entities")
+
+    def clear_touched(self, keys: Sequence[str]) -> None:
+        """Forget these touched marks."""
+        self._delete_keys("touched_entities", "entity_key", keys)
+
+    def mark_stale(self, community_ids: Sequence[str]) -> None:
+        """Mark communities stale."""
+        with self._transaction():
+            self._db.executemany(
+                "INSERT OR IGNORE INTO stale_communities VALUES (?)",
+                [(c,) for c in sorted(set(community_ids))],
+            )
+
+    def stale_communities(self) -> set[str]:
+        """Communities marked stale."""
+        return self._column("SELECT community_id FROM stale_communities")
+
+    def clear_stale(self, community_ids: Sequence[str]) -> None:
+        """Unmark communities."""
+        self._delete_keys("stale_communities", "community_id", community_ids)
+
+    def _column(self, select: str) -> set[str]:
+        with self._lock:
+            return {str(r[0]) for r in self._db.execute(select)}
+
+    def _delete_keys(self, table: str, column: str, keys: Sequence[str]) -> None:
+        with self._transaction():
+            self._db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(k,) for k in keys])
 
     def _replace_all(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
         with self._transaction():

@@ -75,3 +75,19 @@ def test_communities_round_trip(store: GraphStore) -> None:
     assert store.communities(level=1) == hierarchy[1:]
     store.replace_communities(hierarchy[:1])
     assert store.counts()["communities"] == 1
+
+
+def test_writes_leave_touched_marks_and_stale_marks_round_trip(store: GraphStore) -> None:
+    store.put_chunk("c1", "d1", [mention("a-svc"), mention("b-svc")], [rel("a-svc", "b-svc")])
+    assert store.touched_entities() == {"a-svc", "b-svc"}
+    store.clear_touched(["a-svc", "b-svc"])
+    assert store.touched_entities() == set()
+    store.put_chunk("c1", "d1", [mention("a-svc"), mention("c-svc")], [])  # b-svc dropped
+    assert store.touched_entities() == {"a-svc", "b-svc", "c-svc"}
+    store.clear_touched(sorted(store.touched_entities()))
+    store.remove_chunks(["c1"])
+    assert store.touched_entities() == {"a-svc", "c-svc"}
+    store.mark_stale(["1-3", "0-1", "1-3"])
+    assert store.stale_communities() == {"0-1", "1-3"}
+    store.clear_stale(["1-3"])
+    assert store.stale_communities() == {"0-1"}
