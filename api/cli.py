@@ -71,7 +71,11 @@ def ingest(
     exclude: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Ingest files and directories (.md, .txt, .html, .jsonl)."""
+    """Ingest files and directories (.md, .txt, .html, .jsonl).
+
+    Every document ends done or failed with a reason; the batch goes on past failures.
+    Exit status: 0 when nothing failed, 3 when some documents failed (listed).
+    """
     metadata = {k: v[-1] for k, v in _pairs(meta, "--meta").items()}
     settings = settings_of(ctx)
     if include:
@@ -107,14 +111,19 @@ def ingest(
     }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
-        return
-    out.print(
-        f"[green]{len(report.done)} done[/], {len(report.unchanged)} unchanged, "
-        f"[red]{len(report.failed)} failed[/] — {report.chunks} chunks written "
-        f"({report.embedded} embedded); store: {counts.get('chunks', 0)} chunks"
-    )
-    for doc_id, reason in report.failed:
-        out.print(f"  [red]failed[/] {doc_id}: {reason}", highlight=False)
+    else:
+        out.print(
+            f"[green]{len(report.done)} done[/], {len(report.unchanged)} unchanged, "
+            f"[red]{len(report.failed)} failed[/] — {report.chunks} chunks written "
+            f"({report.embedded} embedded); store: {counts.get('chunks', 0)} chunks"
+        )
+        for doc_id, reason in report.failed:
+            out.print(f"  [red]failed[/] {doc_id}: {reason}", highlight=False)
+    if report.failed:
+        ctx.exit(INGEST_PARTIAL)
+
+
+INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
 
 
 @main.command()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from api.cli_common import err, out, runtime_context
 
@@ -17,23 +19,81 @@ def graph() -> None:
 
 
 @graph.command()
+@click.option(
+    "--retry-quarantined", is_flag=True, help="extract again the chunks that failed before"
+)
+@click.option("--json", "as_json", is_flag=True, help="print the build report as JSON")
 @click.pass_context
-def build(ctx: click.Context) -> None:
+def build(ctx: click.Context, retry_quarantined: bool, as_json: bool) -> None:
     """Extract entities from new chunks, drop what is gone, recompute communities."""
-    with runtime_context(ctx) as runtime:
+    with (
+        runtime_context(ctx) as runtime,
+        Progress(
+            TextColumn("extracting"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=as_json,
+        ) as bar,
+    ):
+        task = bar.add_task("extract", total=None)
 
         def progress(done: int, total: int) -> None:
-            err.print(f"extracting {done}/{total} chunks", end="\r")
+            bar.update(task, completed=done, total=total)
 
-        report, communities = runtime.build_graph(progress)
+        report, communities = runtime.build_graph(progress, retry_quarantined=retry_quarantined)
         counts = runtime.graph().counts()
-        levels = {c.level for c in runtime.graph().communities()}
+        levels = len({c.level for c in runtime.graph().communities()})
+    llm = report.llm
+    if as_json:
+        summary = {
+            **{k: v for k, v in asdict(report).items() if k != "llm"},
+            "communities": communities,
+            "levels": levels,
+            "entities": counts["entities"],
+            "relations": counts["relations"],
+            "llm": llm.as_dict(),
+        }
+        click.echo(json.dumps(summary, indent=2))
+        return
     out.print(
-        f"extracted {report.extracted} chunks ({report.unchanged} unchanged, "
-        f"{report.removed} removed); {counts['entities']} entities, {counts['relations']} "
-        f"relations; {communities} communities on {len(levels)} levels; "
-        f"{report.reports_written} reports written; LLM calls: 0 (offline extractor)"
+        f"extracted {report.extracted} chunks with the {report.extractor} extractor "
+        f"({report.unchanged} unchanged, {report.removed} removed, "
+        f"{report.quarantined} quarantined); {counts['entities']} entities, "
+        f"{counts['relations']} relations; {communities} communities on {levels} levels; "
+        f"{report.reports_written} {report.report_writer} reports written"
     )
+    if report.extractor == "offline" and report.report_writer == "extractive":
+        out.print("LLM calls: 0 (offline extractor and extractive reports)")
+    else:
+        out.print(
+            f"LLM calls: {llm.calls} ({llm.retries} retries, {llm.reprompts} re-prompts, "
+            f"{llm.repaired} repaired replies); tokens: {llm.prompt_tokens} prompt + "
+            f"{llm.completion_tokens} completion; cache hits: {llm.cache_hits}"
+        )
+    if report.quarantined:
+        err.print(
+            f"{report.quarantined} chunks quarantined: `lore graph quarantined` lists why; "
+            "`lore graph build --retry-quarantined` tries them again"
+        )
+
+
+@graph.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def quarantined(ctx: click.Context, as_json: bool) -> None:
+    """List chunks whose extraction failed, with the reason."""
+    with runtime_context(ctx) as runtime:
+        entries = runtime.quarantine().entries()
+    if as_json:
+        click.echo(json.dumps([asdict(e) for e in entries], indent=2))
+        return
+    if not entries:
+        out.print("no quarantined chunks")
+    for e in entries:
+        out.print(f"{e.chunk_id}  ({e.document_id}, {e.extractor}): {e.reason}", highlight=False)
 
 
 @graph.command()

@@ -72,6 +72,7 @@ class CommunityReport:
     importance: float
     fingerprint: str
     chunk_ids: tuple[str, ...] = field(default=())
+    method: str = "extractive"
 
     def to_json(self) -> str:
         """Serialised form for storage."""

@@ -15,6 +15,9 @@ import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Protocol
 
 from graph.communities import Community
 from graph.models import CommunityReport, Finding, entity_key
@@ -122,37 +125,79 @@ def _central_sentences(
     return out
 
 
+@dataclass(frozen=True)
+class ReportJob:
+    """One community to (re)write, with its children's reports and the largest size."""
+
+    community: Community
+    children: Sequence[CommunityReport]
+    largest: int
+
+
+class ReportWriter(Protocol):
+    """Writes the reports of one level's communities (they are independent)."""
+
+    name: str
+
+    def write_level(
+        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+    ) -> list[CommunityReport]:
+        """One report per job, in order."""
+        ...
+
+
+class ExtractiveWriter:
+    """Offline reports (:func:`extractive_report`)."""
+
+    name = "extractive"
+
+    def write_level(
+        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+    ) -> list[CommunityReport]:
+        """Extractive report of each job."""
+        return [
+            extractive_report(
+                j.community, graph, chunk_texts, largest=j.largest, children=j.children
+            )
+            for j in jobs
+        ]
+
+
 def build_reports(
     graph: GraphStore,
     chunk_texts: ChunkTexts,
     communities: Sequence[Community],
     existing: Mapping[str, CommunityReport] | None = None,
+    writer: ReportWriter | None = None,
 ) -> tuple[list[CommunityReport], int]:
     """Reports for every community, deepest level first (children before parents).
 
-    A community whose fingerprint matches its existing report keeps it; returns the
-    reports and how many were (re)written.
+    A community whose fingerprint matches its existing report keeps it; the others are
+    written a level at a time by ``writer`` (extractive by default). Returns the reports
+    and how many were (re)written.
     """
     existing = existing or {}
+    writer = writer or ExtractiveWriter()
     largest = max((len(_chunks(graph, c)) for c in communities), default=1)
     by_parent: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)
     reports: list[CommunityReport] = []
     written = 0
-    for community in sorted(communities, key=lambda c: (-c.level, c.cluster)):
-        previous = existing.get(community.id)
-        if previous is not None and previous.fingerprint == fingerprint(graph, community.members):
-            report = previous
-        else:
-            report = extractive_report(
-                community,
-                graph,
-                chunk_texts,
-                largest=largest,
-                children=by_parent.get(community.id, ()),
-            )
-            written += 1
-        by_parent[community.parent].append(report)
-        reports.append(report)
+    ordered = sorted(communities, key=lambda c: (-c.level, c.cluster))
+    for _, level in groupby(ordered, key=lambda c: c.level):
+        jobs: list[ReportJob] = []
+        for community in level:
+            previous = existing.get(community.id)
+            if previous is not None and previous.fingerprint == fingerprint(
+                graph, community.members
+            ):
+                by_parent[community.parent].append(previous)
+                reports.append(previous)
+            else:
+                jobs.append(ReportJob(community, tuple(by_parent.get(community.id, ())), largest))
+        for job, report in zip(jobs, writer.write_level(graph, chunk_texts, jobs), strict=True):
+            by_parent[job.community.parent].append(report)
+            reports.append(report)
+        written += len(jobs)
     return sorted(reports, key=lambda r: (r.level, r.community_id)), written
 
 

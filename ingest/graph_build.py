@@ -3,61 +3,80 @@
 The graph catches up with the store like the search indexes do: chunks not yet
 extracted are extracted, contributions of chunks that no longer exist (their document
 changed or was deleted) are removed, so an unchanged chunk costs nothing on a re-run.
-Communities are then recomputed from the merged relations.
+Communities are then recomputed from the merged relations. A chunk the extractor could
+not handle is quarantined with its reason (``ingest/quarantine.py``) and skipped until
+retried; the report counts them and what the LLM cost (calls, tokens, cache hits).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from graph.communities import Community, hierarchical_communities
-from graph.models import EntityMention, RelationMention
 from graph.store import GraphStore
+from ingest.extraction import ChunkInput, Extraction, Extractor
+from ingest.quarantine import Quarantine
+from lore.llm import LLMStats
 from lore.store import Store
-
-Extractor = Callable[[str, str], tuple[list[EntityMention], list[RelationMention]]]
 
 
 @dataclass
 class GraphBuildReport:
-    """What one build did."""
+    """What one build did, and what the LLM (if any) cost."""
 
+    extractor: str = "offline"
     extracted: int = 0
+    quarantined: int = 0
     removed: int = 0
     unchanged: int = 0
     reports_written: int = 0
+    report_writer: str = "extractive"
+    llm: LLMStats = field(default_factory=LLMStats)
 
 
 def build_graph(
     store: Store,
     graph: GraphStore,
-    extract: Extractor,
+    extractor: Extractor,
+    quarantine: Quarantine,
     progress: Callable[[int, int], None] | None = None,
-    batch: int = 200,
+    batch: int = 64,
 ) -> GraphBuildReport:
     """Extract pending chunks, drop contributions of chunks that are gone."""
     refs = store.chunk_refs()
     current = {chunk_id for _, chunk_id, _ in refs}
     done = graph.extracted_chunks()
-    report = GraphBuildReport(unchanged=len(current & done))
+    held = quarantine.chunk_ids()
+    report = GraphBuildReport(extractor=extractor.name, unchanged=len(current & done))
     gone = sorted(done - current)
     if gone:
         graph.remove_chunks(gone)
         report.removed = len(gone)
-    pending = [row for row, chunk_id, _ in refs if chunk_id not in done]
+    quarantine.release(sorted(held - current))
+    pending = [row for row, chunk_id, _ in refs if chunk_id not in done and chunk_id not in held]
+    before = LLMStats(**extractor.stats.as_dict())
     for start in range(0, len(pending), batch):
         rows = pending[start : start + batch]
-        chunks = store.chunks_by_row_ids(rows)
-        for row in rows:
-            chunk = chunks.get(row)
-            if chunk is None:
-                continue  # deleted meanwhile; the next build sees it gone
-            entities, relations = extract(chunk.text, chunk.title)
-            graph.put_chunk(chunk.id, chunk.document_id, entities, relations)
-            report.extracted += 1
+        by_row = store.chunks_by_row_ids(rows)
+        chunks = [
+            ChunkInput(c.id, c.document_id, c.text, c.title)
+            for row in rows
+            if (c := by_row.get(row)) is not None  # deleted meanwhile: the next build sees it
+        ]
+        for chunk, result in zip(chunks, extractor.extract_batch(chunks), strict=True):
+            if isinstance(result, Extraction):
+                graph.put_chunk(
+                    chunk.chunk_id, chunk.document_id, result.entities, result.relations
+                )
+                report.extracted += 1
+            else:
+                quarantine.add(chunk.chunk_id, chunk.document_id, extractor.name, result.reason)
+                report.quarantined += 1
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
+    after = extractor.stats.as_dict()
+    report.llm = LLMStats(**{k: v - before.as_dict()[k] for k, v in after.items()})
     return report
 
 

@@ -11,7 +11,9 @@ class to one HTTP status (``api/errors.py``)::
     │   │   └── DocumentRejectedError   empty, binary, undecodable or oversized input
     │   ├── NotFoundError               no such document (HTTP 404)
     │   ├── ConfigurationError          settings that cannot work together
-    │   └── EmbeddingMismatchError      the store was built with another embedding model
+    │   ├── EmbeddingMismatchError      the store was built with another embedding model
+    │   └── LLMReplyError               the model's reply stayed invalid after repair and
+    │                                   one re-prompt (the chunk is quarantined)
     └── TransientError                  may succeed later (HTTP 503)
         └── BackendUnavailableError     a server (embedding endpoint, broker) did not answer
 """
@@ -49,6 +51,10 @@ class ConfigurationError(PermanentError):
 
 class EmbeddingMismatchError(PermanentError):
     """The configured embedder differs from the one the store's vectors were made with."""
+
+
+class LLMReplyError(PermanentError):
+    """A model's reply could not be parsed or validated, even after repair and a re-prompt."""
 
 
 class TransientError(LoreError):

@@ -118,10 +118,51 @@ class SearchSettings(BaseModel):
     max_candidates: int = Field(2000, ge=1)
 
 
+class LLMSettings(BaseModel):
+    """An optional OpenAI-compatible chat endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp)."""
+
+    base_url: str | None = Field(None, description="e.g. http://localhost:11434/v1; unset = none")
+    api_key: SecretStr | None = None
+    model: str = Field("gpt-4o-mini", description="the model name the endpoint serves")
+    timeout_s: float = Field(120.0, gt=0, description="per call")
+    max_concurrency: int = Field(4, ge=1, le=256, description="calls in flight per process")
+    max_retries: int = Field(5, ge=0, le=20, description="retries on 429, 5xx and timeouts")
+    backoff_s: float = Field(1.0, gt=0, description="first retry delay; doubles each retry")
+    backoff_max_s: float = Field(30.0, gt=0)
+    max_tokens: int = Field(2000, ge=16, description="completion tokens per call")
+    temperature: float = Field(0.0, ge=0, le=2)
+    json_mode: bool = Field(True, description="ask for response_format=json_object")
+    cache: bool = Field(True, description="reuse replies for identical model + prompt")
+
+
 class GraphSettings(BaseModel):
     """Knowledge-graph extraction and communities."""
 
-    extractor: Literal["offline"] = "offline"
+    extractor: Literal["auto", "offline", "llm"] = Field(
+        "auto", description="auto: the LLM when llm.base_url is set, else offline"
+    )
+    reports: Literal["auto", "extractive", "llm"] = Field(
+        "auto", description="community reports; auto: the LLM when llm.base_url is set"
+    )
+    entity_types: list[str] = Field(
+        default_factory=lambda: [
+            "service",
+            "component",
+            "error",
+            "config",
+            "metric",
+            "person",
+            "organization",
+            "product",
+            "location",
+            "event",
+            "concept",
+        ],
+        description="types the LLM extractor is asked to use",
+    )
+    report_max_input_tokens: int = Field(
+        6000, ge=500, description="a report's raw material beyond this uses child reports"
+    )
     max_cluster_size: int = Field(10, ge=2, description="Leiden splits larger communities")
     seed: int = 42
 
@@ -140,6 +181,7 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -1,22 +1,29 @@
 """A local OpenAI-compatible TEST server (not a real model), for exercising our clients.
 
 Serves ``POST /v1/embeddings`` with deterministic vectors derived from a hash of each
-input's words (texts sharing words get similar vectors), and the rerank APIs
+input's words (texts sharing words get similar vectors), the rerank APIs
 ``POST /rerank`` (text-embeddings-inference shape) and ``POST /v1/rerank`` (Cohere / Jina
-shape), scoring a passage by how many of the query's words it contains. Failures and
-delays can be scripted (``fail_next(429)``, ``delay_next(2.0)``) to test retries,
-timeouts and error mapping. Runs in a thread on a free
-port of 127.0.0.1; nothing leaves the machine.
+shape), scoring a passage by how many of the query's words it contains, and
+``POST /v1/chat/completions`` for our prompts (the task is the first line of the system
+prompt): ``extract_graph`` gets the text's capitalized words and identifiers as entities,
+chained by relations; ``summarize_community`` gets a report citing the first labels it
+was shown. Failures and delays can be scripted (``fail_next(429)``, ``delay_next(2.0)``,
+``chat_next("malformed", "timeout", ...)``, ``chat_poison("text")``) or drawn at random with a seed
+(``chat_chaos(malformed=0.3)``) to test repair, re-prompts, retries, timeouts and error
+mapping. Runs in a thread on a free port of 127.0.0.1; nothing leaves the machine.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
+import re
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -38,6 +45,54 @@ def overlap(query: str, passage: str) -> float:
     return len(words & set(passage.lower().split())) / max(1, len(words))
 
 
+_NAME = re.compile(
+    r"`([^`\n]{2,60})`|\b([A-Z][\w-]*[A-Z0-9_-][\w-]*|[A-Z][a-z]{2,}(?: [A-Z][a-z]+)*)"
+)
+_LABEL = re.compile(r"^([ERCS]\d+)\b", re.MULTILINE)
+CHAT_BEHAVIOURS = ("good", "fenced", "malformed", "invalid", "empty", "timeout", "429", "500")
+
+
+def extraction_reply(user: str) -> dict[str, Any]:
+    """A plausible extract_graph reply: names and identifiers of the text, chained."""
+    text = user.split("Text:\n", 1)[-1]
+    names: list[str] = []
+    for match in _NAME.finditer(text):
+        name = (match.group(1) or match.group(2)).strip()
+        if name not in names and name not in {"The", "When", "Also", "This", "Text"}:
+            names.append(name)
+    names = names[:12]
+    entities = [
+        {"name": n, "type": "concept", "description": f"{n} as named in the text"} for n in names
+    ]
+    relations = [
+        {"source": a, "target": b, "description": f"{a} appears with {b}", "strength": 6}
+        for a, b in pairwise(names)
+    ]
+    return {"entities": entities, "relations": relations}
+
+
+def report_reply(user: str) -> dict[str, Any]:
+    """A plausible summarize_community reply citing the first labels shown."""
+    labels = _LABEL.findall(user)
+    first = {kind: [x for x in labels if x[0] == kind][:2] for kind in "ERCS"}
+    names = [line.split(" | ")[1] for line in user.splitlines() if re.match(r"E\d+ \|", line)]
+    return {
+        "title": " and ".join(names[:2]) or "Community",
+        "summary": f"A community of {len(names)} entities centred on {', '.join(names[:3])}.",
+        "rating": 6.5,
+        "rating_explanation": "scripted by the test server",
+        "findings": [
+            {
+                "summary": f"{names[0] if names else 'It'} is central",
+                "explanation": "Most relations involve it.",
+                "entities": first["E"],
+                "relations": first["R"],
+                "chunks": first["C"] + first["S"] + ["C999"],  # C999 was never shown
+            }
+        ],
+    }
+
+
 class OpenAITestServer:
     """Start with ``with OpenAITestServer() as server: server.base_url``."""
 
@@ -45,7 +100,13 @@ class OpenAITestServer:
         self.dim = dim
         self.failures: deque[int] = deque()
         self.delays: deque[float] = deque()
+        self.chat_script: deque[str] = deque()
+        self.chaos: dict[str, float] = {}
+        self.rng = random.Random(0)
+        self.timeout_sleep = 3.0
         self.requests: list[dict[str, Any]] = []
+        self.chat_outcomes: list[str] = []
+        self.poison: tuple[str, ...] = ()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,6 +120,9 @@ class OpenAITestServer:
                     time.sleep(server.delays.popleft())
                 if server.failures:
                     self._send(server.failures.popleft(), {"error": {"message": "scripted"}})
+                    return
+                if self.path == "/v1/chat/completions":
+                    self._chat(body)
                     return
                 if self.path == "/rerank":
                     texts = body.get("texts") or body.get("documents") or []
@@ -88,6 +152,52 @@ class OpenAITestServer:
                         "data": data,
                         "model": body["model"],
                         "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    },
+                )
+
+            def _chat(self, body: dict[str, Any]) -> None:
+                behaviour = server.next_chat_behaviour()
+                if any(needle in json.dumps(body) for needle in server.poison):
+                    behaviour = "malformed"
+                server.chat_outcomes.append(behaviour)
+                if behaviour in ("429", "500"):
+                    self._send(int(behaviour), {"error": {"message": f"scripted {behaviour}"}})
+                    return
+                if behaviour == "timeout":
+                    time.sleep(server.timeout_sleep)
+                messages = body["messages"]
+                task = messages[0]["content"].split("\n", 1)[0].removeprefix("TASK: ")
+                user = next(m["content"] for m in messages if m["role"] == "user")
+                reply = extraction_reply(user) if task == "extract_graph" else report_reply(user)
+                content = json.dumps(reply)
+                if behaviour == "fenced":  # repairable: fences, prose, a trailing comma
+                    content = "Sure! Here it is:\n```json\n" + content[:-1] + ",}\n```\nDone."
+                elif behaviour == "malformed":  # not JSON at all
+                    content = "I could not find any entities worth listing, sorry."
+                elif behaviour == "invalid":  # JSON of the wrong shape
+                    content = json.dumps({"entities": [{"kind": "x"}], "title": None})
+                elif behaviour == "empty":
+                    content = ""
+                words = sum(len(m["content"].split()) for m in messages)
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": words,
+                            "completion_tokens": len(content.split()),
+                            "total_tokens": words + len(content.split()),
+                        },
                     },
                 )
 
@@ -124,6 +234,38 @@ class OpenAITestServer:
     def fail_next(self, *statuses: int) -> None:
         """Answer the next requests with these HTTP statuses."""
         self.failures.extend(statuses)
+
+    def chat_next(self, *behaviours: str) -> None:
+        """Script the next chat replies (see ``CHAT_BEHAVIOURS``); then back to chaos/good."""
+        unknown = set(behaviours) - set(CHAT_BEHAVIOURS)
+        if unknown:
+            raise ValueError(f"unknown chat behaviours {sorted(unknown)}")
+        self.chat_script.extend(behaviours)
+
+    def chat_poison(self, *needles: str) -> None:
+        """Always answer malformed when the request contains one of these strings."""
+        self.poison = needles
+
+    def chat_chaos(self, seed: int = 0, **rates: float) -> None:
+        """Misbehave at random: e.g. ``chat_chaos(malformed=0.3)`` (seeded, repeatable)."""
+        self.chaos = dict(rates)
+        self.rng = random.Random(seed)
+
+    def next_chat_behaviour(self) -> str:
+        """What the next chat call does."""
+        if self.chat_script:
+            return self.chat_script.popleft()
+        roll = self.rng.random()
+        for behaviour, rate in sorted(self.chaos.items()):
+            if roll < rate:
+                return behaviour
+            roll -= rate
+        return "good"
+
+    @property
+    def chat_calls(self) -> int:
+        """Chat completions answered so far."""
+        return len(self.chat_outcomes)
 
     def __enter__(self) -> OpenAITestServer:
         self._thread.start()

@@ -15,14 +15,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graph.reports import build_reports
+from graph.llm_reports import LLMReportWriter
+from graph.reports import ExtractiveWriter, ReportWriter, build_reports
 from graph.stores.local import LocalGraphStore
-from ingest.extract_offline import extract as extract_offline
+from ingest.extract_llm import LLMExtractor
+from ingest.extraction import Extractor, OfflineExtractor
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import ChunkingOptions, IngestPipeline, IngestReport, Progress
+from ingest.quarantine import Quarantine
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
-from lore.errors import EmbeddingMismatchError
+from lore.errors import ConfigurationError, EmbeddingMismatchError
+from lore.llm import LLMClient, LLMStats, RateLimiter, ReplyCache
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
 from lore.store import Store
@@ -75,6 +79,51 @@ def build_reranker(settings: Settings) -> Reranker | None:
     )
 
 
+def build_llm_client(settings: Settings, limiter: RateLimiter | None = None) -> LLMClient | None:
+    """The configured chat client, or None when no endpoint is set."""
+    cfg = settings.llm
+    if not cfg.base_url:
+        return None
+    return LLMClient(
+        base_url=cfg.base_url,
+        model=cfg.model,
+        api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
+        timeout_s=cfg.timeout_s,
+        max_concurrency=cfg.max_concurrency,
+        max_retries=cfg.max_retries,
+        backoff_s=cfg.backoff_s,
+        backoff_max_s=cfg.backoff_max_s,
+        max_tokens=cfg.max_tokens,
+        temperature=cfg.temperature,
+        json_mode=cfg.json_mode,
+        cache=ReplyCache(settings.data_dir / "llm-cache.sqlite3") if cfg.cache else None,
+        limiter=limiter,
+    )
+
+
+def _wants_llm(choice: str, client: LLMClient | None, what: str) -> bool:
+    if choice == "llm" and client is None:
+        raise ConfigurationError(
+            f"graph.{what} is 'llm' but no LLM is configured: set LORE_LLM__BASE_URL "
+            "(and LORE_LLM__MODEL), or use 'offline'/'auto'"
+        )
+    return client is not None and choice in ("llm", "auto")
+
+
+def build_extractor(settings: Settings, client: LLMClient | None) -> Extractor:
+    """The configured extractor: the LLM one when chosen (or 'auto' with an endpoint)."""
+    if _wants_llm(settings.graph.extractor, client, "extractor") and client is not None:
+        return LLMExtractor(client, settings.graph.entity_types)
+    return OfflineExtractor()
+
+
+def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportWriter:
+    """The configured community-report writer."""
+    if _wants_llm(settings.graph.reports, client, "reports") and client is not None:
+        return LLMReportWriter(client, settings.graph.report_max_input_tokens)
+    return ExtractiveWriter()
+
+
 @dataclass
 class Runtime:
     """Store, embedder, indexes and pipeline of one data directory."""
@@ -89,6 +138,7 @@ class Runtime:
     _guard: ReadWriteLock = field(default_factory=ReadWriteLock, init=False)
     _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _graph: LocalGraphStore | None = field(default=None, init=False)
+    _quarantine: Quarantine | None = field(default=None, init=False)
 
     @property
     def data_dir(self) -> Path:
@@ -272,20 +322,36 @@ class Runtime:
             self._graph = LocalGraphStore(self.data_dir / "lore.sqlite3")
         return self._graph
 
+    def quarantine(self) -> Quarantine:
+        """Chunks whose extraction failed, with reasons."""
+        if self._quarantine is None:
+            self._quarantine = Quarantine(self.data_dir / "lore.sqlite3")
+        return self._quarantine
+
     def build_graph(
-        self, progress: Callable[[int, int], None] | None = None
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        retry_quarantined: bool = False,
     ) -> tuple[GraphBuildReport, int]:
-        """Extract what is new, drop what is gone, recompute communities."""
+        """Extract what is new, drop what is gone, recompute communities and reports."""
         graph = self.graph()
-        report = build_graph(self.store, graph, extract_offline, progress)
+        client = build_llm_client(self.settings)
+        extractor = build_extractor(self.settings, client)
+        writer = build_report_writer(self.settings, client)
+        if retry_quarantined:
+            self.quarantine().release()
+        report = build_graph(self.store, graph, extractor, self.quarantine(), progress)
         cfg = self.settings.graph
         communities = build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
         existing = {r.community_id: r for r in graph.reports()}
         reports, written = build_reports(
-            graph, self.store.texts_by_chunk_ids, communities, existing
+            graph, self.store.texts_by_chunk_ids, communities, existing, writer
         )
         graph.replace_reports(reports)
         report.reports_written = written
+        report.report_writer = writer.name
+        report.llm = client.stats if client is not None else LLMStats()
         return report, len(communities)
 
     def close(self) -> None:
@@ -295,6 +361,8 @@ class Runtime:
             self._searcher.embed_executor.shutdown(wait=True)
         if self._graph is not None:
             self._graph.close()
+        if self._quarantine is not None:
+            self._quarantine.close()
         self.store.close()
 
 

@@ -115,7 +115,7 @@ def test_bad_inputs_fail_with_reasons_and_the_batch_goes_on(tmp_path: Path) -> N
     done = lore(
         tmp_path / "d", "ingest", str(inbox), "--json", LORE_INGEST__MAX_DOCUMENT_BYTES="100000"
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # partial: some documents failed
     report = json.loads(done.stdout)
     assert report["done"] == 2
     reasons = {Path(f["id"]).name: f["reason"] for f in report["failed"]}
@@ -190,3 +190,31 @@ def test_graph_commands(data: Path, tmp_path: Path) -> None:
     assert "<graphml" in target.read_text()
     nodes = json.loads(lore(data, "graph", "export").stdout)["nodes"]
     assert any(node.get("type") == "metric" for node in nodes)
+
+
+def test_graph_build_with_an_llm_reports_its_cost_and_quarantine(tmp_path: Path) -> None:
+    from tests.openai_test_server import OpenAITestServer
+
+    data = tmp_path / "data"
+    missing = lore(data, "ingest", str(CORPUS / "staging" / "no-such-dir"))
+    assert missing.returncode == 3 and "no such file or directory" in missing.stdout
+    staged = lore(data, "ingest", str(CORPUS / "staging" / "payments-api"))
+    assert staged.returncode == 0, staged.stderr
+    with OpenAITestServer() as server:
+        server.chat_poison("payments-api.stg.quillfeather.internal")  # always malformed there
+        env = {"LORE_LLM__BASE_URL": server.base_url, "LORE_LLM__MODEL": "test-model"}
+        built = lore(data, "graph", "build", "--json", LORE_LLM__MAX_CONCURRENCY="1", **env)
+        assert built.returncode == 0, built.stderr
+        report = json.loads(built.stdout)
+        assert report["extractor"] == "llm" and report["quarantined"] >= 1
+        assert report["llm"]["calls"] == server.chat_calls and report["llm"]["cache_hits"] == 0
+        held = json.loads(lore(data, "graph", "quarantined", "--json", **env).stdout)
+        assert len(held) == report["quarantined"]
+        assert all("invalid reply" in h["reason"] for h in held)
+        again = lore(data, "graph", "build", **env)
+        assert again.returncode == 0, again.stderr
+        assert "LLM calls: 0" in again.stdout and " 0 quarantined" in again.stdout
+        server.chat_poison()
+        retried = lore(data, "graph", "build", "--retry-quarantined", **env)
+        assert f"extracted {len(held)} chunks with the llm" in retried.stdout, retried.stdout
+    assert lore(data, "graph", "quarantined").stdout.strip() == "no quarantined chunks"

@@ -1,0 +1,77 @@
+"""The extractor role: chunks in, entity and relation mentions (or a reason) out.
+
+Two backends: :class:`OfflineExtractor` (deterministic, no model; the default) and
+:class:`ingest.extract_llm.LLMExtractor`. An extractor handles a batch at a time so the
+LLM one can keep several calls in flight; for each chunk it returns an
+:class:`Extraction` or the reason the chunk is quarantined — never a silent empty result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from graph.models import EntityMention, RelationMention
+from ingest.extract_offline import extract
+from lore.llm import LLMStats
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkInput:
+    """What an extractor reads of a chunk."""
+
+    chunk_id: str
+    document_id: str
+    text: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """A chunk's mentions."""
+
+    entities: list[EntityMention] = field(default_factory=list)
+    relations: list[RelationMention] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A chunk that could not be extracted, and why."""
+
+    reason: str
+
+
+class Extractor(Protocol):
+    """Turns chunks into mentions."""
+
+    @property
+    def name(self) -> str:
+        """Short name for reports ("offline", "llm")."""
+        ...
+
+    @property
+    def stats(self) -> LLMStats:
+        """What the extractor's model calls cost so far."""
+        ...
+
+    def extract_batch(self, chunks: Sequence[ChunkInput]) -> list[Extraction | Quarantined]:
+        """One result per chunk, in order."""
+        ...
+
+
+class OfflineExtractor:
+    """:func:`ingest.extract_offline.extract` behind the extractor role."""
+
+    name = "offline"
+
+    def __init__(self) -> None:
+        self.stats = LLMStats()  # stays zero: no model is called
+
+    def extract_batch(self, chunks: Sequence[ChunkInput]) -> list[Extraction | Quarantined]:
+        """Extract every chunk (deterministic)."""
+        out: list[Extraction | Quarantined] = []
+        for chunk in chunks:
+            entities, relations = extract(chunk.text, chunk.title)
+            out.append(Extraction(entities, relations))
+        return out

@@ -1,0 +1,85 @@
+"""Chunks whose extraction failed, with the reason, kept out of the graph until retried.
+
+A quarantined chunk is not silently "extracted with nothing": it is listed here (table
+``quarantined_chunks`` in the store's SQLite file) with the extractor's reason, skipped by
+later builds until ``lore graph build --retry-quarantined``, and forgotten when the chunk
+itself disappears (its document changed or was deleted).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lore.sqlite import connect, transaction
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedChunk:
+    """One entry."""
+
+    chunk_id: str
+    document_id: str
+    extractor: str
+    reason: str
+    at: float
+
+
+class Quarantine:
+    """The quarantine table."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.RLock()
+        self._db = connect(path)
+        with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS quarantined_chunks (chunk_id TEXT PRIMARY KEY, "
+                "document_id TEXT NOT NULL, extractor TEXT NOT NULL, reason TEXT NOT NULL, "
+                "at REAL NOT NULL)"
+            )
+
+    def add(self, chunk_id: str, document_id: str, extractor: str, reason: str) -> None:
+        """Quarantine a chunk (replacing an earlier reason)."""
+        with transaction(self._db, self._lock):
+            self._db.execute(
+                "INSERT OR REPLACE INTO quarantined_chunks VALUES (?, ?, ?, ?, ?)",
+                (chunk_id, document_id, extractor, reason, time.time()),
+            )
+
+    def chunk_ids(self) -> set[str]:
+        """Ids of the quarantined chunks."""
+        with self._lock:
+            return {str(r[0]) for r in self._db.execute("SELECT chunk_id FROM quarantined_chunks")}
+
+    def entries(self) -> list[QuarantinedChunk]:
+        """Every entry, by document and chunk."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT chunk_id, document_id, extractor, reason, at FROM quarantined_chunks "
+                "ORDER BY document_id, chunk_id"
+            ).fetchall()
+        return [
+            QuarantinedChunk(str(c), str(d), str(e), str(r), float(a)) for c, d, e, r, a in rows
+        ]
+
+    def release(self, chunk_ids: Sequence[str] | None = None) -> int:
+        """Forget these entries (all when None); return how many."""
+        with transaction(self._db, self._lock):
+            if chunk_ids is None:
+                return int(self._db.execute("DELETE FROM quarantined_chunks").rowcount)
+            return sum(
+                int(
+                    self._db.execute(
+                        "DELETE FROM quarantined_chunks WHERE chunk_id = ?", (c,)
+                    ).rowcount
+                )
+                for c in chunk_ids
+            )
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,127 @@
+"""The LLM path against the local OpenAI-compatible TEST server (tests/openai_test_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ingest.extract_llm import LLMExtractor
+from ingest.extraction import ChunkInput, Extraction, Quarantined
+from lore.errors import BackendUnavailableError, ConfigurationError, LLMReplyError
+from lore.llm import LLMClient, ReplyCache
+from lore.prompts import extract_graph
+from tests.openai_test_server import OpenAITestServer
+
+TEXT = "The `payments-api` returns PAY-5031 when Ledger Database locks time out."
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer() as s:
+        s.timeout_sleep = 1.0
+        yield s
+
+
+def client_for(server: OpenAITestServer, tmp_path: Path | None = None, **kw: object) -> LLMClient:
+    options: dict[str, object] = {"backoff_s": 0.01, "timeout_s": 0.5, "max_retries": 3, **kw}
+    cache = ReplyCache(tmp_path / "cache.sqlite3") if tmp_path is not None else None
+    return LLMClient(base_url=server.base_url, model="test-model", cache=cache, **options)  # type: ignore[arg-type]
+
+
+def ask(client: LLMClient, text: str = TEXT) -> extract_graph.Reply:
+    async def run() -> extract_graph.Reply:
+        async with client.connected():
+            return await client.ask(extract_graph.render(text, "Payments", ["service"]))
+
+    return asyncio.run(run())
+
+
+def test_a_good_reply_is_validated_and_tokens_counted(server: OpenAITestServer) -> None:
+    client = client_for(server)
+    reply = ask(client)
+    names = [e.name for e in reply.entities]
+    assert "payments-api" in names and "PAY-5031" in names
+    assert reply.relations and client.stats.calls == 1
+    assert client.stats.prompt_tokens > 20 and client.stats.completion_tokens > 5
+    sent = server.requests[-1]["body"]
+    assert sent["response_format"] == {"type": "json_object"} and sent["temperature"] == 0.0
+
+
+@pytest.mark.parametrize("failure", ["429", "500", "timeout"])
+def test_rate_limits_server_errors_and_timeouts_are_retried(
+    server: OpenAITestServer, failure: str
+) -> None:
+    server.chat_next(failure, failure)
+    client = client_for(server)
+    assert ask(client).entities
+    assert client.stats.retries == 2 and client.stats.calls == 3
+
+
+def test_an_endpoint_that_stays_down_is_a_transient_error(server: OpenAITestServer) -> None:
+    server.chat_next("429", "429", "429")
+    with pytest.raises(BackendUnavailableError, match="failed 3 times"):
+        ask(client_for(server, max_retries=2))
+
+
+def test_a_fenced_reply_is_repaired_without_asking_again(server: OpenAITestServer) -> None:
+    server.chat_next("fenced")
+    client = client_for(server)
+    assert ask(client).entities
+    assert client.stats.repaired == 1 and client.stats.reprompts == 0 and client.stats.calls == 1
+
+
+@pytest.mark.parametrize("bad", ["malformed", "invalid", "empty"])
+def test_an_unusable_reply_is_re_prompted_once_with_the_error(
+    server: OpenAITestServer, bad: str
+) -> None:
+    server.chat_next(bad)
+    client = client_for(server)
+    assert ask(client).entities
+    assert client.stats.reprompts == 1 and client.stats.calls == 2
+    second = server.requests[-1]["body"]["messages"]
+    assert second[-1]["role"] == "user" and "could not be used" in second[-1]["content"]
+
+
+def test_two_unusable_replies_raise_with_the_reason(server: OpenAITestServer) -> None:
+    server.chat_next("malformed", "invalid")
+    with pytest.raises(LLMReplyError, match=r"extract_graph: invalid reply .*Reply"):
+        ask(client_for(server))
+
+
+def test_a_refused_key_is_a_configuration_error_not_a_retry(server: OpenAITestServer) -> None:
+    server.fail_next(401)
+    client = client_for(server)
+    with pytest.raises(ConfigurationError, match=r"llm\.api_key"):
+        ask(client)
+    assert client.stats.retries == 0
+
+
+def test_the_cache_answers_the_same_prompt_without_a_call(
+    server: OpenAITestServer, tmp_path: Path
+) -> None:
+    first = client_for(server, tmp_path)
+    reply = ask(first)
+    again = client_for(server, tmp_path)  # a new process would open the same file
+    assert ask(again) == reply
+    assert again.stats.calls == 0 and again.stats.cache_hits == 1 and server.chat_calls == 1
+    ask(again, TEXT + " Also Billing Gateway.")
+    assert again.stats.calls == 1
+
+
+def test_the_extractor_quarantines_what_stays_invalid(server: OpenAITestServer) -> None:
+    server.chat_next("malformed", "malformed")  # the first chunk's two tries
+    extractor = LLMExtractor(client_for(server, max_concurrency=1), ["service"])
+    chunks = [
+        ChunkInput("c1", "d1", TEXT, "Payments"),
+        ChunkInput("c2", "d1", "Orders Service calls `payments-api`.", "Orders"),
+    ]
+    [first] = extractor.extract_batch(chunks[:1])
+    [second] = extractor.extract_batch(chunks[1:])
+    assert isinstance(first, Quarantined) and "LLMReplyError" in first.reason
+    assert isinstance(second, Extraction)
+    names = {e.name for e in second.entities}
+    assert {"Orders Service", "payments-api"} <= names
+    assert [(r.source, r.target) for r in second.relations] == [("Orders Service", "payments-api")]

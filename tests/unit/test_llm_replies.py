@@ -1,0 +1,60 @@
+"""Repair and validation of model replies (pure functions of lore/llm.py)."""
+
+import pytest
+from pydantic import BaseModel
+
+from lore.llm import parse_reply, repair_json
+from lore.prompts import extract_graph, summarize_community
+
+
+class Pair(BaseModel):
+    a: int
+    b: list[str]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"a": 1, "b": ["x"]}', {"a": 1, "b": ["x"]}),
+        ('Here you go:\n```json\n{"a": 1, "b": ["x"]}\n```\nAnything else?', {"a": 1, "b": ["x"]}),
+        ('{"a": 1, "b": ["x",],}', {"a": 1, "b": ["x"]}),
+        ('{"a": 1, "b": ["x"]} trailing words {"c": 2}', {"a": 1, "b": ["x"]}),
+        ('{"a": True, "b": [None]}', {"a": True, "b": [None]}),
+        ('{"a": 1, "b": ["x", "unfinished', {"a": 1, "b": ["x", "unfinished"]}),
+        ('{"a": 1, "b": ["True, None,]"]}', {"a": 1, "b": ["True, None,]"]}),  # strings untouched
+    ],
+)
+def test_repair_recovers_common_damage(raw: str, expected: object) -> None:
+    assert repair_json(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["", "no json here", "```\n```"])
+def test_repair_gives_up_with_a_reason(raw: str) -> None:
+    with pytest.raises(ValueError, match="JSON"):
+        repair_json(raw)
+
+
+def test_parse_reply_reports_repairs_and_validation_errors() -> None:
+    reply, repaired = parse_reply('{"a": 2, "b": []}', Pair)
+    assert reply == Pair(a=2, b=[]) and not repaired
+    reply, repaired = parse_reply('```json\n{"a": 2, "b": [],}\n```', Pair)
+    assert reply == Pair(a=2, b=[]) and repaired
+    with pytest.raises(ValueError, match=r"does not match Pair: b: Field required"):
+        parse_reply('{"a": 2}', Pair)
+
+
+def test_every_prompt_renders_with_its_task_first_and_a_reply_model() -> None:
+    extraction = extract_graph.render("PAY-5031 hits payments-api.", "Payments", ["service"])
+    report = summarize_community.render(
+        [("E1", "payments-api", "service", "the API")],
+        [("R1", "payments-api", "ledger-db", "writes to")],
+        [("C1", "payments-api writes to ledger-db.")],
+    )
+    for prompt, task in ((extraction, "extract_graph"), (report, "summarize_community")):
+        messages = prompt.messages()
+        assert messages[0]["content"].splitlines()[0] == f"TASK: {task}"
+        assert prompt.task == task and messages[1]["role"] == "user"
+    assert "PAY-5031" in extraction.user and "Types" not in extraction.system
+    assert "service" in extraction.system and "E1 | payments-api" in report.user
+    strength = extract_graph.ExtractedRelation(source="a", target="b", strength=42)
+    assert strength.strength == 10.0  # clamped to the scale the prompt asks for
