@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 
@@ -93,6 +94,24 @@ class CommunityReport:
         )
         data["chunk_ids"] = tuple(data["chunk_ids"])
         return CommunityReport(**data)
+
+
+MAX_DESCRIPTION_CHARS = 600
+
+
+def merge_descriptions(descriptions: Iterable[str]) -> str:
+    """Distinct non-empty descriptions in the given (chunk) order, joined, bounded."""
+    seen: dict[str, None] = {}
+    for text in descriptions:
+        clean = " ".join(text.split())
+        if clean and clean.lower() not in {s.lower() for s in seen}:
+            seen[clean] = None
+    merged = " | ".join(seen)
+    return (
+        merged
+        if len(merged) <= MAX_DESCRIPTION_CHARS
+        else merged[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    )
 
 
 def entity_key(name: str) -> str:

@@ -24,6 +24,7 @@ from graph.models import (
     Relation,
     RelationMention,
     entity_key,
+    merge_descriptions,
 )
 from lore.sqlite import connect, transaction
 
@@ -139,7 +140,7 @@ class LocalGraphStore:
             return {str(r[0]) for r in self._db.execute("SELECT chunk_id FROM extracted_chunks")}
 
     def entity(self, name: str) -> Entity | None:
-        """Merged entity: most frequent spelling and type, first description, provenance."""
+        """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
         key = entity_key(name)
         with self._lock:
             rows = self._db.execute(
@@ -158,7 +159,7 @@ class LocalGraphStore:
             key=key,
             name=max(sorted(spellings), key=lambda s: spellings[s]),
             type=max(sorted(types), key=lambda t: types[t]),
-            description=str(rows[0][2]),
+            description=merge_descriptions(str(r[2]) for r in rows),
             mentions=sum(int(r[3]) for r in rows),
             chunk_ids=tuple(str(r[4]) for r in rows),
         )

@@ -91,3 +91,12 @@ def test_writes_leave_touched_marks_and_stale_marks_round_trip(store: GraphStore
     assert store.stale_communities() == {"0-1", "1-3"}
     store.clear_stale(["1-3"])
     assert store.stale_communities() == {"0-1"}
+
+
+def test_descriptions_of_one_entity_are_merged_in_chunk_order(store: GraphStore) -> None:
+    store.put_chunk("c2", "d1", [EntityMention("ledger-db", "database", "Holds balances.")], [])
+    store.put_chunk("c1", "d1", [EntityMention("Ledger-DB", "database", "Postgres  cluster.")], [])
+    store.put_chunk("c3", "d2", [EntityMention("ledger-db", "database", "holds balances.")], [])
+    entity = store.entity("ledger-db")
+    assert entity is not None
+    assert entity.description == "Postgres cluster. | Holds balances."
