@@ -5,30 +5,61 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.errors import install_error_handlers
-from api.routes import health, memory
+from api.limits import BodyLimit
+from api.metrics import Metrics
+from api.routes import graph, health, keys, memory
 from lore import __version__
+from lore.keys import KeyStore
 from lore.settings import Settings
-from workers.runtime import open_runtime
+from workers.namespaces import Namespaces
+
+DESCRIPTION = """Long-term memory for agents and people: hybrid search (BM25 + HNSW, weighted
+RRF) over your documents, a knowledge graph with community reports, and answers to local
+and corpus-wide questions. With auth on, send `Authorization: Bearer <key>`; each key
+sees only its namespaces."""
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """Build the app for one data directory."""
+def create_app(settings: Settings, namespaces: Namespaces | None = None) -> FastAPI:
+    """Build the app for one data directory (``namespaces`` may be given, e.g. by tests)."""
+    spaces = namespaces or Namespaces(settings)
+    metrics = Metrics(spaces)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = open_runtime(settings)
-        runtime.sync_indexes()
-        app.state.runtime = runtime
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        keys = KeyStore(settings.data_dir / "keys.sqlite3")
+        app.state.settings = settings
+        app.state.namespaces = spaces
+        app.state.keys = keys
+        app.state.metrics = metrics
+        spaces.runtime(settings.auth.default_namespace).sync_indexes()
         try:
             yield
         finally:
-            runtime.close()
+            spaces.close()
+            keys.close()
 
-    app = FastAPI(title="Lorekeeper", version=__version__, lifespan=lifespan)
-    install_error_handlers(app)
+    app = FastAPI(
+        title="Lorekeeper",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    install_error_handlers(app, max_body_bytes=settings.api.max_body_bytes)
+    app.middleware("http")(metrics.middleware)
+    app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     app.include_router(health.router)
     app.include_router(memory.router)
+    app.include_router(graph.router)
+    app.include_router(keys.router)
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    async def prometheus(request: Request) -> Response:
+        """Prometheus metrics (text exposition format)."""
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
     return app

@@ -18,9 +18,12 @@ from rich.table import Table
 
 from api.cli_common import err, out, runtime_context, settings_of
 from api.cli_graph import graph
+from api.cli_keys import keys
 from ingest.loaders import document_id_for
+from lore.errors import LoreError
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
+from workers.namespaces import namespace_dir
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
@@ -40,14 +43,23 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
     default=None,
     help="Data directory (env LORE_DATA_DIR, default ./.lore).",
 )
+@click.option(
+    "--namespace",
+    default=None,
+    help="Work in this namespace (a data directory of its own; default: the default one).",
+)
 @click.version_option(package_name="lorekeeper")
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None) -> None:
+def main(ctx: click.Context, data_dir: Path | None, namespace: str | None) -> None:
     """Lorekeeper: a memory that finds exact identifiers and paraphrased concepts."""
     try:
-        ctx.obj = {"settings": load_settings(data_dir=data_dir)}
-    except ValidationError as exc:
+        settings = load_settings(data_dir=data_dir)
+        root = settings.data_dir
+        if namespace is not None:
+            settings = settings.model_copy(update={"data_dir": namespace_dir(settings, namespace)})
+    except (ValidationError, LoreError) as exc:
         raise click.ClickException(f"invalid settings: {exc}") from exc
+    ctx.obj = {"settings": settings, "root": root}
 
 
 @main.command()
@@ -296,17 +308,26 @@ def reindex(ctx: click.Context) -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
+@click.option(
+    "--auth/--no-auth",
+    default=None,
+    help="Require API keys (`lore keys create`); default from LORE_AUTH__ENABLED (off).",
+)
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int) -> None:
-    """Serve the HTTP API (FastAPI + uvicorn)."""
+def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
+    """Serve the HTTP API (FastAPI + uvicorn) over every namespace of the data directory."""
     import uvicorn
 
     from api.app import create_app
 
-    uvicorn.run(create_app(settings_of(ctx)), host=host, port=port, log_level="info")
+    settings = settings_of(ctx).model_copy(update={"data_dir": ctx.obj["root"]})
+    if auth is not None:
+        settings.auth.enabled = auth
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
 main.add_command(graph)
+main.add_command(keys)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,18 +1,108 @@
-"""FastAPI dependencies: the runtime built in the app's lifespan."""
+"""FastAPI dependencies: who is calling, and the runtime of the namespace they may use.
+
+With auth off (the local default) every request is the local admin in the default
+namespace. With auth on, ``Authorization: Bearer <key>`` names an API key whose
+namespaces bound every read and write; a namespace the key does not hold answers 404,
+exactly like one that does not exist, so keys cannot probe for other tenants.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from lore.errors import ForbiddenError, InvalidRequestError, NotFoundError, UnauthorizedError
+from lore.keys import KeyStore, check_namespace
+from lore.settings import Settings
+from workers.namespaces import Namespaces
 from workers.runtime import Runtime
 
-
-def get_runtime(request: Request) -> Runtime:
-    """The process's runtime (built once, in the lifespan)."""
-    runtime: Runtime = request.app.state.runtime
-    return runtime
+bearer = HTTPBearer(auto_error=False, description="an API key from `lore keys create`")
 
 
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller: the key's id (None with auth off), namespaces and admin right."""
+
+    key_id: str | None
+    namespaces: tuple[str, ...]
+    admin: bool
+
+    def namespace(self, requested: str | None) -> str:
+        """The one namespace a request works in."""
+        if requested is None:
+            if len(self.namespaces) == 1:
+                return self.namespaces[0]
+            raise InvalidRequestError(
+                f"this key holds namespaces {list(self.namespaces)}: choose one with ?namespace="
+            )
+        check_namespace(requested)
+        if requested not in self.namespaces and not (self.admin and self.key_id is not None):
+            raise NotFoundError(f"no namespace {requested!r}")
+        return requested
+
+    def readable(self, requested: list[str] | None) -> list[str]:
+        """Namespaces a search covers: the requested ones, else every one the key holds."""
+        if not requested:
+            if not self.namespaces:
+                raise InvalidRequestError("this key holds no namespace: pass ?namespace=")
+            return list(self.namespaces)
+        return sorted({self.namespace(n) for n in requested})
+
+
+def get_settings(request: Request) -> Settings:
+    """The process's settings."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_namespaces(request: Request) -> Namespaces:
+    """The runtimes by namespace (built in the lifespan)."""
+    namespaces: Namespaces = request.app.state.namespaces
+    return namespaces
+
+
+def get_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """Authenticate the request (or the local admin when auth is off)."""
+    settings = get_settings(request)
+    if not settings.auth.enabled:
+        return Principal(None, (settings.auth.default_namespace,), admin=True)
+    if credentials is None:
+        raise UnauthorizedError("missing `Authorization: Bearer <key>` header")
+    keys: KeyStore = request.app.state.keys
+    key = keys.verify(credentials.credentials)
+    if key is None:
+        raise UnauthorizedError("unknown or revoked API key")
+    return Principal(key.id, key.namespaces, key.admin)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+NamespacesDep = Annotated[Namespaces, Depends(get_namespaces)]
+NamespaceQuery = Annotated[
+    str | None,
+    Query(description="the namespace to use; optional when the key holds exactly one"),
+]
+
+
+def require_admin(principal: PrincipalDep) -> Principal:
+    """Only admin keys pass."""
+    if not principal.admin:
+        raise ForbiddenError("this route needs an admin key")
+    return principal
+
+
+def get_runtime(
+    principal: PrincipalDep, namespaces: NamespacesDep, namespace: NamespaceQuery = None
+) -> Runtime:
+    """The runtime of the namespace this request works in."""
+    return namespaces.runtime(principal.namespace(namespace))
+
+
+AdminDep = Annotated[Principal, Depends(require_admin)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -8,8 +8,11 @@ class to one HTTP status (``api/errors.py``)::
     ├── PermanentError                  retrying cannot help
     │   ├── InvalidRequestError         the caller's input is wrong (HTTP 422)
     │   │   ├── FilterError             unknown filter key or operator, bad value type
+    │   │   ├── PayloadTooLargeError    a request body over the limit (HTTP 413)
     │   │   └── DocumentRejectedError   empty, binary, undecodable or oversized input
-    │   ├── NotFoundError               no such document (HTTP 404)
+    │   ├── NotFoundError               no such document, or not yours to see (HTTP 404)
+    │   ├── UnauthorizedError           no key, or an unknown or revoked one (HTTP 401)
+    │   ├── ForbiddenError              a valid key without the right (HTTP 403)
     │   ├── ConfigurationError          settings that cannot work together
     │   ├── EmbeddingMismatchError      the store was built with another embedding model
     │   └── LLMReplyError               the model's reply stayed invalid after repair and
@@ -37,12 +40,24 @@ class FilterError(InvalidRequestError):
     """A metadata filter uses an unknown key, an unknown operator or a bad value."""
 
 
+class PayloadTooLargeError(InvalidRequestError):
+    """A request body is larger than the configured limit."""
+
+
 class DocumentRejectedError(InvalidRequestError):
     """A document cannot be ingested: empty, binary, undecodable or too large."""
 
 
 class NotFoundError(PermanentError):
     """The named document (or other resource) does not exist."""
+
+
+class UnauthorizedError(PermanentError):
+    """The request carries no API key, or one that is unknown or revoked."""
+
+
+class ForbiddenError(PermanentError):
+    """The key is valid but may not do this (e.g. an admin-only route)."""
 
 
 class ConfigurationError(PermanentError):

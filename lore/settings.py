@@ -167,6 +167,20 @@ class GraphSettings(BaseModel):
     seed: int = 42
 
 
+class AuthSettings(BaseModel):
+    """API keys and namespaces (off by default: one local namespace, no keys)."""
+
+    enabled: bool = Field(False, description="require `Authorization: Bearer <key>`")
+    default_namespace: str = Field("default", pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+class ApiSettings(BaseModel):
+    """Limits of the HTTP API."""
+
+    max_body_bytes: int = Field(10_000_000, ge=1024, description="larger requests get 413")
+    max_batch_documents: int = Field(100, ge=1, description="documents per POST")
+
+
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
@@ -182,6 +196,8 @@ class Settings(BaseSettings):
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -130,6 +130,7 @@ class QueryResult(BaseModel):
     metadata: dict[str, Any]
     ranks: EngineRanks
     rerank_score: float | None = Field(None, description="the reranker's score, when reranked")
+    namespace: str | None = Field(None, description="the namespace the chunk belongs to")
 
 
 class QueryResponse(BaseModel):

@@ -1,15 +1,34 @@
-"""``GET /healthz``: liveness plus what the store holds."""
+"""``GET /healthz`` (the process is up) and ``GET /readyz`` (its store answers)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
 
-from api.deps import RuntimeDep
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from api.deps import NamespacesDep
+from lore import __version__
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-async def healthz(runtime: RuntimeDep) -> dict[str, object]:
-    """The process is up and its store answers."""
-    return {"status": "ok", "store": runtime.store.counts()}
+async def healthz() -> dict[str, str]:
+    """Liveness: the process answers (no authentication, no I/O)."""
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/readyz", response_model=None)
+async def readyz(namespaces: NamespacesDep) -> JSONResponse:
+    """Readiness: the default namespace's store answers and its indexes are caught up."""
+    default = namespaces.settings.auth.default_namespace
+    try:
+        runtime = await asyncio.to_thread(namespaces.runtime, default)
+        await asyncio.to_thread(runtime.sync_indexes)
+    except Exception as exc:  # readiness reports any failure instead of raising it
+        return JSONResponse(
+            {"status": "not ready", "checks": {"store": f"{type(exc).__name__}: {exc}"}},
+            status_code=503,
+        )
+    return JSONResponse({"status": "ready", "checks": {"store": "ok", "indexes": "caught up"}})

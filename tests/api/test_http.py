@@ -6,20 +6,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import get_runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
-from tests.conftest import make_runtime
+from workers.namespaces import Namespaces
 
 
 @pytest.fixture(scope="module")
 def client(
     tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEmbedder
 ) -> Iterator[TestClient]:
-    data = tmp_path_factory.mktemp("http")
-    runtime = make_runtime(data, local_embedder)
-    runtime.ingest(
+    settings = load_settings(data_dir=tmp_path_factory.mktemp("http"))
+    namespaces = Namespaces(settings, embedder=local_embedder)
+    namespaces.runtime("default").ingest(
         [
             SourceDocument(
                 "a.md",
@@ -37,11 +36,8 @@ def client(
             ),
         ]
     )
-    app = create_app(load_settings(data_dir=data))
-    app.dependency_overrides[get_runtime] = lambda: runtime
-    with TestClient(app) as test_client:
+    with TestClient(create_app(settings, namespaces)) as test_client:
         yield test_client
-    runtime.close()
 
 
 def test_query_seed_contract(client: TestClient) -> None:
@@ -119,11 +115,29 @@ def test_unknown_filter_key_and_operator(client: TestClient) -> None:
 
 def test_healthz(client: TestClient) -> None:
     reply = client.get("/healthz")
-    assert reply.status_code == 200
-    assert reply.json()["status"] == "ok" and reply.json()["store"]["chunks"] == 2
+    assert reply.status_code == 200 and reply.json()["status"] == "ok"
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"]["store"] == "ok"
 
 
 def test_openapi_has_the_example(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     assert "/v1/memory/query" in spec["paths"]
     assert "QueryRequest" in spec["components"]["schemas"]
+
+
+def test_graph_routes(client: TestClient) -> None:
+    assert client.get("/v1/entities/payments-api").status_code == 404  # no graph built yet
+    runtime = client.app.state.namespaces.runtime("default")  # type: ignore[attr-defined]
+    runtime.build_graph()
+    entity = client.get("/v1/entities/PAYMENTS-API")
+    assert entity.status_code == 200, entity.text
+    body = entity.json()
+    assert body["entity"]["key"] == "payments-api" and body["entity"]["chunk_ids"]
+    assert any(n["name"] == "HTTP 504" for n in body["neighbours"])
+    level0 = client.get("/v1/communities", params={"level": 0, "reports": True}).json()
+    assert level0 and all(c["level"] == 0 and c["report"]["findings"] for c in level0)
+    one = client.get(f"/v1/communities/{level0[0]['id']}").json()
+    assert one["id"] == level0[0]["id"] and one["report"]["title"] and one["stale"] is False
+    assert client.get("/v1/communities/nope").status_code == 404
+    assert client.get("/v1/communities", params={"level": -1}).status_code == 422

@@ -1,0 +1,84 @@
+"""``lore keys …``: create, list and revoke API keys (stored hashed in the data directory)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+
+import click
+
+from api.cli_common import out
+from lore.errors import LoreError
+from lore.keys import ApiKey, KeyStore
+
+
+@contextmanager
+def _keys(ctx: click.Context) -> Iterator[KeyStore]:
+    root = ctx.obj["root"]
+    root.mkdir(parents=True, exist_ok=True)
+    store = KeyStore(root / "keys.sqlite3")
+    try:
+        yield store
+    except LoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        store.close()
+
+
+def _public(key: ApiKey) -> dict[str, object]:
+    data = asdict(key)
+    data["namespaces"] = list(key.namespaces)
+    return data
+
+
+@click.group()
+def keys() -> None:
+    """API keys for `lore serve --auth`: each key sees only its namespaces."""
+
+
+@keys.command()
+@click.option("--namespace", "namespaces", multiple=True, help="A namespace (repeatable).")
+@click.option("--admin", is_flag=True, help="May manage keys and reach any namespace.")
+@click.option("--name", default="", help="A label for the key.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def create(
+    ctx: click.Context, namespaces: tuple[str, ...], admin: bool, name: str, as_json: bool
+) -> None:
+    """Create a key; its secret is shown once."""
+    with _keys(ctx) as store:
+        secret, record = store.create(namespaces, admin=admin, name=name)
+    if as_json:
+        click.echo(json.dumps({"key": secret, **_public(record)}, indent=2))
+        return
+    out.print(f"key {record.id} for {', '.join(record.namespaces) or '(admin only)'}:")
+    out.print(secret, highlight=False)
+    out.print("store it now: only its hash is kept")
+
+
+@keys.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def list_keys(ctx: click.Context, as_json: bool) -> None:
+    """List keys (never their secrets)."""
+    with _keys(ctx) as store:
+        found = store.list()
+    if as_json:
+        click.echo(json.dumps([_public(k) for k in found], indent=2))
+        return
+    for k in found:
+        state = "revoked" if k.revoked else "active"
+        role = " admin" if k.admin else ""
+        out.print(f"{k.id}  {state}{role}  {','.join(k.namespaces)}  {k.name}", highlight=False)
+
+
+@keys.command()
+@click.argument("key_id")
+@click.pass_context
+def revoke(ctx: click.Context, key_id: str) -> None:
+    """Revoke a key by its id."""
+    with _keys(ctx) as store:
+        store.revoke(key_id)
+    out.print(f"revoked {key_id}")

@@ -1,0 +1,181 @@
+"""``/v1/entities`` and ``/v1/communities``: the knowledge graph of a namespace."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel, Field
+
+from api.deps import RuntimeDep
+from graph.models import CommunityReport
+from lore.errors import NotFoundError
+
+router = APIRouter(prefix="/v1", tags=["graph"])
+
+
+class EntityOut(BaseModel):
+    """A merged entity with its provenance."""
+
+    key: str
+    name: str
+    type: str
+    description: str
+    mentions: int
+    chunk_ids: list[str]
+
+
+class Neighbour(BaseModel):
+    """A related entity and the summed weight of the relations between them."""
+
+    key: str
+    name: str
+    type: str
+    weight: float
+
+
+class EntityResponse(BaseModel):
+    """``GET /v1/entities/{name}``."""
+
+    entity: EntityOut
+    neighbours: list[Neighbour]
+
+
+class FindingOut(BaseModel):
+    """A statement of a report and what it cites."""
+
+    text: str
+    entities: list[str]
+    relations: list[list[str]]
+    chunks: list[str]
+
+
+class ReportOut(BaseModel):
+    """A community report."""
+
+    title: str
+    summary: str
+    importance: float
+    method: str
+    findings: list[FindingOut]
+    chunk_ids: list[str]
+
+
+class CommunityOut(BaseModel):
+    """A community of the Leiden hierarchy."""
+
+    id: str
+    level: int
+    parent: str | None
+    size: int
+    members: list[str]
+    stale: bool = Field(description="its report no longer reflects its members")
+    report: ReportOut | None = None
+
+
+def _report(report: CommunityReport | None) -> ReportOut | None:
+    if report is None:
+        return None
+    return ReportOut(
+        title=report.title,
+        summary=report.summary,
+        importance=report.importance,
+        method=report.method,
+        findings=[
+            FindingOut(
+                text=f.text,
+                entities=list(f.entities),
+                relations=[list(r) for r in f.relations],
+                chunks=list(f.chunks),
+            )
+            for f in report.findings
+        ],
+        chunk_ids=list(report.chunk_ids),
+    )
+
+
+@router.get("/entities/{name}", response_model=EntityResponse)
+async def get_entity(
+    name: Annotated[str, Path(min_length=1, max_length=300)],
+    runtime: RuntimeDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> EntityResponse:
+    """An entity (any spelling that normalises the same), its sources and neighbours."""
+    graph = runtime.graph()
+    entity = await asyncio.to_thread(graph.entity, name)
+    if entity is None:
+        raise NotFoundError(f"no entity named {name!r} (has `lore graph build` run?)")
+    neighbours = await asyncio.to_thread(graph.neighbours, name, limit)
+    return EntityResponse(
+        entity=EntityOut(
+            key=entity.key,
+            name=entity.name,
+            type=entity.type,
+            description=entity.description,
+            mentions=entity.mentions,
+            chunk_ids=list(entity.chunk_ids),
+        ),
+        neighbours=[
+            Neighbour(key=e.key, name=e.name, type=e.type, weight=w) for e, w in neighbours
+        ],
+    )
+
+
+@router.get("/communities", response_model=list[CommunityOut])
+async def list_communities(
+    runtime: RuntimeDep,
+    level: Annotated[int | None, Query(ge=0, le=100)] = None,
+    reports: Annotated[bool, Query(description="include each community's report")] = False,
+) -> list[CommunityOut]:
+    """Communities of one level (or all), with their reports when asked."""
+    graph = runtime.graph()
+    found = await asyncio.to_thread(graph.communities, level)
+    stale = await asyncio.to_thread(graph.stale_communities)
+    by_id = (
+        {r.community_id: r for r in await asyncio.to_thread(graph.reports, level)}
+        if reports
+        else {}
+    )
+    return [
+        CommunityOut(
+            id=c.id,
+            level=c.level,
+            parent=c.parent,
+            size=len(c.members),
+            members=list(c.members),
+            stale=c.id in stale,
+            report=_report(by_id.get(c.id)),
+        )
+        for c in found
+    ]
+
+
+@router.get("/communities/{community_id}", response_model=CommunityOut)
+async def get_community(
+    community_id: Annotated[str, Path(min_length=1, max_length=100)], runtime: RuntimeDep
+) -> CommunityOut:
+    """One community with its report."""
+    graph = runtime.graph()
+    found = next(
+        (c for c in await asyncio.to_thread(graph.communities) if c.id == community_id), None
+    )
+    if found is None:
+        raise NotFoundError(f"no community {community_id!r}")
+    report = next(
+        (
+            r
+            for r in await asyncio.to_thread(graph.reports, found.level)
+            if r.community_id == found.id
+        ),
+        None,
+    )
+    return CommunityOut(
+        id=found.id,
+        level=found.level,
+        parent=found.parent,
+        size=len(found.members),
+        members=list(found.members),
+        stale=found.id in await asyncio.to_thread(graph.stale_communities),
+        report=_report(report),
+    )

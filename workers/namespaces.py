@@ -1,0 +1,72 @@
+"""One runtime per namespace: separate stores and indexes, one shared embedding model.
+
+A namespace is a data directory of its own — the default namespace is the data
+directory itself (so a single-user setup looks exactly as before), any other lives in
+``<data_dir>/namespaces/<name>``. Nothing is shared between namespaces but the loaded
+model, so a query in one can never return a chunk of another.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from lore.embedders import Embedder
+from lore.keys import check_namespace
+from lore.settings import Settings
+from workers.runtime import Runtime, open_runtime
+
+
+def namespace_dir(settings: Settings, namespace: str) -> Path:
+    """Where a namespace's store and indexes live."""
+    check_namespace(namespace)
+    if namespace == settings.auth.default_namespace:
+        return settings.data_dir
+    return settings.data_dir / "namespaces" / namespace
+
+
+class Namespaces:
+    """Runtimes opened on first use and kept for the life of the process."""
+
+    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self._runtimes: dict[str, Runtime] = {}
+        self._lock = threading.Lock()
+
+    def runtime(self, namespace: str) -> Runtime:
+        """The namespace's runtime (created, with an empty store, on first write or read)."""
+        with self._lock:
+            found = self._runtimes.get(namespace)
+            if found is not None:
+                return found
+            settings = self.settings.model_copy(
+                update={"data_dir": namespace_dir(self.settings, namespace)}
+            )
+            runtime = open_runtime(settings)
+            if self.embedder is None:
+                self.embedder = runtime.embedder
+            elif self.embedder.name == runtime.embedder.name:
+                runtime.embedder = self.embedder  # the model is loaded once per process
+            self._runtimes[namespace] = runtime
+            return runtime
+
+    def opened(self) -> dict[str, Runtime]:
+        """The runtimes opened so far, by namespace."""
+        with self._lock:
+            return dict(self._runtimes)
+
+    def existing(self) -> list[str]:
+        """Namespaces that have data on disk."""
+        names = {self.settings.auth.default_namespace}
+        root = self.settings.data_dir / "namespaces"
+        if root.is_dir():
+            names.update(p.name for p in root.iterdir() if (p / "lore.sqlite3").exists())
+        return sorted(names)
+
+    def close(self) -> None:
+        """Close every runtime."""
+        with self._lock:
+            for runtime in self._runtimes.values():
+                runtime.close()
+            self._runtimes.clear()
