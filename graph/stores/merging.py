@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from graph.models import Entity, EntityMention, Relation, RelationMention, entity_key
@@ -25,6 +25,28 @@ from graph.models import Entity, EntityMention, Relation, RelationMention, entit
 MentionRow = tuple[str, str, str, str, int]
 # (source_key, target_key, chunk_id, weight, description) of one stored relation mention
 RelationRow = tuple[str, str, str, float, str]
+
+
+def mention_row(record: Mapping[str, Any]) -> MentionRow:
+    """A stored entity mention from a record with these fields (``occurrences`` = count)."""
+    return (
+        str(record["chunk_id"]),
+        str(record["name"]),
+        str(record["type"]),
+        str(record["description"]),
+        int(record["occurrences"]),
+    )
+
+
+def relation_row(record: Mapping[str, Any]) -> RelationRow:
+    """A stored relation mention from a record with these fields."""
+    return (
+        str(record["source"]),
+        str(record["target"]),
+        str(record["chunk_id"]),
+        float(record["weight"]),
+        str(record["description"]),
+    )
 
 
 def entity_rows(entities: Sequence[EntityMention]) -> list[dict[str, Any]]:

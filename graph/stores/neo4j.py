@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from functools import partial
 from typing import Any, TypeVar
 
@@ -37,11 +38,12 @@ from graph.models import (
 from graph.stores import neo4j_cypher as q
 from graph.stores.merging import (
     MentionRow,
-    RelationRow,
     entity_rows,
     heaviest_neighbours,
+    mention_row,
     merge_entity,
     merge_relations,
+    relation_row,
     relation_rows,
 )
 from lore.errors import BackendUnavailableError, ConfigurationError
@@ -98,21 +100,21 @@ class Neo4jGraphStore:
         self._ns = namespace
         self._database = database
         self._batch = batch_size
+        # one bookmark manager for all this store's sessions: a read sees earlier writes,
+        # even when a cluster routes it to another member
+        self._bookmarks = neo4j.GraphDatabase.bookmark_manager()
         with _translated():
             self._driver = neo4j.GraphDatabase.driver(uri, auth=(user, password))
         try:
             with _translated():
                 self._driver.verify_connectivity()
                 for statement in q.SCHEMA:
-                    self._driver.execute_query(statement, database_=database)
+                    self._driver.execute_query(
+                        statement, database_=database, bookmark_manager_=self._bookmarks
+                    )
         except BaseException:
             self._driver.close()
             raise
-
-    @property
-    def namespace(self) -> str:
-        """The value of ``ns`` on every node this store owns."""
-        return self._ns
 
     def close(self) -> None:
         """Close the driver and its connections."""
@@ -123,12 +125,15 @@ class Neo4jGraphStore:
     def _params(self, **params: Any) -> dict[str, Any]:
         return {"ns": self._ns, **params}
 
+    def _session(self) -> neo4j.Session:
+        return self._driver.session(database=self._database, bookmark_manager=self._bookmarks)
+
     def _write(self, work: Callable[[neo4j.ManagedTransaction], T]) -> T:
-        with _translated(), self._driver.session(database=self._database) as session:
+        with _translated(), self._session() as session:
             return session.execute_write(work)
 
     def _read(self, work: Callable[[neo4j.ManagedTransaction], T]) -> T:
-        with _translated(), self._driver.session(database=self._database) as session:
+        with _translated(), self._session() as session:
             return session.execute_read(work)
 
     def _run_batched(
@@ -218,15 +223,7 @@ class Neo4jGraphStore:
     def _entities(self, keys: Sequence[str]) -> dict[str, Entity]:
         grouped: dict[str, list[MentionRow]] = defaultdict(list)
         for r in self._select(q.ENTITY_MENTIONS, "keys", sorted(set(keys))):
-            grouped[str(r["key"])].append(
-                (
-                    str(r["chunk_id"]),
-                    str(r["name"]),
-                    str(r["type"]),
-                    str(r["description"]),
-                    int(r["occurrences"]),
-                )
-            )
+            grouped[str(r["key"])].append(mention_row(r))
         return {k: e for k, rows in grouped.items() if (e := merge_entity(k, rows)) is not None}
 
     def entity(self, name: str) -> Entity | None:
@@ -241,26 +238,13 @@ class Neo4jGraphStore:
         entities = self._entities([key for key, _ in best])
         return [(entities[key], weight) for key, weight in best if key in entities]
 
-    @staticmethod
-    def _relation_rows(rows: Rows) -> list[RelationRow]:
-        return [
-            (
-                str(r["source"]),
-                str(r["target"]),
-                str(r["chunk_id"]),
-                float(r["weight"]),
-                str(r["description"]),
-            )
-            for r in rows
-        ]
-
     def relations_among(self, keys: Sequence[str]) -> list[Relation]:
         """Relations inside a set of entity keys."""
         wanted = sorted(set(keys))
         if not wanted:
             return []
         rows = self._select(q.RELATIONS_AMONG, "sources", wanted, keys=wanted)
-        return merge_relations(self._relation_rows(rows))
+        return merge_relations(relation_row(r) for r in rows)
 
     def entity_keys(self) -> set[str]:
         """Every entity key."""
@@ -283,7 +267,7 @@ class Neo4jGraphStore:
 
     def edges(self) -> list[Edge]:
         """All relations as weighted edges, sorted."""
-        relations = merge_relations(self._relation_rows(self._select(q.ALL_RELATIONS)))
+        relations = merge_relations(relation_row(r) for r in self._select(q.ALL_RELATIONS))
         return [(r.source, r.target, r.weight) for r in relations]
 
     def counts(self) -> dict[str, int]:
@@ -314,16 +298,7 @@ class Neo4jGraphStore:
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy."""
-        rows = [
-            {
-                "id": c.id,
-                "level": c.level,
-                "cluster": c.cluster,
-                "parent": c.parent,
-                "members": list(c.members),
-            }
-            for c in communities
-        ]
+        rows = [asdict(c) for c in communities]  # the driver sends tuples as lists
         self._replace_all(q.DELETE_COMMUNITIES, q.CREATE_COMMUNITIES, rows)
 
     def communities(self, level: int | None = None) -> list[Community]:

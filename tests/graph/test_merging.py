@@ -19,8 +19,10 @@ from graph.stores.merging import (
     RelationRow,
     entity_rows,
     heaviest_neighbours,
+    mention_row,
     merge_entity,
     merge_relations,
+    relation_row,
     relation_rows,
 )
 
@@ -63,14 +65,12 @@ def test_merge_rules_match_the_embedded_store(tmp_path: Path) -> None:
         chunk_id = f"c{n:02d}"
         entities, rels = random_chunk(rng)
         local.put_chunk(chunk_id, "d", entities, rels)
+        # records shaped as the Neo4j store's queries return them
         for row in entity_rows(entities):
-            mentions.setdefault(row["key"], []).append(
-                (chunk_id, row["name"], row["type"], row["description"], row["count"])
-            )
+            record = {**row, "chunk_id": chunk_id, "occurrences": row["count"]}
+            mentions.setdefault(row["key"], []).append(mention_row(record))
         for row in relation_rows(rels):
-            relations.setdefault(chunk_id, []).append(
-                (row["source"], row["target"], chunk_id, row["weight"], row["description"])
-            )
+            relations.setdefault(chunk_id, []).append(relation_row({**row, "chunk_id": chunk_id}))
     all_relations = [row for rows in relations.values() for row in rows]
 
     assert local.entity_keys() == set(mentions)
