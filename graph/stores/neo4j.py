@@ -59,6 +59,10 @@ def _translated() -> Iterator[None]:
         yield
     except (neo4j.exceptions.AuthError, neo4j.exceptions.ConfigurationError) as exc:
         raise ConfigurationError(f"Neo4j graph store: {exc}") from exc
+    except neo4j.exceptions.ClientError as exc:
+        if exc.code != "Neo.ClientError.Database.DatabaseNotFound":
+            raise
+        raise ConfigurationError(f"Neo4j graph store: {exc}") from exc
     except (
         neo4j.exceptions.ServiceUnavailable,
         neo4j.exceptions.SessionExpired,
