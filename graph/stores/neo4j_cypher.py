@@ -13,7 +13,7 @@ and property names are constants, never built from input. The model::
 
 One ``MENTIONS`` per (chunk, entity key) and one ``RELATED`` per (source, target, chunk),
 stored from the smaller key to the larger: removing a chunk deletes exactly its own
-relationships, and an entity is an ``LoreEntity`` with at least one ``MENTIONS`` left.
+relationships, and an entity is a ``LoreEntity`` with at least one ``MENTIONS`` left.
 An entity node with no relationship at all is deleted (it may exist without mentions
 while a relation still ends at it, as in the embedded store).
 """
