@@ -6,8 +6,8 @@ mention rows and applies these functions, so both give the same answers:
 - a chunk's mentions are keyed by :func:`entity_key`; within one chunk the last mention
   of a key wins, as does the last relation between the same two keys (self loops dropped);
 - a merged entity takes the most frequent spelling and type (mention counts; ties go to
-  the first in sorted order), the description of its first chunk by chunk id, the summed
-  counts and the sorted chunk ids;
+  the first in sorted order), its chunks' distinct descriptions in chunk id order
+  (:func:`graph.models.merge_descriptions`), the summed counts and the sorted chunk ids;
 - a merged relation is undirected (sorted keys), its weight the sum over its chunks, its
   description the smallest one and its chunk ids sorted.
 """
@@ -19,7 +19,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from graph.models import Entity, EntityMention, Relation, RelationMention, entity_key
+from graph.models import (
+    Entity,
+    EntityMention,
+    Relation,
+    RelationMention,
+    entity_key,
+    merge_descriptions,
+)
 
 # (chunk_id, name, type, description, count) of one stored entity mention
 MentionRow = tuple[str, str, str, str, int]
@@ -93,7 +100,7 @@ def merge_entity(key: str, mentions: Iterable[MentionRow]) -> Entity | None:
         key=key,
         name=max(sorted(spellings), key=lambda s: spellings[s]),
         type=max(sorted(types), key=lambda t: types[t]),
-        description=rows[0][3],
+        description=merge_descriptions(row[3] for row in rows),
         mentions=sum(row[4] for row in rows),
         chunk_ids=tuple(row[0] for row in rows),
     )

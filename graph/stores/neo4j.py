@@ -231,7 +231,7 @@ class Neo4jGraphStore:
         return {k: e for k, rows in grouped.items() if (e := merge_entity(k, rows)) is not None}
 
     def entity(self, name: str) -> Entity | None:
-        """Merged entity: most frequent spelling and type, first description, provenance."""
+        """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
         key = entity_key(name)
         return self._entities([key]).get(key)
 

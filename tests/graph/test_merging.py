@@ -108,4 +108,5 @@ def test_merge_helpers_ties_and_limits() -> None:
     assert len(heaviest_neighbours(rows, -1)) == 3
     assert merge_entity("x", []) is None
     tied = merge_entity("db", [("c2", "db", "b", "late", 1), ("c1", "DB", "a", "early", 1)])
-    assert tied is not None and (tied.name, tied.type, tied.description) == ("DB", "a", "early")
+    assert tied is not None and (tied.name, tied.type) == ("DB", "a")
+    assert tied.description == "early | late"
