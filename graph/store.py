@@ -7,13 +7,14 @@ the refresh turns those into *stale* marks on the communities holding them
 (:func:`graph.staleness.stale_communities_for`) and clears both once re-summarised.
 
 Backends: ``graph.stores.local`` (tables in the SQLite store, NetworkX for graph
-algorithms) and ``graph.stores.neo4j``; one contract suite runs over both.
+algorithms) and ``graph.stores.neo4j`` (a Neo4j server), chosen by name through
+:func:`graph.stores.open_graph_store`; one contract suite runs over both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from graph.communities import Community, Edge
 from graph.models import CommunityReport, Entity, EntityMention, Relation, RelationMention
@@ -108,4 +109,14 @@ class GraphStore(Protocol):
 
     def clear_stale(self, community_ids: Sequence[str]) -> None:
         """Unmark communities (their reports were rewritten or found unchanged)."""
+        ...
+
+    # -- views and lifetime --------------------------------------------------------------
+
+    def to_networkx(self) -> Any:
+        """The entity graph as a weighted ``networkx.Graph`` (built from :meth:`edges`)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection(s); the store is not used afterwards."""
         ...

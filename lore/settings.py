@@ -165,6 +165,24 @@ class GraphSettings(BaseModel):
     )
     max_cluster_size: int = Field(10, ge=2, description="Leiden splits larger communities")
     seed: int = 42
+    backend: Literal["local", "neo4j"] = Field(
+        "local", description="local: tables in the SQLite store; neo4j: a Neo4j server"
+    )
+    neo4j_uri: str = Field("", description="neo4j backend: e.g. neo4j://host:7687")
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr | None = None
+    neo4j_database: str | None = Field(None, description="neo4j backend: None = server default")
+    neo4j_namespace: str = Field(
+        "lore",
+        min_length=1,
+        description="neo4j backend: tag on every node; one per data directory sharing a server",
+    )
+
+    @model_validator(mode="after")
+    def _neo4j_needs_uri(self) -> GraphSettings:
+        if self.backend == "neo4j" and not self.neo4j_uri:
+            raise ValueError("graph.backend 'neo4j' needs graph.neo4j_uri")
+        return self
 
 
 class AuthSettings(BaseModel):

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from graph.llm_reports import LLMReportWriter
 from graph.reports import ExtractiveWriter, ReportWriter, build_reports
-from graph.stores.local import LocalGraphStore
+from graph.store import GraphStore
+from graph.stores import open_graph_store
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import Extractor, OfflineExtractor
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
@@ -137,7 +138,7 @@ class Runtime:
     _dense: DenseIndex | None = field(default=None, init=False)
     _guard: ReadWriteLock = field(default_factory=ReadWriteLock, init=False)
     _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _graph: LocalGraphStore | None = field(default=None, init=False)
+    _graph: GraphStore | None = field(default=None, init=False)
     _quarantine: Quarantine | None = field(default=None, init=False)
 
     @property
@@ -316,10 +317,21 @@ class Runtime:
 
     # -- knowledge graph -------------------------------------------------------------------
 
-    def graph(self) -> LocalGraphStore:
-        """The graph store (tables in the same SQLite file)."""
+    def graph(self) -> GraphStore:
+        """The graph store: tables in the same SQLite file, or Neo4j (``graph.backend``)."""
         if self._graph is None:
-            self._graph = LocalGraphStore(self.data_dir / "lore.sqlite3")
+            cfg = self.settings.graph
+            options: dict[str, object] = {"path": self.data_dir / "lore.sqlite3"}
+            if cfg.backend == "neo4j":
+                password = cfg.neo4j_password
+                options = {
+                    "uri": cfg.neo4j_uri,
+                    "user": cfg.neo4j_user,
+                    "password": password.get_secret_value() if password else "",
+                    "database": cfg.neo4j_database,
+                    "namespace": cfg.neo4j_namespace,
+                }
+            self._graph = open_graph_store(cfg.backend, **options)
         return self._graph
 
     def quarantine(self) -> Quarantine:

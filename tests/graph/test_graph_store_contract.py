@@ -1,14 +1,21 @@
-"""The GraphStore contract, run on every backend we have (the embedded one for now)."""
+"""The GraphStore contract, run on every backend: embedded (SQLite) and Neo4j.
 
+The Neo4j run needs a server: set ``NEO4J_URI`` (and ``NEO4J_USER``, ``NEO4J_PASSWORD``,
+optionally ``NEO4J_DATABASE``). Each test then works in a namespace of its own and
+drops it afterwards. Without ``NEO4J_URI`` the Neo4j run is skipped, with that reason.
+"""
+
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from graph.communities import Community
-from graph.models import EntityMention, RelationMention
+from graph.models import CommunityReport, EntityMention, Finding, RelationMention
 from graph.store import GraphStore
-from graph.stores.local import LocalGraphStore
+from graph.stores import open_graph_store
 
 
 def mention(name: str, kind: str = "service", count: int = 1) -> EntityMention:
@@ -19,11 +26,30 @@ def rel(a: str, b: str, w: float = 1.0) -> RelationMention:
     return RelationMention(a, b, w, f"{a} with {b}")
 
 
-@pytest.fixture(params=["local"])
+@pytest.fixture(params=["local", pytest.param("neo4j", marks=pytest.mark.neo4j)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
-    backend = LocalGraphStore(tmp_path / "g.sqlite3")
-    yield backend
-    backend.close()
+    if request.param == "local":
+        local = open_graph_store("local", path=tmp_path / "g.sqlite3")
+        yield local
+        local.close()
+        return
+    uri = os.environ.get("NEO4J_URI")
+    if not uri:
+        pytest.skip("NEO4J_URI not set (no Neo4j server here)")
+    from graph.stores.neo4j import Neo4jGraphStore
+
+    server = Neo4jGraphStore(
+        uri,
+        os.environ.get("NEO4J_USER", "neo4j"),
+        os.environ.get("NEO4J_PASSWORD", ""),
+        database=os.environ.get("NEO4J_DATABASE") or None,
+        namespace=f"contract-{uuid.uuid4().hex}",
+    )
+    try:
+        yield server
+    finally:
+        server.drop()
+        server.close()
 
 
 def test_mentions_merge_across_chunks_with_provenance(store: GraphStore) -> None:
@@ -100,3 +126,104 @@ def test_descriptions_of_one_entity_are_merged_in_chunk_order(store: GraphStore)
     entity = store.entity("ledger-db")
     assert entity is not None
     assert entity.description == "Postgres cluster. | Holds balances."
+
+
+def test_merge_rules_spelling_type_description_and_counts(store: GraphStore) -> None:
+    store.put_chunk("c2", "d1", [EntityMention("Ledger DB", "database", "second", 2)], [])
+    store.put_chunk("c1", "d1", [EntityMention("ledger db", "service", "first", 2)], [])
+    store.put_chunk("c3", "d2", [EntityMention("LEDGER DB", "database", "third", 1)], [])
+    entity = store.entity("ledger  db")
+    assert entity is not None
+    # spellings tie 2-2-1: the first in sorted order wins; "database" outweighs "service"
+    assert (entity.name, entity.type) == ("Ledger DB", "database")
+    assert entity.description == "first | second | third" and entity.mentions == 5
+    assert entity.chunk_ids == ("c1", "c2", "c3")
+    assert store.entity("nothing-here") is None
+
+
+def test_within_a_chunk_the_last_mention_of_a_key_wins(store: GraphStore) -> None:
+    store.put_chunk(
+        "c1",
+        "d1",
+        [EntityMention("cache", "service", "one", 3), EntityMention("Cache", "system", "two", 1)],
+        [rel("cache", "db", 1.0), rel("db", "cache", 4.0), rel("db", "DB", 9.0)],
+    )
+    entity = store.entity("cache")
+    assert entity is not None
+    assert (entity.name, entity.type, entity.mentions) == ("Cache", "system", 1)
+    assert store.edges() == [("cache", "db", 4.0)]  # undirected, self loop dropped
+
+
+def test_relations_merge_over_chunks(store: GraphStore) -> None:
+    store.put_chunk("c2", "d1", [mention("a-svc"), mention("b-svc")], [rel("b-svc", "a-svc", 0.5)])
+    store.put_chunk("c1", "d1", [mention("a-svc"), mention("b-svc")], [rel("a-svc", "b-svc", 2.0)])
+    store.put_chunk("c3", "d2", [mention("c-svc")], [rel("c-svc", "a-svc")])
+    among = store.relations_among(["b-svc", "a-svc", "a-svc"])
+    assert [(r.source, r.target, r.weight, r.description, r.chunk_ids) for r in among] == [
+        ("a-svc", "b-svc", 2.5, "a-svc with b-svc", ("c1", "c2"))
+    ]
+    assert store.relations_among([]) == []
+    assert [(e.key, w) for e, w in store.neighbours("A-SVC")] == [("b-svc", 2.5), ("c-svc", 1.0)]
+    assert [e.key for e, _ in store.neighbours("a-svc", limit=1)] == ["b-svc"]
+    assert store.counts()["relations"] == 2
+    graph = store.to_networkx()
+    assert graph["a-svc"]["b-svc"]["weight"] == 2.5 and graph.number_of_nodes() == 3
+
+
+def test_a_relation_may_end_at_a_name_no_chunk_mentions(store: GraphStore) -> None:
+    store.put_chunk("c1", "d1", [mention("a-svc")], [rel("a-svc", "ghost")])
+    assert store.entity_keys() == {"a-svc"} and store.entity("ghost") is None
+    assert store.edges() == [("a-svc", "ghost", 1.0)]
+    assert store.neighbours("a-svc") == []  # the other end is not an entity
+    assert store.remove_chunks(["c1"]) == 1
+    assert store.edges() == [] and store.counts()["entities"] == 0
+
+
+def test_chunk_and_entity_lookups(store: GraphStore) -> None:
+    store.put_chunk("c1", "d1", [mention("b-svc"), mention("a-svc")], [])
+    store.put_chunk("c2", "d1", [mention("a-svc")], [])
+    store.put_chunk("c3", "d2", [], [])  # extracted, with nothing
+    assert store.entities_of_chunks(["c2", "c1", "c3", "c9"]) == {
+        "c1": ["a-svc", "b-svc"],
+        "c2": ["a-svc"],
+    }
+    assert store.chunks_of_entities(["a-svc", "zz"]) == {"a-svc": ["c1", "c2"]}
+    assert store.entity_keys() == {"a-svc", "b-svc"}
+    assert store.extracted_chunks() == {"c1", "c2", "c3"}
+    assert store.counts() == {
+        "entities": 2,
+        "relations": 0,
+        "communities": 0,
+        "extracted_chunks": 3,
+    }
+    assert store.remove_chunks([]) == 0
+    assert store.remove_chunks(["c1", "c1", "c9"]) == 1  # b-svc
+    assert store.extracted_chunks() == {"c2", "c3"}
+
+
+def _report(community_id: str, level: int) -> CommunityReport:
+    finding = Finding("text", ("a",), (("a", "b"),), ("c1",))
+    return CommunityReport(community_id, level, "t", "s", (finding,), 5.0, "fp", ("c1",))
+
+
+def test_reports_round_trip_replace_all_and_order(store: GraphStore) -> None:
+    reports = [_report("1-2", 1), _report("0-1", 0), _report("1-10", 1)]
+    store.replace_reports(reports)
+    assert [r.community_id for r in store.reports()] == ["0-1", "1-10", "1-2"]
+    assert store.reports(level=1) == [reports[2], reports[0]]
+    store.replace_reports(reports[1:2])
+    assert store.reports() == [reports[1]]
+    store.replace_reports([])
+    assert store.reports() == []
+
+
+def test_communities_are_ordered_by_level_then_cluster(store: GraphStore) -> None:
+    hierarchy = [
+        Community("1-10", 1, 10, "0-0", ("b",)),
+        Community("0-0", 0, 0, None, ("a", "b")),
+        Community("1-2", 1, 2, "0-0", ("a",)),
+    ]
+    store.replace_communities(hierarchy)
+    assert [c.id for c in store.communities()] == ["0-0", "1-2", "1-10"]
+    assert store.communities(level=0) == [hierarchy[1]]
+    assert store.communities(level=5) == []

@@ -1,0 +1,385 @@
+"""Neo4j GraphStore: the same contract as the embedded store, on a Neo4j server.
+
+Provenance is kept per chunk, as relationships (the model is drawn in
+:mod:`graph.stores.neo4j_cypher`, with every statement), so removing a chunk deletes
+exactly what it contributed; merged entities and relations are computed from the raw
+mention rows by :mod:`graph.stores.merging`, the rules the embedded store follows.
+
+Every node carries the store's ``namespace`` (property ``ns``), matched by every
+statement, so several data directories (or test runs) can share one database; a
+dedicated ``database`` can be named instead or as well. Constraints and indexes are
+created idempotently when the store opens. Writes run in managed write transactions
+(retried by the driver on transient errors); lists are sent in ``UNWIND`` batches.
+This module imports the ``neo4j`` driver, so it is imported only when chosen
+(``LORE_GRAPH__BACKEND=neo4j``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from functools import partial
+from typing import Any, TypeVar
+
+import neo4j
+import neo4j.exceptions
+
+from graph.communities import Community, Edge
+from graph.models import (
+    CommunityReport,
+    Entity,
+    EntityMention,
+    Relation,
+    RelationMention,
+    entity_key,
+)
+from graph.stores import neo4j_cypher as q
+from graph.stores.merging import (
+    MentionRow,
+    entity_rows,
+    heaviest_neighbours,
+    mention_row,
+    merge_entity,
+    merge_relations,
+    relation_row,
+    relation_rows,
+)
+from lore.errors import BackendUnavailableError, ConfigurationError
+
+T = TypeVar("T")
+Rows = list[dict[str, Any]]
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Driver errors as Lorekeeper's: bad settings are permanent, a lost server transient."""
+    try:
+        yield
+    except (neo4j.exceptions.AuthError, neo4j.exceptions.ConfigurationError) as exc:
+        raise ConfigurationError(f"Neo4j graph store: {exc}") from exc
+    except neo4j.exceptions.ClientError as exc:
+        if exc.code != "Neo.ClientError.Database.DatabaseNotFound":
+            raise
+        raise ConfigurationError(f"Neo4j graph store: {exc}") from exc
+    except (
+        neo4j.exceptions.ServiceUnavailable,
+        neo4j.exceptions.SessionExpired,
+        neo4j.exceptions.TransientError,
+    ) as exc:
+        raise BackendUnavailableError(f"Neo4j graph store did not answer: {exc}") from exc
+
+
+def _batches(values: Sequence[T], size: int) -> Iterator[list[T]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+def _data(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> Rows:
+    return tx.run(query, params).data()
+
+
+def _deleted(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> int:
+    return int(tx.run(query, params).single(strict=True)["deleted"])
+
+
+class Neo4jGraphStore:
+    """GraphStore on a Neo4j 5 server (or newer), through the official driver."""
+
+    def __init__(
+        self,
+        uri: str,
+        user: str = "neo4j",
+        password: str = "",
+        database: str | None = None,
+        *,
+        namespace: str = "lore",
+        batch_size: int = 1000,
+    ) -> None:
+        if not namespace:
+            raise ConfigurationError("the Neo4j graph store needs a non-empty namespace")
+        if batch_size < 1:
+            raise ConfigurationError("batch_size must be at least 1")
+        self._ns = namespace
+        self._database = database
+        self._batch = batch_size
+        # one bookmark manager for all this store's sessions: a read sees earlier writes,
+        # even when a cluster routes it to another member
+        self._bookmarks = neo4j.GraphDatabase.bookmark_manager()
+        with _translated():
+            self._driver = neo4j.GraphDatabase.driver(uri, auth=(user, password))
+        try:
+            with _translated():
+                self._driver.verify_connectivity()
+                for statement in q.SCHEMA:
+                    self._driver.execute_query(
+                        statement, database_=database, bookmark_manager_=self._bookmarks
+                    )
+        except BaseException:
+            self._driver.close()
+            raise
+
+    def close(self) -> None:
+        """Close the driver and its connections."""
+        self._driver.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _params(self, **params: Any) -> dict[str, Any]:
+        return {"ns": self._ns, **params}
+
+    def _session(self) -> neo4j.Session:
+        return self._driver.session(database=self._database, bookmark_manager=self._bookmarks)
+
+    def _write(self, work: Callable[[neo4j.ManagedTransaction], T]) -> T:
+        with _translated(), self._session() as session:
+            return session.execute_write(work)
+
+    def _read(self, work: Callable[[neo4j.ManagedTransaction], T]) -> T:
+        with _translated(), self._session() as session:
+            return session.execute_read(work)
+
+    def _run_batched(
+        self,
+        tx: neo4j.ManagedTransaction,
+        query: str,
+        name: str,
+        values: Sequence[Any],
+        **params: Any,
+    ) -> Rows:
+        """Run ``query`` once per batch of ``values`` (bound to ``$name``); all the rows."""
+        out: Rows = []
+        for batch in _batches(values, self._batch):
+            out.extend(_data(tx, query, self._params(**params, **{name: batch})))
+        return out
+
+    def _select(
+        self, query: str, name: str | None = None, values: Sequence[Any] = (), **params: Any
+    ) -> Rows:
+        """Rows of a read query, in one read transaction (batched over ``values`` if named)."""
+
+        def work(tx: neo4j.ManagedTransaction) -> Rows:
+            if name is None:
+                return _data(tx, query, self._params(**params))
+            return self._run_batched(tx, query, name, values, **params)
+
+        return self._read(work)
+
+    # -- a chunk's contributions -------------------------------------------------------------
+
+    def _detach(
+        self, tx: neo4j.ManagedTransaction, chunk_ids: Sequence[str]
+    ) -> tuple[set[str], set[str]]:
+        """Delete the chunks' mentions and relations: (keys they mentioned, every key affected)."""
+        mentioned = {
+            str(r["key"]) for r in self._run_batched(tx, q.DELETE_MENTIONS, "chunk_ids", chunk_ids)
+        }
+        ends = self._run_batched(tx, q.DELETE_RELATIONS, "chunk_ids", chunk_ids)
+        affected = mentioned | {str(r[end]) for r in ends for end in ("source", "target")}
+        return mentioned, affected
+
+    def _touch_and_tidy(
+        self, tx: neo4j.ManagedTransaction, touched: set[str], affected: set[str]
+    ) -> None:
+        self._run_batched(tx, q.TOUCH, "keys", sorted(touched))
+        self._run_batched(tx, q.DELETE_ORPHANS, "keys", sorted(affected))
+
+    def put_chunk(
+        self,
+        chunk_id: str,
+        document_id: str,
+        entities: Sequence[EntityMention],
+        relations: Sequence[RelationMention],
+    ) -> None:
+        """Replace the chunk's contributions (one write transaction)."""
+        ents = entity_rows(entities)
+        rels = relation_rows(relations)
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            mentioned, affected = self._detach(tx, [chunk_id])
+            _data(tx, q.MERGE_CHUNK, self._params(chunk_id=chunk_id, document_id=document_id))
+            self._run_batched(tx, q.CREATE_MENTIONS, "rows", ents, chunk_id=chunk_id)
+            self._run_batched(tx, q.CREATE_RELATIONS, "rows", rels, chunk_id=chunk_id)
+            self._touch_and_tidy(tx, mentioned | {row["key"] for row in ents}, affected)
+
+        self._write(work)
+
+    def remove_chunks(self, chunk_ids: Sequence[str]) -> int:
+        """Drop contributions; return how many entities no longer exist."""
+        ids = sorted(set(chunk_ids))
+
+        def work(tx: neo4j.ManagedTransaction) -> int:
+            mentioned, affected = self._detach(tx, ids)
+            self._run_batched(tx, q.DELETE_CHUNKS, "chunk_ids", ids)
+            gone = self._run_batched(tx, q.COUNT_UNMENTIONED, "keys", sorted(mentioned))
+            self._touch_and_tidy(tx, mentioned, affected)
+            return sum(int(r["gone"]) for r in gone)
+
+        return self._write(work) if ids else 0
+
+    def extracted_chunks(self) -> set[str]:
+        """Chunk ids already extracted."""
+        return {str(r["id"]) for r in self._select(q.EXTRACTED_CHUNKS)}
+
+    # -- entities and relations --------------------------------------------------------------
+
+    def _entities(self, keys: Sequence[str]) -> dict[str, Entity]:
+        grouped: dict[str, list[MentionRow]] = defaultdict(list)
+        for r in self._select(q.ENTITY_MENTIONS, "keys", sorted(set(keys))):
+            grouped[str(r["key"])].append(mention_row(r))
+        return {k: e for k, rows in grouped.items() if (e := merge_entity(k, rows)) is not None}
+
+    def entity(self, name: str) -> Entity | None:
+        """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
+        key = entity_key(name)
+        return self._entities([key]).get(key)
+
+    def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
+        """Related entities by summed relation weight."""
+        rows = self._select(q.INCIDENT_RELATIONS, key=entity_key(name))
+        best = heaviest_neighbours(((str(r["other"]), float(r["weight"])) for r in rows), limit)
+        entities = self._entities([key for key, _ in best])
+        return [(entities[key], weight) for key, weight in best if key in entities]
+
+    def relations_among(self, keys: Sequence[str]) -> list[Relation]:
+        """Relations inside a set of entity keys."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return []
+        rows = self._select(q.RELATIONS_AMONG, "sources", wanted, keys=wanted)
+        return merge_relations(relation_row(r) for r in rows)
+
+    def entity_keys(self) -> set[str]:
+        """Every entity key."""
+        return {str(r["key"]) for r in self._select(q.ENTITY_KEYS)}
+
+    def entities_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Entity keys by chunk."""
+        return self._pairs(q.ENTITIES_OF_CHUNKS, chunk_ids)
+
+    def chunks_of_entities(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """Chunk ids by entity key."""
+        return self._pairs(q.CHUNKS_OF_ENTITIES, keys)
+
+    def _pairs(self, query: str, values: Sequence[str]) -> dict[str, list[str]]:
+        rows = self._select(query, "values", sorted(set(values)))
+        out: dict[str, list[str]] = {}
+        for k, v in sorted((str(r["k"]), str(r["v"])) for r in rows):
+            out.setdefault(k, []).append(v)
+        return out
+
+    def edges(self) -> list[Edge]:
+        """All relations as weighted edges, sorted."""
+        relations = merge_relations(relation_row(r) for r in self._select(q.ALL_RELATIONS))
+        return [(r.source, r.target, r.weight) for r in relations]
+
+    def counts(self) -> dict[str, int]:
+        """Entities, relations, communities, extracted chunks (one read transaction)."""
+        queries = {
+            "entities": q.COUNT_ENTITIES,
+            "relations": q.COUNT_RELATIONS,
+            "communities": q.COUNT_COMMUNITIES,
+            "extracted_chunks": q.COUNT_CHUNKS,
+        }
+
+        def work(tx: neo4j.ManagedTransaction) -> dict[str, int]:
+            return {
+                name: int(_data(tx, query, self._params())[0]["n"])
+                for name, query in queries.items()
+            }
+
+        return self._read(work)
+
+    # -- communities and reports ---------------------------------------------------------------
+
+    def _replace_all(self, delete: str, create: str, rows: Rows) -> None:
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            _data(tx, delete, self._params())
+            self._run_batched(tx, create, "rows", rows)
+
+        self._write(work)
+
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        """Store a new hierarchy."""
+        rows = [asdict(c) for c in communities]  # the driver sends tuples as lists
+        self._replace_all(q.DELETE_COMMUNITIES, q.CREATE_COMMUNITIES, rows)
+
+    def communities(self, level: int | None = None) -> list[Community]:
+        """Stored communities ordered by level and cluster."""
+        found = [
+            Community(
+                str(r["id"]),
+                int(r["level"]),
+                int(r["cluster"]),
+                None if r["parent"] is None else str(r["parent"]),
+                tuple(str(m) for m in r["members"] or ()),
+            )
+            for r in self._select(q.COMMUNITIES, level=level)
+        ]
+        return sorted(found, key=lambda c: (c.level, c.cluster, c.id))
+
+    def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
+        """Store the reports of the current hierarchy, replacing all others."""
+        rows = [
+            {
+                "community_id": r.community_id,
+                "level": r.level,
+                "fingerprint": r.fingerprint,
+                "json": r.to_json(),
+            }
+            for r in reports
+        ]
+        self._replace_all(q.DELETE_REPORTS, q.CREATE_REPORTS, rows)
+
+    def reports(self, level: int | None = None) -> list[CommunityReport]:
+        """Stored reports ordered by level and community id."""
+        rows = sorted(
+            self._select(q.REPORTS, level=level),
+            key=lambda r: (int(r["level"]), str(r["community_id"])),
+        )
+        return [CommunityReport.from_json(str(r["json"])) for r in rows]
+
+    # -- staleness marks ------------------------------------------------------------------------
+
+    def _write_batched(self, query: str, name: str, values: Sequence[str]) -> None:
+        unique = sorted(set(values))
+        if unique:
+            self._write(lambda tx: self._run_batched(tx, query, name, unique))
+
+    def touched_entities(self) -> set[str]:
+        """Entity keys changed since the marks were last cleared."""
+        return {str(r["key"]) for r in self._select(q.TOUCHED)}
+
+    def clear_touched(self, keys: Sequence[str]) -> None:
+        """Forget these touched marks."""
+        self._write_batched(q.CLEAR_TOUCHED, "keys", keys)
+
+    def mark_stale(self, community_ids: Sequence[str]) -> None:
+        """Mark communities stale."""
+        self._write_batched(q.MARK_STALE, "ids", community_ids)
+
+    def stale_communities(self) -> set[str]:
+        """Communities marked stale."""
+        return {str(r["id"]) for r in self._select(q.STALE)}
+
+    def clear_stale(self, community_ids: Sequence[str]) -> None:
+        """Unmark communities."""
+        self._write_batched(q.CLEAR_STALE, "ids", community_ids)
+
+    # -- views and housekeeping -----------------------------------------------------------------
+
+    def to_networkx(self) -> Any:
+        """The entity graph as a weighted ``networkx.Graph``."""
+        import networkx as nx
+
+        graph = nx.Graph()
+        graph.add_weighted_edges_from(self.edges())
+        return graph
+
+    def drop(self, batch: int = 10_000) -> None:
+        """Delete everything stored under this namespace (bounded transactions)."""
+        for query in q.DROP_BATCH:
+            work = partial(_deleted, query=query, params=self._params(batch=batch))
+            while self._write(work) > 0:
+                pass

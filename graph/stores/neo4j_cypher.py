@@ -1,0 +1,235 @@
+"""The Cypher statements of the Neo4j GraphStore, in one place to review.
+
+Every value is a parameter (``$ns`` is the store's namespace, present on every node and
+``RELATED`` relationship and matched by every statement); labels, relationship types
+and property names are constants, never built from input. The model::
+
+    (:LoreChunk {ns, id, document_id})
+        -[:MENTIONS {name, type, description, occurrences}]->(:LoreEntity {ns, key})
+    (:LoreEntity {ns, key})-[:RELATED {ns, chunk_id, weight, description}]->(:LoreEntity)
+    (:LoreCommunity {ns, id, level, cluster, parent, members})
+    (:LoreReport {ns, community_id, level, fingerprint, json})
+    (:LoreTouched {ns, key})   (:LoreStale {ns, id})
+
+One ``MENTIONS`` per (chunk, entity key) and one ``RELATED`` per (source, target, chunk),
+stored from the smaller key to the larger: removing a chunk deletes exactly its own
+relationships, and an entity is a ``LoreEntity`` with at least one ``MENTIONS`` left.
+An entity node with no relationship at all is deleted (it may exist without mentions
+while a relation still ends at it, as in the embedded store).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SCHEMA: Final = (
+    "CREATE CONSTRAINT lore_entity_key IF NOT EXISTS "
+    "FOR (e:LoreEntity) REQUIRE (e.ns, e.key) IS UNIQUE",
+    "CREATE CONSTRAINT lore_chunk_id IF NOT EXISTS "
+    "FOR (c:LoreChunk) REQUIRE (c.ns, c.id) IS UNIQUE",
+    "CREATE CONSTRAINT lore_community_id IF NOT EXISTS "
+    "FOR (c:LoreCommunity) REQUIRE (c.ns, c.id) IS UNIQUE",
+    "CREATE CONSTRAINT lore_report_id IF NOT EXISTS "
+    "FOR (r:LoreReport) REQUIRE (r.ns, r.community_id) IS UNIQUE",
+    "CREATE CONSTRAINT lore_touched_key IF NOT EXISTS "
+    "FOR (t:LoreTouched) REQUIRE (t.ns, t.key) IS UNIQUE",
+    "CREATE CONSTRAINT lore_stale_id IF NOT EXISTS "
+    "FOR (s:LoreStale) REQUIRE (s.ns, s.id) IS UNIQUE",
+    "CREATE INDEX lore_related_chunk IF NOT EXISTS FOR ()-[r:RELATED]-() ON (r.ns, r.chunk_id)",
+)
+
+# -- writes: a chunk's contributions ----------------------------------------------------
+
+DELETE_MENTIONS: Final = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (:LoreChunk {ns: $ns, id: chunk_id})-[m:MENTIONS]->(e:LoreEntity)
+DELETE m
+RETURN DISTINCT e.key AS key
+"""
+
+DELETE_RELATIONS: Final = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (a)-[r:RELATED {ns: $ns, chunk_id: chunk_id}]->(b)
+DELETE r
+RETURN DISTINCT a.key AS source, b.key AS target
+"""
+
+DELETE_CHUNKS: Final = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (c:LoreChunk {ns: $ns, id: chunk_id})
+DETACH DELETE c
+"""
+
+MERGE_CHUNK: Final = """
+MERGE (c:LoreChunk {ns: $ns, id: $chunk_id})
+SET c.document_id = $document_id
+"""
+
+CREATE_MENTIONS: Final = """
+MATCH (c:LoreChunk {ns: $ns, id: $chunk_id})
+UNWIND $rows AS row
+MERGE (e:LoreEntity {ns: $ns, key: row.key})
+CREATE (c)-[:MENTIONS {
+    name: row.name, type: row.type, description: row.description, occurrences: row.count
+}]->(e)
+"""
+
+CREATE_RELATIONS: Final = """
+UNWIND $rows AS row
+MERGE (a:LoreEntity {ns: $ns, key: row.source})
+MERGE (b:LoreEntity {ns: $ns, key: row.target})
+CREATE (a)-[:RELATED {
+    ns: $ns, chunk_id: $chunk_id, weight: row.weight, description: row.description
+}]->(b)
+"""
+
+COUNT_UNMENTIONED: Final = """
+UNWIND $keys AS key
+MATCH (e:LoreEntity {ns: $ns, key: key})
+WHERE NOT EXISTS { (:LoreChunk)-[:MENTIONS]->(e) }
+RETURN count(e) AS gone
+"""
+
+DELETE_ORPHANS: Final = """
+UNWIND $keys AS key
+MATCH (e:LoreEntity {ns: $ns, key: key})
+WHERE NOT EXISTS { (e)--() }
+DELETE e
+"""
+
+TOUCH: Final = """
+UNWIND $keys AS key
+MERGE (:LoreTouched {ns: $ns, key: key})
+"""
+
+# -- reads: entities and relations -------------------------------------------------------
+
+EXTRACTED_CHUNKS: Final = "MATCH (c:LoreChunk {ns: $ns}) RETURN c.id AS id"
+
+ENTITY_MENTIONS: Final = """
+UNWIND $keys AS key
+MATCH (c:LoreChunk)-[m:MENTIONS]->(e:LoreEntity {ns: $ns, key: key})
+RETURN e.key AS key, c.id AS chunk_id, m.name AS name, m.type AS type,
+       m.description AS description, m.occurrences AS occurrences
+"""
+
+INCIDENT_RELATIONS: Final = """
+MATCH (:LoreEntity {ns: $ns, key: $key})-[r:RELATED]-(other:LoreEntity)
+RETURN other.key AS other, r.weight AS weight
+"""
+
+RELATIONS_AMONG: Final = """
+UNWIND $sources AS key
+MATCH (a:LoreEntity {ns: $ns, key: key})-[r:RELATED]->(b:LoreEntity)
+WHERE b.key IN $keys
+RETURN a.key AS source, b.key AS target, r.chunk_id AS chunk_id,
+       r.weight AS weight, r.description AS description
+"""
+
+ALL_RELATIONS: Final = """
+MATCH (a:LoreEntity {ns: $ns})-[r:RELATED]->(b:LoreEntity)
+RETURN a.key AS source, b.key AS target, r.chunk_id AS chunk_id,
+       r.weight AS weight, r.description AS description
+"""
+
+ENTITY_KEYS: Final = """
+MATCH (e:LoreEntity {ns: $ns})
+WHERE EXISTS { (:LoreChunk)-[:MENTIONS]->(e) }
+RETURN e.key AS key
+"""
+
+ENTITIES_OF_CHUNKS: Final = """
+UNWIND $values AS chunk_id
+MATCH (c:LoreChunk {ns: $ns, id: chunk_id})-[:MENTIONS]->(e:LoreEntity)
+RETURN c.id AS k, e.key AS v
+"""
+
+CHUNKS_OF_ENTITIES: Final = """
+UNWIND $values AS key
+MATCH (c:LoreChunk)-[:MENTIONS]->(e:LoreEntity {ns: $ns, key: key})
+RETURN e.key AS k, c.id AS v
+"""
+
+COUNT_ENTITIES: Final = """
+MATCH (e:LoreEntity {ns: $ns})
+WHERE EXISTS { (:LoreChunk)-[:MENTIONS]->(e) }
+RETURN count(e) AS n
+"""
+
+COUNT_RELATIONS: Final = """
+MATCH (a:LoreEntity {ns: $ns})-[:RELATED]->(b:LoreEntity)
+WITH DISTINCT a, b
+RETURN count(*) AS n
+"""
+
+COUNT_COMMUNITIES: Final = "MATCH (c:LoreCommunity {ns: $ns}) RETURN count(c) AS n"
+
+COUNT_CHUNKS: Final = "MATCH (c:LoreChunk {ns: $ns}) RETURN count(c) AS n"
+
+# -- communities and reports (replace-all) ----------------------------------------------
+
+DELETE_COMMUNITIES: Final = "MATCH (c:LoreCommunity {ns: $ns}) DETACH DELETE c"
+
+CREATE_COMMUNITIES: Final = """
+UNWIND $rows AS row
+CREATE (c:LoreCommunity {ns: $ns, id: row.id})
+SET c.level = row.level, c.cluster = row.cluster, c.parent = row.parent,
+    c.members = row.members
+"""
+
+COMMUNITIES: Final = """
+MATCH (c:LoreCommunity {ns: $ns})
+WHERE $level IS NULL OR c.level = $level
+RETURN c.id AS id, c.level AS level, c.cluster AS cluster, c.parent AS parent,
+       c.members AS members
+"""
+
+DELETE_REPORTS: Final = "MATCH (r:LoreReport {ns: $ns}) DETACH DELETE r"
+
+CREATE_REPORTS: Final = """
+UNWIND $rows AS row
+CREATE (r:LoreReport {ns: $ns, community_id: row.community_id})
+SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json
+"""
+
+REPORTS: Final = """
+MATCH (r:LoreReport {ns: $ns})
+WHERE $level IS NULL OR r.level = $level
+RETURN r.community_id AS community_id, r.level AS level, r.json AS json
+"""
+
+# -- staleness marks -----------------------------------------------------------------------
+
+TOUCHED: Final = "MATCH (t:LoreTouched {ns: $ns}) RETURN t.key AS key"
+
+CLEAR_TOUCHED: Final = """
+UNWIND $keys AS key
+MATCH (t:LoreTouched {ns: $ns, key: key})
+DELETE t
+"""
+
+MARK_STALE: Final = """
+UNWIND $ids AS community_id
+MERGE (:LoreStale {ns: $ns, id: community_id})
+"""
+
+STALE: Final = "MATCH (s:LoreStale {ns: $ns}) RETURN s.id AS id"
+
+CLEAR_STALE: Final = """
+UNWIND $ids AS community_id
+MATCH (s:LoreStale {ns: $ns, id: community_id})
+DELETE s
+"""
+
+# -- dropping a namespace, a bounded batch per transaction --------------------------------
+
+DROP_BATCH: Final = (
+    "MATCH (n:LoreEntity {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreChunk {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreCommunity {ns: $ns}) WITH n LIMIT $batch "
+    "DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreReport {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreTouched {ns: $ns}) WITH n LIMIT $batch "
+    "DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreStale {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+)
