@@ -23,7 +23,7 @@ from ingest.loaders import document_id_for
 from lore.errors import LoreError
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
-from workers.namespaces import namespace_dir
+from workers.namespaces import namespace_settings
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
@@ -56,7 +56,7 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None) -> No
         settings = load_settings(data_dir=data_dir)
         root = settings.data_dir
         if namespace is not None:
-            settings = settings.model_copy(update={"data_dir": namespace_dir(settings, namespace)})
+            settings = namespace_settings(settings, namespace)
     except (ValidationError, LoreError) as exc:
         raise click.ClickException(f"invalid settings: {exc}") from exc
     ctx.obj = {"settings": settings, "root": root}

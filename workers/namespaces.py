@@ -25,6 +25,16 @@ def namespace_dir(settings: Settings, namespace: str) -> Path:
     return settings.data_dir / "namespaces" / namespace
 
 
+def namespace_settings(settings: Settings, namespace: str) -> Settings:
+    """The settings of one namespace: its data directory, and its own tag in Neo4j."""
+    graph = settings.graph
+    if namespace != settings.auth.default_namespace:
+        graph = graph.model_copy(update={"neo4j_namespace": f"{graph.neo4j_namespace}.{namespace}"})
+    return settings.model_copy(
+        update={"data_dir": namespace_dir(settings, namespace), "graph": graph}
+    )
+
+
 class Namespaces:
     """Runtimes opened on first use and kept for the life of the process."""
 
@@ -40,9 +50,7 @@ class Namespaces:
             found = self._runtimes.get(namespace)
             if found is not None:
                 return found
-            settings = self.settings.model_copy(
-                update={"data_dir": namespace_dir(self.settings, namespace)}
-            )
+            settings = namespace_settings(self.settings, namespace)
             runtime = open_runtime(settings)
             if self.embedder is None:
                 self.embedder = runtime.embedder
