@@ -326,6 +326,25 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
+@main.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, type=int)
+@click.pass_context
+def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
+    """Serve the memory to agents over MCP (stdio, or streamable HTTP at /mcp)."""
+    try:
+        from api.integrations.mcp_server import build_mcp_server
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise click.ClickException("the MCP server needs `pip install lorekeeper[mcp]`") from exc
+    with runtime_context(ctx) as runtime:
+        server = build_mcp_server(runtime)
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=host, port=port)
+
+
 main.add_command(graph)
 main.add_command(keys)
 
