@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,38 @@ import pytest
 from tests.conftest import CORPUS, ROOT
 
 LORE = [sys.executable, "-m", "api.cli"]
+
+
+@contextmanager
+def serving(data: Path, log_path: Path, *args: str) -> Iterator[str]:
+    """`lore serve` on a free port until the block ends; yields its base URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    env = {**os.environ, "LORE_DATA_DIR": str(data)}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*LORE, "serve", "--port", str(port), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            else:
+                pytest.fail(f"lore serve did not come up: {log_path.read_text()}")
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
 
 
 def lore(
@@ -125,40 +158,10 @@ def test_bad_inputs_fail_with_reasons_and_the_batch_goes_on(tmp_path: Path) -> N
     assert "not valid JSON" in reasons["bad.jsonl:2"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def server(data: Path, tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {**os.environ, "LORE_DATA_DIR": str(data)}
-    log_path = tmp_path / "serve.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [*LORE, "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.2)
-            else:
-                pytest.fail(f"lore serve did not come up: {log_path.read_text()}")
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    with serving(data, tmp_path / "serve.log") as base:
+        yield base
 
 
 def test_serve_answers_the_seed_contract(server: str) -> None:
