@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, memory
+from api.routes import ask, health, memory
 from lore import __version__
 from lore.settings import Settings
 from workers.runtime import open_runtime
@@ -31,4 +31,5 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(memory.router)
+    app.include_router(ask.router)
     return app

@@ -75,17 +75,20 @@ def stuff_chunks(
 
 
 def best_sentences(analyzer: Analyzer, question: str, text: str, limit: int) -> str:
-    """The ``limit`` sentences of ``text`` sharing most question terms, in text order."""
+    """The ``limit`` sentences of ``text`` sharing most question terms, in text order.
+
+    Sentences sharing no term are left out; if none shares one, the first is taken.
+    """
     terms = set(analyzer.query_terms(question))
     sentences = [" ".join(s.split()) for s in _SENTENCE.split(text)]
     sentences = [s for s in sentences if len(s) > 2]
     if not sentences:
         return " ".join(text.split())
-    scored = sorted(
-        range(len(sentences)),
-        key=lambda i: (-len(terms & set(analyzer.tokens(sentences[i]))), i),
+    overlap = [len(terms & set(analyzer.tokens(s))) for s in sentences]
+    ranked = sorted(
+        (i for i in range(len(sentences)) if overlap[i]), key=lambda i: (-overlap[i], i)
     )
-    keep = sorted(scored[:limit])
+    keep = sorted(ranked[:limit]) or [0]  # no sentence shares a term: the opening one
     return " ".join(sentences[i] for i in keep)
 
 
