@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from api.cli_ask import ask
 from api.cli_common import err, out, runtime_context, settings_of
 from api.cli_graph import graph
 from api.cli_keys import keys
@@ -347,6 +348,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
 
 main.add_command(graph)
 main.add_command(keys)
+main.add_command(ask)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -199,6 +199,30 @@ class ApiSettings(BaseModel):
     max_batch_documents: int = Field(100, ge=1, description="documents per POST")
 
 
+class AskSettings(BaseModel):
+    """Defaults of ``ask``: the query router and global search over community reports."""
+
+    mode: Literal["auto", "local", "global"] = Field(
+        "auto", description="default route when a caller does not force one"
+    )
+    budget_tokens: int = Field(
+        8000,
+        ge=200,
+        le=1_000_000,
+        description="context tokens an answer may read: chunks (local) or reports (global map)",
+    )
+    reduce_tokens: int = Field(
+        1500, ge=50, le=200_000, description="key-point tokens kept by the global reduce step"
+    )
+    map_batch_tokens: int = Field(
+        2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"
+    )
+    local_top_k: int = Field(8, ge=1, le=100, description="chunks retrieved for a local answer")
+    both_margin: float = Field(
+        1.0, ge=0, description="route 'both' when both scores are strong and this close"
+    )
+
+
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
@@ -216,6 +240,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    ask: AskSettings = Field(default_factory=AskSettings)
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -52,3 +52,24 @@ def demo_runtime(
         os.chdir(previous)
     yield runtime
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def demo_graph_runtime(
+    tmp_path_factory: pytest.TempPathFactory, demo_runtime: Runtime, local_embedder: LocalEmbedder
+) -> Iterator[Runtime]:
+    """A copy of the demo store with its knowledge graph built (demo_runtime stays graphless)."""
+    import sqlite3
+
+    data = tmp_path_factory.mktemp("demo-graph") / "data"
+    data.mkdir(parents=True)
+    source = sqlite3.connect(demo_runtime.data_dir / "lore.sqlite3")
+    target = sqlite3.connect(data / "lore.sqlite3")
+    with target:
+        source.backup(target)
+    source.close()
+    target.close()
+    runtime = make_runtime(data, local_embedder)
+    runtime.build_graph()
+    yield runtime
+    runtime.close()

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from graph.llm_reports import LLMReportWriter
 from graph.reports import ExtractiveWriter, ReportWriter, build_reports
@@ -33,12 +34,17 @@ from lore.settings import Settings
 from lore.store import Store
 from lore.tokens import counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
+from retrieval.answer import ExtractiveAnswerWriter
+from retrieval.ask import AskDefaults, Asker
+from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.dense import DenseIndex, open_dense_index
+from retrieval.global_search import GlobalSearcher
 from retrieval.graph_search import GraphExpander
 from retrieval.hybrid import HybridSearcher, SearchDefaults
 from retrieval.indexes import catch_up, index_lock
 from retrieval.rerank import Reranker, open_reranker
+from retrieval.router import HeuristicRouteClassifier, Mode
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
 
@@ -140,6 +146,7 @@ class Runtime:
     _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _graph: GraphStore | None = field(default=None, init=False)
     _quarantine: Quarantine | None = field(default=None, init=False)
+    _asker: Asker | None = field(default=None, init=False)
 
     @property
     def data_dir(self) -> Path:
@@ -365,6 +372,82 @@ class Runtime:
         report.report_writer = writer.name
         report.llm = client.stats if client is not None else LLMStats()
         return report, len(communities)
+
+    # -- questions: router, global search, answers -------------------------------------
+
+    def asker(self) -> Asker:
+        """Router, global search and answer writer over this runtime (made once).
+
+        Offline roles for now; an LLM client plugs in here as the route classifier,
+        the key-point mapper and the answer writer.
+        """
+        searcher = self.searcher()
+        if self._asker is not None and self._asker.searcher is searcher:
+            return self._asker
+        cfg = self.settings.ask
+        counter = self.pipeline().counter
+        self._asker = Asker(
+            searcher=searcher,
+            global_searcher=GlobalSearcher(
+                graph=self.graph(),
+                analyzer=self.analyzer,
+                embedder=self.embedder,
+                counter=counter,
+                executor=searcher.embed_executor,
+            ),
+            graph=self.graph(),
+            store=self.store,
+            counter=counter,
+            classifier=HeuristicRouteClassifier(self.analyzer, both_margin=cfg.both_margin),
+            writer=ExtractiveAnswerWriter(self.analyzer),
+            defaults=AskDefaults(
+                mode=cfg.mode,
+                budget_tokens=cfg.budget_tokens,
+                reduce_tokens=cfg.reduce_tokens,
+                map_batch_tokens=cfg.map_batch_tokens,
+                local_top_k=cfg.local_top_k,
+            ),
+        )
+        return self._asker
+
+    async def ask(
+        self,
+        question: str | AskRequest,
+        *,
+        mode: Mode | None = None,
+        filters: dict[str, Any] | None = None,
+        budget: int | None = None,
+        level: int | None = None,
+    ) -> AskResponse:
+        """Route a question, gather local and/or global context, answer with citations.
+
+        ``question`` is the text (with the keyword options) or a whole :class:`AskRequest`.
+        """
+        request = (
+            question
+            if isinstance(question, AskRequest)
+            else AskRequest(
+                question=question, mode=mode, filters=filters, budget=budget, level=level
+            )
+        )
+        searcher = self.searcher()
+        if self._behind():
+            await asyncio.get_running_loop().run_in_executor(searcher.executor, self.sync_indexes)
+        return await self.asker().ask(request)
+
+    def ask_sync(
+        self,
+        question: str | AskRequest,
+        *,
+        mode: Mode | None = None,
+        filters: dict[str, Any] | None = None,
+        budget: int | None = None,
+        level: int | None = None,
+    ) -> AskResponse:
+        """Blocking :meth:`ask` for the CLI, scripts and benchmarks."""
+        return asyncio.run(
+            self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
+        )
 
     def close(self) -> None:
         """Stop the search threads and release the store."""

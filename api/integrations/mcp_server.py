@@ -74,6 +74,15 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
 
     @server.tool()
     @_clear_errors
+    async def ask(question: str, mode: str = "auto") -> dict[str, Any]:
+        """Answer from the memory with citations; mode: auto, local or global."""
+        if mode not in ("auto", "local", "global"):
+            raise ToolError("mode must be auto, local or global")
+        response = await runtime.ask(question, mode=mode)  # type: ignore[arg-type]
+        return response.model_dump(mode="json", include={"mode", "route", "answer", "citations"})
+
+    @server.tool()
+    @_clear_errors
     async def ingest(
         id: str, text: str, title: str = "", metadata: dict[str, str] | None = None
     ) -> dict[str, Any]:

@@ -33,7 +33,7 @@ def test_an_agent_ingests_then_finds_it_over_stdio(tmp_path: Path) -> None:
     async def session() -> None:
         async with Client(params, read_timeout_seconds=120) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
-            assert {"search", "ingest", "entity"} <= tools
+            assert {"search", "ask", "ingest", "entity"} <= tools
             stored = payload(
                 await client.call_tool(
                     "ingest",
@@ -51,6 +51,11 @@ def test_an_agent_ingests_then_finds_it_over_stdio(tmp_path: Path) -> None:
                 )
             )
             assert found["results"][0]["source"] == "mcp:notes/ledger.md"
+            answer = payload(
+                await client.call_tool("ask", {"question": "What does ERR_LEDGER_FENCE mean?"})
+            )
+            assert answer["mode"] == "local" and "ERR_LEDGER_FENCE" in answer["answer"]
+            assert answer["citations"][0]["sources"] == ["mcp:notes/ledger.md"]
             bad = await client.call_tool("search", {"query": "x", "filters": {"colour": "red"}})
             assert bad.is_error and "unknown filter key 'colour'" in bad.content[0].text
 
@@ -87,7 +92,7 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
                 assert missing == {"found": False, "name": "nothing-here"}
                 return sorted(t.name for t in (await c.list_tools()).tools)
 
-        assert asyncio.run(session()) == ["entity", "ingest", "search"]
+        assert asyncio.run(session()) == ["ask", "entity", "ingest", "search"]
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -1,0 +1,91 @@
+"""``lore ask``: a question routed to local search, global search, or both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from api.cli_common import err, out, runtime_context
+from retrieval.ask_contract import AskRequest, AskResponse
+
+
+@click.command()
+@click.argument("question")
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "local", "global"]),
+    default=None,
+    help="Force a route (default: auto, or LORE_ASK__MODE).",
+)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Metadata filter; repeat a key to match any of its values.",
+)
+@click.option("--budget", type=int, default=None, help="Context tokens the answer may read.")
+@click.option("--level", type=int, default=None, help="Community level for global search.")
+@click.option("--json", "as_json", is_flag=True, help="Print the response JSON.")
+@click.pass_context
+def ask(
+    ctx: click.Context,
+    question: str,
+    mode: str | None,
+    filters: tuple[str, ...],
+    budget: int | None,
+    level: int | None,
+    as_json: bool,
+) -> None:
+    """Answer a question with citations (extractive without an LLM)."""
+    flt: dict[str, Any] = {}
+    for item in filters:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--filter")
+        flt.setdefault(key.strip(), []).append(value.strip())
+    try:
+        request = AskRequest.model_validate(
+            {
+                "question": question,
+                "mode": mode,
+                "filters": {k: v[0] if len(v) == 1 else {"$in": v} for k, v in flt.items()} or None,
+                "budget": budget,
+                "level": level,
+            }
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise click.ClickException(f"invalid question: {problems}") from exc
+    with runtime_context(ctx) as runtime:
+        response = runtime.ask_sync(request)
+    if as_json:
+        click.echo(response.model_dump_json(indent=2))
+    else:
+        print_answer(response)
+
+
+def print_answer(response: AskResponse) -> None:
+    """The route, the answer and where it comes from."""
+    route = response.route
+    out.print(
+        f"[bold]route:[/] {response.mode} (local {route.scores.get('local', 0):g}, "
+        f"global {route.scores.get('global', 0):g})",
+        highlight=False,
+    )
+    for reason in route.reasons:
+        out.print(f"  [dim]- {reason}[/]", highlight=False)
+    out.print()
+    out.print(response.answer, highlight=False, markup=False)
+    out.print()
+    for citation in response.citations:
+        where = ", ".join(citation.sources[:3]) or ", ".join(citation.chunk_ids[:3])
+        ref = f"report {citation.report_id}" if citation.report_id else citation.chunk_ids[0]
+        out.print(f"[dim][{citation.id}] {ref} — {where}[/]", highlight=False)
+    out.print(f"[dim]context tokens: {response.context_tokens}[/]")
+    for warning in response.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)

@@ -1,0 +1,141 @@
+"""``ask``: route a question, gather its context, write the answer.
+
+The steps are separate roles so an LLM can replace any of them: the
+:class:`~retrieval.router.RouteClassifier` (route), the
+:class:`~retrieval.keypoints.KeyPointMapper` inside global search (map), and the
+:class:`~retrieval.answer.AnswerWriter` (answer). Offline each has a deterministic
+implementation; :class:`Asker` only wires them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graph.store import GraphStore
+from lore.store import Store
+from retrieval.answer import AnswerWriter, Evidence, stuff_chunks
+from retrieval.ask_contract import AskDetails, AskRequest, AskResponse
+from retrieval.contract import QueryRequest, QueryResult
+from retrieval.global_search import GlobalResult, GlobalSearcher
+from retrieval.hybrid import HybridSearcher
+from retrieval.keypoints import TokenCounter
+from retrieval.router import Mode, RouteClassifier, RouteContext, RouteDecision, choose_route
+
+
+@dataclass(frozen=True)
+class AskDefaults:
+    """Service-wide defaults a request may override."""
+
+    mode: Mode = "auto"
+    budget_tokens: int = 8000
+    reduce_tokens: int = 1500
+    map_batch_tokens: int = 2000
+    local_top_k: int = 8
+
+
+@dataclass
+class Asker:
+    """Wires router, local search, global search and the answer writer together."""
+
+    searcher: HybridSearcher
+    global_searcher: GlobalSearcher
+    graph: GraphStore
+    store: Store
+    counter: TokenCounter
+    classifier: RouteClassifier
+    writer: AnswerWriter
+    defaults: AskDefaults
+
+    def route_context(self, question: str, has_filters: bool) -> RouteContext:
+        """What the router may know: filters, graph entities named and their coverage."""
+        counts = self.graph.counts()
+        ready = counts["communities"] > 0
+        entities: list[tuple[str, float]] = []
+        extracted = counts["extracted_chunks"]
+        if self.searcher.expander is not None and extracted:
+            keys = self.searcher.expander.query_entities(question)
+            postings = self.graph.chunks_of_entities(keys)
+            entities = [(key, len(postings.get(key, ())) / extracted) for key in keys]
+        return RouteContext(has_filters=has_filters, entities=entities, graph_ready=ready)
+
+    async def route(self, question: str, mode: Mode, has_filters: bool) -> RouteDecision:
+        """The route for a question: classified, then forced / fallen back as needed."""
+        context = self.route_context(question, has_filters)
+        classified = await self.classifier.classify(question, context)
+        return choose_route(mode, classified, context)
+
+    async def ask(self, request: AskRequest) -> AskResponse:
+        """Answer one question (see the module docstring)."""
+        flt = self.searcher.resolve_filter(request.filters)  # bad filters fail early
+        mode = request.mode or self.defaults.mode
+        route = await self.route(request.question, mode, flt is not None)
+        budget = request.budget or self.defaults.budget_tokens
+        warnings: list[str] = []
+        chunks: list[QueryResult] = []
+        local_tokens = 0
+        found: GlobalResult | None = None
+        if route.decision in ("local", "both"):
+            response = await self.searcher.search(
+                QueryRequest(
+                    search_text=request.question,
+                    top_k=request.top_k or self.defaults.local_top_k,
+                    metadata_filter=request.filters,
+                )
+            )
+            warnings.extend(response.warnings)
+            chunks, local_tokens = stuff_chunks(response.results, budget, self.counter)
+        if route.decision in ("global", "both"):
+            allowed = None
+            if flt is not None:
+                allowed = {cid for row, cid, _ in self.store.chunk_refs() if row in flt.allowed}
+            found = await self.global_searcher.search(
+                request.question,
+                budget_tokens=budget,
+                reduce_tokens=self.defaults.reduce_tokens,
+                batch_tokens=self.defaults.map_batch_tokens,
+                level=request.level,
+                allowed_chunks=allowed,
+            )
+            warnings.extend(found.warnings)
+        points = found.points if found else []
+        cited = sorted({c for p in points for c in p.chunk_ids})
+        written = await self.writer.write(
+            Evidence(
+                question=request.question,
+                decision=route.decision,
+                chunks=chunks,
+                points=points,
+                sources=self.sources(cited),
+            )
+        )
+        details = AskDetails(
+            local_tokens=local_tokens,
+            chunks_used=len(chunks),
+            answer_writer=self.writer.name,
+        )
+        if found is not None:
+            details.map_tokens = found.map_tokens
+            details.reduce_tokens = found.reduce_tokens
+            details.level = found.level
+            details.reports_in_view = found.reports_in_view
+            details.reports_mapped = found.reports_mapped
+            details.points_mapped = found.points_mapped
+            details.mapper = (
+                self.global_searcher.mapper.name if self.global_searcher.mapper else "extractive"
+            )
+        return AskResponse(
+            mode=route.decision,
+            route=route,
+            answer=written.text,
+            citations=written.citations,
+            context_tokens=local_tokens + (found.context_tokens if found else 0),
+            extractive=written.extractive,
+            details=details,
+            warnings=warnings,
+        )
+
+    def sources(self, chunk_ids: list[str]) -> dict[str, str]:
+        """Chunk id → source, for the chunks key points cite."""
+        rows = self.store.row_ids_of_chunk_ids(chunk_ids)
+        chunks = self.store.chunks_by_row_ids(list(rows.values()))
+        return {chunk.id: chunk.source for chunk in chunks.values()}

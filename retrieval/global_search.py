@@ -1,0 +1,237 @@
+"""Global search: map-reduce over community reports for corpus-wide questions.
+
+1. **Level.** The hierarchy's view at level L is every report of level L plus the leaf
+   reports of shallower levels (a community too small to be split has no children).
+   Unless the caller names a level, the deepest view whose reports fit the budget is
+   taken — the most detailed one a model could read whole — and when none fits, the
+   deepest (its reports are the most specific; relevance cuts it to the budget).
+2. **Relevance.** The view's reports are ranked against the question (keyword and
+   dense lists fused by weighted RRF, as in local search); a report sharing no
+   question term whose cosine is well below the best one's is dropped, and the rest are
+   read best first until the budget is spent.
+3. **Map.** Batches of reports go to a :class:`~retrieval.keypoints.KeyPointMapper`
+   (offline: scored statements; later, one LLM call per batch, bounded by a semaphore).
+4. **Reduce.** The best key points within the reduce budget
+   (:func:`~retrieval.keypoints.reduce_key_points`) become the answer's context.
+
+Tokens are counted with the embedding model's word pieces: ``map_tokens`` is the report
+text the map step read, ``reduce_tokens`` the key points the reduce step kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from graph.communities import Community
+from graph.models import CommunityReport
+from graph.store import GraphStore
+from lore.embedders import Embedder, Matrix
+from lore.errors import InvalidRequestError
+from retrieval.analyzer import Analyzer
+from retrieval.fusion import weighted_rrf
+from retrieval.keypoints import (
+    ExtractiveKeyPointMapper,
+    HybridScorer,
+    KeyPoint,
+    KeyPointMapper,
+    TokenCounter,
+    document_frequencies,
+    reduce_key_points,
+    report_text,
+    report_units,
+)
+
+DENSE_FLOOR = 0.85  # keep a report without a shared term only this close to the best cosine
+
+
+@dataclass(frozen=True)
+class GlobalResult:
+    """What global search read and kept for one question."""
+
+    level: int | None
+    points: list[KeyPoint]
+    map_tokens: int
+    reduce_tokens: int
+    reports_in_view: int
+    reports_mapped: int
+    points_mapped: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def context_tokens(self) -> int:
+        """Everything the map and reduce steps read."""
+        return self.map_tokens + self.reduce_tokens
+
+
+def level_views(
+    reports: Sequence[CommunityReport], communities: Sequence[Community]
+) -> dict[int, list[CommunityReport]]:
+    """Level → the reports that cover the graph at that depth (see the module docstring)."""
+    parents = {c.parent for c in communities if c.parent is not None}
+    levels = sorted({r.level for r in reports})
+    views: dict[int, list[CommunityReport]] = {}
+    for level in levels:
+        views[level] = [
+            r
+            for r in reports
+            if r.level == level or (r.level < level and r.community_id not in parents)
+        ]
+    return views
+
+
+def choose_level(view_tokens: Mapping[int, int], budget_tokens: int) -> int:
+    """The deepest level whose whole view fits the budget, else the deepest level.
+
+    When nothing fits, relevance ranking cuts the view to the budget anyway, and the
+    deepest view's reports are the most specific, so the cut keeps what matters.
+    """
+    fitting = [level for level, tokens in view_tokens.items() if tokens <= budget_tokens]
+    return max(fitting) if fitting else max(view_tokens)
+
+
+def pick_within_budget(
+    ranked: Sequence[CommunityReport], tokens: Mapping[str, int], budget_tokens: int
+) -> list[CommunityReport]:
+    """Reports in ranked order while they fit; one too large is skipped, not the rest."""
+    picked: list[CommunityReport] = []
+    used = 0
+    for report in ranked:
+        cost = tokens[report.community_id]
+        if used + cost <= budget_tokens:
+            picked.append(report)
+            used += cost
+    return picked
+
+
+def batches(
+    reports: Sequence[CommunityReport], tokens: Mapping[str, int], batch_tokens: int
+) -> list[list[CommunityReport]]:
+    """Consecutive groups of reports of at most ``batch_tokens`` (one report at least)."""
+    out: list[list[CommunityReport]] = []
+    current: list[CommunityReport] = []
+    used = 0
+    for report in reports:
+        cost = tokens[report.community_id]
+        if current and used + cost > batch_tokens:
+            out.append(current)
+            current, used = [], 0
+        current.append(report)
+        used += cost
+    if current:
+        out.append(current)
+    return out
+
+
+@dataclass
+class GlobalSearcher:
+    """Answers corpus-wide questions from the graph's community reports."""
+
+    graph: GraphStore
+    analyzer: Analyzer
+    embedder: Embedder
+    counter: TokenCounter
+    mapper: KeyPointMapper | None = None  # None: the offline extractive mapper
+    executor: Executor | None = None
+    _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
+    _scorers: dict[int, HybridScorer] = field(default_factory=dict, init=False)
+    _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
+
+    def report_tokens(self, report: CommunityReport) -> int:
+        """Tokens of a report's text (cached by its fingerprint)."""
+        key = (report.community_id, report.fingerprint)
+        if key not in self._tokens:
+            self._tokens[key] = self.counter.count(report_text(report))
+        return self._tokens[key]
+
+    def scorer(self, view: Sequence[CommunityReport]) -> HybridScorer:
+        """A hybrid scorer whose IDF comes from the view's statements (cached per view)."""
+        key = hash(tuple((r.community_id, r.fingerprint) for r in view))
+        if key not in self._scorers:
+            texts = (text for r in view for text, _ in report_units(r))
+            df, n = document_frequencies(self.analyzer, texts)
+            scorer = HybridScorer(self.analyzer, self.embedder, df, n, cache=self._vectors)
+            self._scorers = {key: scorer}  # one view at a time; vectors outlive it
+        return self._scorers[key]
+
+    def rank(
+        self, question: str, view: Sequence[CommunityReport], scorer: HybridScorer
+    ) -> list[CommunityReport]:
+        """The view's relevant reports, most relevant first (see the module docstring)."""
+        texts = [report_text(r) for r in view]
+        scored = scorer.score(question, texts)
+        if not scored:
+            return []
+        keyword = sorted(
+            (i for i in range(len(view)) if scored[i][1] > 0), key=lambda i: (-scored[i][1], i)
+        )
+        dense = sorted(range(len(view)), key=lambda i: (-scored[i][2], i))
+        best_cosine = scored[dense[0]][2]
+        fused = weighted_rrf({"keyword": keyword, "dense": dense}, {})
+        return [
+            view[i]
+            for i, _ in fused
+            if scored[i][1] > 0 or scored[i][2] >= DENSE_FLOOR * best_cosine
+        ]
+
+    async def search(
+        self,
+        question: str,
+        *,
+        budget_tokens: int,
+        reduce_tokens: int,
+        batch_tokens: int,
+        level: int | None = None,
+        allowed_chunks: set[str] | None = None,
+    ) -> GlobalResult:
+        """Map-reduce the relevant reports of one level (see the module docstring)."""
+        reports = self.graph.reports()
+        if not reports:
+            return GlobalResult(None, [], 0, 0, 0, 0, 0, ["the graph has no community reports"])
+        views = level_views(reports, self.graph.communities())
+        if level is not None and level not in views:
+            raise InvalidRequestError(
+                f"no community reports at level {level}; levels: {sorted(views)}"
+            )
+        tokens = {r.community_id: self.report_tokens(r) for r in reports}
+        view_tokens = {lv: sum(tokens[r.community_id] for r in v) for lv, v in views.items()}
+        chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
+        view = views[chosen]
+        loop = asyncio.get_running_loop()
+        scorer = await loop.run_in_executor(self.executor, self.scorer, view)
+        ranked = await loop.run_in_executor(self.executor, self.rank, question, view, scorer)
+        picked = pick_within_budget(ranked, tokens, budget_tokens)
+        mapper = self.mapper or ExtractiveKeyPointMapper(scorer, executor=self.executor)
+        mapped = await asyncio.gather(
+            *(mapper.map(question, batch) for batch in batches(picked, tokens, batch_tokens))
+        )
+        points = [p for found in mapped for p in found]
+        warnings: list[str] = []
+        if allowed_chunks is not None:
+            points = _restrict(points, allowed_chunks)
+            warnings.append("key points restricted to chunks matching the metadata filter")
+        kept = reduce_key_points(points, reduce_tokens, self.counter)
+        return GlobalResult(
+            level=chosen,
+            points=kept,
+            map_tokens=sum(tokens[r.community_id] for r in picked),
+            reduce_tokens=sum(self.counter.count(p.text) for p in kept),
+            reports_in_view=len(view),
+            reports_mapped=len(picked),
+            points_mapped=len(points),
+            warnings=warnings,
+        )
+
+
+def _restrict(points: Sequence[KeyPoint], allowed: set[str]) -> list[KeyPoint]:
+    out = []
+    for point in points:
+        chunks = tuple(c for c in point.chunk_ids if c in allowed)
+        if chunks:
+            out.append(
+                KeyPoint(point.text, point.score, point.report_id, point.report_title, chunks)
+            )
+    return out

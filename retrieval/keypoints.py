@@ -1,0 +1,224 @@
+"""The map step of global search: community reports in, scored key points out.
+
+With an LLM, each batch of reports is one call that returns key points with importance
+scores 0-100 (GraphRAG's map). Offline, :class:`ExtractiveKeyPointMapper` does the same
+without a model: every statement of a report (its summary and findings) is scored
+against the question with the machinery of hybrid search — the keyword analyzer with
+corpus-level IDF on one side, the embedder's cosine similarity on the other — and the
+best statements of each report become its key points. Both sides are normalised to
+[0, 1] independently of the batch (IDF-weighted share of the question's terms a
+statement holds; cosine clipped at 0), so points from different batches compare like an
+LLM's scores do. :func:`reduce_key_points` is the pure part of the reduce step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from graph.models import CommunityReport
+from lore.embedders import Embedder, Matrix
+from retrieval.analyzer import Analyzer
+
+POINTS_PER_REPORT = 3
+VECTOR_CACHE = 50_000
+_SPACE = re.compile(r"\s+")
+
+
+class TokenCounter(Protocol):
+    """Counts the tokens of a text (``lore.tokens.WordPieceCounter`` fits)."""
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPoint:
+    """One statement relevant to the question, with what it rests on."""
+
+    text: str
+    score: float  # 0-100, like an LLM map step's importance
+    report_id: str
+    report_title: str
+    chunk_ids: tuple[str, ...]
+
+
+class KeyPointMapper(Protocol):
+    """Turns one batch of reports into key points (offline scoring or one LLM call)."""
+
+    name: str
+
+    async def map(self, question: str, batch: Sequence[CommunityReport]) -> list[KeyPoint]:
+        """Key points of the batch with importance 0-100."""
+        ...
+
+
+def report_units(report: CommunityReport) -> list[tuple[str, tuple[str, ...]]]:
+    """A report's statements that can stand as key points, with the chunks each cites.
+
+    Findings that state something (sentences) come first; findings that only pair two
+    entities ("A and B (together in 3 sentences)") and the summary, which counts
+    members, are used only when a report has nothing else.
+    """
+    prose = [(f.text, f.chunks) for f in report.findings if not f.relations]
+    units = prose or [(f.text, f.chunks) for f in report.findings]
+    units = units or [(report.summary, report.chunk_ids[:5])]
+    return [(" ".join(text.split()), chunks) for text, chunks in units if text.strip()]
+
+
+def report_text(report: CommunityReport) -> str:
+    """The text a map step reads for one report (title, summary, findings)."""
+    lines = [f"# {report.title}", report.summary]
+    lines.extend(f"- {f.text}" for f in report.findings)
+    return "\n".join(lines)
+
+
+def document_frequencies(analyzer: Analyzer, texts: Iterable[str]) -> tuple[dict[str, int], int]:
+    """Term → number of texts holding it, and the number of texts."""
+    df: dict[str, int] = {}
+    n = 0
+    for text in texts:
+        n += 1
+        for term in set(analyzer.tokens(text)):
+            df[term] = df.get(term, 0) + 1
+    return df, n
+
+
+@dataclass
+class HybridScorer:
+    """Scores texts against a question: keyword coverage and dense cosine, fused."""
+
+    analyzer: Analyzer
+    embedder: Embedder
+    document_frequency: Mapping[str, int]
+    documents: int
+    sparse_weight: float = 1.0
+    dense_weight: float = 1.0
+    cache: OrderedDict[str, Matrix] = field(default_factory=OrderedDict)
+
+    def idf(self, term: str) -> float:
+        """BM25's IDF (never negative) of a term over the scorer's documents."""
+        df = self.document_frequency.get(term, 0)
+        return math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
+
+    def keyword(self, question_terms: Sequence[str], text: str) -> float:
+        """IDF-weighted share of the question's terms that ``text`` holds (0-1)."""
+        if not question_terms:
+            return 0.0
+        held = set(self.analyzer.tokens(text))
+        total = sum(self.idf(t) for t in question_terms)
+        if total <= 0:
+            return 0.0
+        return sum(self.idf(t) for t in question_terms if t in held) / total
+
+    def vectors(self, texts: Sequence[str]) -> Matrix:
+        """Unit vectors of ``texts`` (cached by text)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if missing:
+            for text, vector in zip(missing, self.embedder.embed_documents(missing), strict=True):
+                self.cache[text] = vector
+            while len(self.cache) > VECTOR_CACHE:
+                self.cache.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return np.stack([self.cache[t] for t in texts])
+
+    def query_vector(self, question: str) -> Matrix:
+        """The question's vector (embedded once)."""
+        key = "\x00query\x00" + question
+        if key not in self.cache:
+            self.cache[key] = self.embedder.embed_query(question)
+        return self.cache[key]
+
+    def score(self, question: str, texts: Sequence[str]) -> list[tuple[float, float, float]]:
+        """(fused 0-100, keyword 0-1, cosine 0-1) for each text."""
+        terms = self.analyzer.query_terms(question)
+        if not texts:
+            return []
+        cosines = self.vectors(texts) @ self.query_vector(question)
+        total = self.sparse_weight + self.dense_weight
+        out = []
+        for text, cosine in zip(texts, cosines, strict=True):
+            kw = self.keyword(terms, text)
+            dense = max(0.0, float(cosine))
+            fused = 100.0 * (self.sparse_weight * kw + self.dense_weight * dense) / total
+            out.append((round(fused, 2), kw, dense))
+        return out
+
+
+@dataclass
+class ExtractiveKeyPointMapper:
+    """Offline map step: each report's best-scoring statements become its key points."""
+
+    scorer: HybridScorer
+    per_report: int = POINTS_PER_REPORT
+    executor: Executor | None = None
+    name: str = field(default="extractive", init=False)
+
+    async def map(self, question: str, batch: Sequence[CommunityReport]) -> list[KeyPoint]:
+        """Score every statement of the batch; keep the best few per report."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self.map_sync, question, batch)
+
+    def map_sync(self, question: str, batch: Sequence[CommunityReport]) -> list[KeyPoint]:
+        """Blocking form of :meth:`map`."""
+        units = [
+            (report, text, chunks) for report in batch for text, chunks in report_units(report)
+        ]
+        scores = self.scorer.score(question, [text for _, text, _ in units])
+        by_report: dict[str, list[KeyPoint]] = {}
+        for (report, text, chunks), (fused, kw, _) in zip(units, scores, strict=True):
+            if kw <= 0 and fused <= 0:
+                continue
+            by_report.setdefault(report.community_id, []).append(
+                KeyPoint(text, fused, report.community_id, report.title, tuple(chunks))
+            )
+        points: list[KeyPoint] = []
+        for found in by_report.values():
+            found.sort(key=lambda p: (-p.score, p.text))
+            points.extend(found[: self.per_report])
+        return points
+
+
+def reduce_key_points(
+    points: Sequence[KeyPoint],
+    budget_tokens: int,
+    counter: TokenCounter,
+    *,
+    min_relative_score: float = 0.35,
+) -> list[KeyPoint]:
+    """The best points within a token budget: best first, duplicates dropped.
+
+    A point scoring below ``min_relative_score`` of the best one is left out (relative
+    to this question, like the local cut-off), and so is a point whose text repeats one
+    already taken (reports at different levels often share findings).
+    """
+    ordered = sorted(points, key=lambda p: (-p.score, p.report_id, p.text))
+    if not ordered or ordered[0].score <= 0:
+        return []
+    floor = ordered[0].score * min_relative_score
+    seen: set[str] = set()
+    out: list[KeyPoint] = []
+    used = 0
+    for point in ordered:
+        if point.score < floor:
+            break
+        key = _SPACE.sub(" ", point.text.lower()).strip()
+        if key in seen:
+            continue
+        tokens = counter.count(point.text)
+        if used + tokens > budget_tokens:
+            continue
+        seen.add(key)
+        used += tokens
+        out.append(point)
+    return out

@@ -1,0 +1,331 @@
+"""The query router: local search, global search over community reports, or both.
+
+A question that names something specific — a quoted string, an identifier
+(``PAY-5031``, ``pool.idle_timeout_ms``, ``HTTP 504``), a metadata filter, a named entity,
+a single event ("why did …", "what happened when …") — is answered best by the few
+chunks that hold it (local). A question about the corpus as a whole — aggregate wording
+("all", "across", "overall", "recurring", "main themes", "compare …"), an enumeration
+over a plural ("which services …", "do any guests …"), entities that cover much of the
+corpus, or nothing specific at all — needs the community reports (global).
+
+Each cue adds a weight to one side; the reasons list every cue that fired with its
+weight, so a caller can see why. :class:`HeuristicRouteClassifier` is the offline
+classifier; an LLM classifier implements the same :class:`RouteClassifier` protocol.
+:func:`choose_route` applies a caller's forced mode and falls back to local when the
+graph has no reports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from retrieval.analyzer import Analyzer
+
+Decision = Literal["local", "global", "both"]
+Mode = Literal["auto", "local", "global"]
+
+QUOTED = 3.0
+IDENTIFIER = 2.0
+IDENTIFIER_CAP = 4.0
+FILTER = 2.0
+NAME = 1.5
+NAME_CAP = 3.0
+RARE_ENTITY = 1.0
+ENTITY_CAP = 2.0
+SPECIFIC_FORM = 1.5
+SINGLE_ITEM = 1.5
+DATE = 1.5
+AGGREGATE = 1.5
+AGGREGATE_CAP = 4.5
+COMPARE = 1.5
+ENUMERATION = 2.0
+GENERIC_PLURAL = 1.0
+BROAD_ENTITY = 1.0
+NOTHING_SPECIFIC = 1.0
+STRONG = 2.5
+BROAD_SHARE = 0.15
+
+_QUOTED = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”|`([^`]+)`|(?<!\w)'([^']{2,})'(?!\w)")
+_HTTP_STATUS = re.compile(r"\b(?:HTTP|status)\s?[1-5][0-9]{2}\b", re.IGNORECASE)
+_WORD = re.compile(r"[^\W_][\w'\u2019.\-]*")
+_ACRONYM = re.compile(r"[A-Z0-9]{1,5}s?|[A-Z][a-z]?[A-Z]{1,3}")  # VR, AI, IoT, TLS, APIs
+_NAME_JOINERS = {"of", "de", "del", "der", "van", "von", "la", "le", "da", "di", "du"}
+_NOT_NAMES = {"i", "i'm", "i've", "i'd", "ok"}
+_AGGREGATE = re.compile(
+    r"\b(all|every|each|across|overall|in general|generally|typically|usually|commonly|"
+    r"common|most|frequently|often|recurring|recur|repeatedly|consistently|trends?|themes?|"
+    r"patterns?|topics?|summari[sz]e|summary|overview|landscape|broad|broader|broadly|main|"
+    r"whole|entire|collectively|various|range of|kinds? of|types? of)\b",
+    re.IGNORECASE,
+)
+# "every night", "each time": a schedule, not a quantifier over the corpus
+_SCHEDULE = re.compile(
+    r"\b(every|each)\s+(night|day|week|month|year|hour|minute|second|morning|evening|time|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d+)\b",
+    re.IGNORECASE,
+)
+_COMPARE = re.compile(
+    r"\b(compar\w*|contrast\w*|differ|differs|difference|differences|versus|vs\.?|similarit\w+)\b",
+    re.IGNORECASE,
+)
+_ENUMERATION = re.compile(
+    r"\b(which|what|how many)\s+(?:[a-z\-]+\s+)?([a-z\-]{3,}s)\b(?!\s+(?:of|for)\s+[A-Z])",
+    re.IGNORECASE,
+)
+_PLURAL_SUBJECT = re.compile(
+    r"\b(do|does|are|were|have|any|the|most|many|several|multiple|other|different)\s+"
+    r"(?:[a-z\-]+\s+)?([a-z\-]{3,}s)\b",
+    re.IGNORECASE,
+)
+_SPECIFIC_FORM = re.compile(
+    r"^\s*(why (did|was|were|is|does)\b|what (happened|caused|triggered|led to|went wrong|broke)\b|"
+    r"when (did|was|were|is|does)\b|where (is|was|were|did|does|do)\b|"
+    r"who (is|was|were|did|owns|wrote|directed)\b|how (is|was|does|did) (the|a|an)\b|"
+    r"(show|give|find|get|tell) me (the|a)\b|"
+    r"what (does|do|did) .{1,80} mean\b|how (do|can|should) (i|we|you)\b|"
+    r"what is the (value|default|limit|timeout|name|date|cause|command)\b)",
+    re.IGNORECASE,
+)
+_SINGULAR_WHICH = re.compile(r"\b(which|what)\s+([a-z\-]{3,})\s+(is|was|does|did|has|sets)\b", re.I)
+_DATE = re.compile(
+    r"\b(\d{4}-\d{2}-\d{2}|(on|in) (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b"
+    r"(\s+\d{1,2}\b)?)",
+    re.IGNORECASE,
+)
+_PRODUCT = re.compile(r"\b[A-Z][a-z]+[A-Z]{2,}\b")
+_SPECIFIC_KEY = re.compile(r"[\-_./\d ]")
+_NOT_PLURAL = re.compile(r"(ss|us|is|ous|news|series|status|always|perhaps|its)$")
+_AUXILIARIES = {"does", "was", "has", "yes", "less", "unless", "whereas", "sometimes"}
+
+
+class RouteDecision(BaseModel):
+    """Where a question goes and why."""
+
+    decision: Decision
+    reasons: list[str] = Field(default_factory=list, description="the cues that fired, weighed")
+    scores: dict[str, float] = Field(
+        default_factory=dict, description="summed cue weights per side ('local', 'global')"
+    )
+    classifier: str = Field("heuristic", description="what decided")
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    """What the router knows besides the question.
+
+    ``entities`` are graph entities named in the question with the share of extracted
+    chunks that mention each (empty without a graph); ``has_filters`` says the caller
+    narrowed the search by metadata.
+    """
+
+    has_filters: bool = False
+    entities: Sequence[tuple[str, float]] = ()
+    graph_ready: bool = False
+
+
+class RouteClassifier(Protocol):
+    """Decides local, global or both for a question (offline heuristics or an LLM)."""
+
+    name: str
+
+    async def classify(self, question: str, context: RouteContext) -> RouteDecision:
+        """The decision with its reasons and scores."""
+        ...
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One feature that fired: which side it pulls, its weight, and why."""
+
+    side: Literal["local", "global"]
+    weight: float
+    reason: str
+
+
+@dataclass
+class HeuristicRouteClassifier:
+    """The offline router: weighted cues (see the module docstring)."""
+
+    analyzer: Analyzer
+    both_margin: float = 1.0
+    name: str = field(default="heuristic", init=False)
+
+    async def classify(self, question: str, context: RouteContext) -> RouteDecision:
+        """Score the question's cues and decide."""
+        return self.decide(question, context)
+
+    def decide(self, question: str, context: RouteContext) -> RouteDecision:
+        """Synchronous form of :meth:`classify` (pure)."""
+        cues = route_cues(question, context, self.analyzer)
+        return decide(cues, self.both_margin)
+
+
+def decide(cues: Sequence[Cue], both_margin: float = 1.0) -> RouteDecision:
+    """Sum the cues per side; the heavier side wins, ties go local (the cheaper path).
+
+    When both sides are strong and within ``both_margin`` of each other the answer
+    needs both the specific chunks and the corpus-wide view: ``both``.
+    """
+    local = round(sum(c.weight for c in cues if c.side == "local"), 3)
+    glob = round(sum(c.weight for c in cues if c.side == "global"), 3)
+    if local >= STRONG and glob >= STRONG and abs(local - glob) < both_margin:
+        decision: Decision = "both"
+    elif glob > local:
+        decision = "global"
+    else:
+        decision = "local"
+    reasons = [f"{c.reason} (+{c.weight:g} {c.side})" for c in cues]
+    if not cues:
+        reasons.append("no cue fired; local search is the default")
+    return RouteDecision(
+        decision=decision, reasons=reasons, scores={"local": local, "global": glob}
+    )
+
+
+def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list[Cue]:
+    """Every cue of the question, local ones first."""
+    cues: list[Cue] = []
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
+    if quoted:
+        cues.append(Cue("local", QUOTED, f"quoted string {quoted[0]!r}"))
+    identifiers, _ = analyzer.identifiers(question)
+    # short mixed-case words (IoT, iOS, SaaS) are acronyms naming topics, and words
+    # ending in capitals (PostgreSQL, GraphQL) are product names, not code
+    products = {m.group().lower() for m in _PRODUCT.finditer(question)}
+    identifiers = [
+        i for i in identifiers if not (len(i) <= 5 and i.isalpha()) and i not in products
+    ]
+    identifiers += [m.group().upper() for m in _HTTP_STATUS.finditer(question)]
+    if identifiers:
+        weight = min(IDENTIFIER_CAP, IDENTIFIER * len(identifiers))
+        cues.append(Cue("local", weight, f"identifiers {', '.join(identifiers[:4])}"))
+    if context.has_filters:
+        cues.append(Cue("local", FILTER, "metadata filter narrows the corpus"))
+    names = [n for n in named_entities(question) if n.lower() not in identifiers]
+    if names:
+        weight = min(NAME_CAP, NAME * len(names))
+        cues.append(Cue("local", weight, f"named entities {', '.join(names[:4])}"))
+    # a plain lower-case word ("database", "key") matching an entity says little: offline
+    # extraction turns capitalised sentence starts into entities; names with a hyphen,
+    # digit, dot, underscore or several words ("auth-gateway", "ledger-db") are specific
+    named = [(key, share) for key, share in context.entities if _SPECIFIC_KEY.search(key)]
+    rare = [key for key, share in named if share < BROAD_SHARE]
+    broad = [key for key, share in named if share >= BROAD_SHARE]
+    if rare:
+        weight = min(ENTITY_CAP, RARE_ENTITY * len(rare))
+        cues.append(Cue("local", weight, f"specific graph entities {', '.join(rare[:4])}"))
+    form = _SPECIFIC_FORM.search(question)
+    if form:
+        cues.append(Cue("local", SPECIFIC_FORM, f"asks about one thing ({form.group().strip()!r})"))
+    else:
+        single = _SINGULAR_WHICH.search(question)
+        if single and not _NOT_PLURAL.search(single.group(2)) and not single.group(2).endswith("s"):
+            cues.append(Cue("local", SINGLE_ITEM, f"asks for one item ({single.group()!r})"))
+    date = _DATE.search(question)
+    if date:
+        cues.append(Cue("local", DATE, f"a specific date ({date.group()!r})"))
+    cues.extend(_global_cues(question, broad))
+    specific = quoted or identifiers or context.has_filters or names or rare
+    if not specific:
+        cues.append(
+            Cue("global", NOTHING_SPECIFIC, "names nothing specific (no quote, id, name, filter)")
+        )
+    return cues
+
+
+def _global_cues(question: str, broad: Sequence[str]) -> list[Cue]:
+    cues: list[Cue] = []
+    without_schedules = _SCHEDULE.sub(" ", question)
+    words = list(dict.fromkeys(m.group(1).lower() for m in _AGGREGATE.finditer(without_schedules)))
+    if words:
+        weight = min(AGGREGATE_CAP, AGGREGATE * len(words))
+        cues.append(Cue("global", weight, f"aggregate wording {', '.join(words[:4])}"))
+    compare = _COMPARE.search(question)
+    if compare:
+        cues.append(Cue("global", COMPARE, f"comparison ({compare.group()!r})"))
+    enumeration = _plural_match(_ENUMERATION, question)
+    if enumeration:
+        cues.append(Cue("global", ENUMERATION, f"asks for a list over a plural ({enumeration!r})"))
+    else:
+        plural = _plural_match(_PLURAL_SUBJECT, question)
+        if plural:
+            cues.append(
+                Cue("global", GENERIC_PLURAL, f"speaks of a plural in general ({plural!r})")
+            )
+    if broad:
+        cues.append(
+            Cue("global", BROAD_ENTITY, f"entities that cover much of the corpus: {broad[0]}")
+        )
+    return cues
+
+
+def _plural_match(pattern: re.Pattern[str], question: str) -> str | None:
+    for match in pattern.finditer(question):
+        noun = match.group(2)
+        lowered = noun.lower()
+        if noun[0].islower() and lowered not in _AUXILIARIES and not _NOT_PLURAL.search(lowered):
+            return match.group().strip()
+    return None
+
+
+def named_entities(question: str) -> list[str]:
+    """Capitalised names inside the question (not its first word, not acronyms).
+
+    ``When did Lothair II's mother die?`` → ``["Lothair II's"]``; ``Are VR and IoT
+    trends?`` → ``[]`` (acronyms name topics, not things).
+    """
+    words = [(m.group(), m.start()) for m in _WORD.finditer(question)]
+    names: list[str] = []
+    current: list[str] = []
+    for index, (word, start) in enumerate(words):
+        clean = word.rstrip(".,;:!?")
+        sentence_start = index == 0 or question[:start].rstrip().endswith((".", "?", "!", ":"))
+        capital = clean[:1].isupper() and not _ACRONYM.fullmatch(clean)
+        starts = capital and not sentence_start and clean.lower() not in _NOT_NAMES
+        if starts or (current and clean.lower() in _NAME_JOINERS):
+            current.append(clean)
+        else:
+            _close(current, names)
+            current = []
+            continue
+        if word != clean:  # punctuation ends a name
+            _close(current, names)
+            current = []
+    _close(current, names)
+    return list(dict.fromkeys(names))
+
+
+def _close(current: list[str], names: list[str]) -> None:
+    while current and current[-1].lower() in _NAME_JOINERS:
+        current.pop()
+    if current:
+        names.append(" ".join(current))
+
+
+def choose_route(mode: Mode, classified: RouteDecision, context: RouteContext) -> RouteDecision:
+    """Apply a forced mode, then fall back to local when there are no reports."""
+    decision = classified
+    if mode != "auto":
+        decision = classified.model_copy(
+            update={
+                "decision": mode,
+                "reasons": [f"mode={mode} forced by the caller", *classified.reasons],
+            }
+        )
+    if decision.decision != "local" and not context.graph_ready:
+        decision = decision.model_copy(
+            update={
+                "decision": "local",
+                "reasons": [
+                    *decision.reasons,
+                    f"would route {decision.decision}, but the graph has no community "
+                    "reports (run 'lore graph build'); answering locally",
+                ],
+            }
+        )
+    return decision

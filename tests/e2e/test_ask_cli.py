@@ -1,0 +1,76 @@
+"""``lore ask`` end to end on the demo corpus, and the README's example questions."""
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS, ROOT
+from tests.e2e.test_cli import lore
+from workers.runtime import Runtime
+
+README_EXAMPLE = re.compile(r'^lore ask "([^"]+)"([^#\n]*)#\s*(local|global)\s*$', re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("ask-cli") / "data"
+    for env in ("production", "staging"):
+        done = lore(directory, "ingest", str(CORPUS / env), "--meta", f"env={env}")
+        assert done.returncode == 0, done.stderr
+    built = lore(directory, "graph", "build")
+    assert built.returncode == 0 and "communities" in built.stdout, built.stderr
+    return directory
+
+
+def test_lore_ask_local_and_global_json(data: Path) -> None:
+    local = lore(data, "ask", "What does E_LEDGER_LOCK_TIMEOUT mean?", "--json")
+    assert local.returncode == 0, local.stderr
+    body = json.loads(local.stdout)
+    assert body["mode"] == "local" and body["extractive"]
+    assert body["citations"][0]["kind"] == "chunk"
+    assert "E_LEDGER_LOCK_TIMEOUT" in body["answer"]
+    glob = lore(
+        data, "ask", "What recurring root causes show up across the incident postmortems?", "--json"
+    )
+    assert glob.returncode == 0, glob.stderr
+    body = json.loads(glob.stdout)
+    assert body["mode"] == "global" and body["route"]["scores"]["global"] > 0
+    assert body["citations"] and all(c["report_id"] for c in body["citations"])
+    assert all(c["sources"] for c in body["citations"])
+    assert (
+        body["context_tokens"] == body["details"]["map_tokens"] + body["details"]["reduce_tokens"]
+    )
+
+
+def test_lore_ask_forced_mode_text_output_and_bad_flags(data: Path) -> None:
+    forced = lore(data, "ask", "What does PAY-5031 mean?", "--mode", "global")
+    assert forced.returncode == 0, forced.stderr
+    assert "route: global" in forced.stdout and "mode=global forced by the caller" in forced.stdout
+    assert "[1]" in forced.stdout and "context tokens:" in forced.stdout
+    bad = lore(data, "ask", "x", "--filter", "colour=blue")
+    assert bad.returncode != 0 and "unknown filter key 'colour'" in bad.stderr
+
+
+def test_readme_examples_route_as_documented(demo_graph_runtime: Runtime) -> None:
+    examples = README_EXAMPLE.findall((ROOT / "README.md").read_text())
+    auto = [(q, kind) for q, flags, kind in examples if "--mode" not in flags]
+    assert len(auto) >= 2 and {kind for _, kind in auto} == {"local", "global"}
+    asker = demo_graph_runtime.asker()
+    for question, kind in auto:
+        route = asyncio.run(asker.route(question, "auto", has_filters=False))
+        assert route.decision == kind, (question, route.reasons)
+
+
+def test_demo_questions_route_with_the_graph(demo_graph_runtime: Runtime) -> None:
+    fixtures = ROOT / "tests" / "fixtures"
+    labelled = json.loads((fixtures / "router_questions.json").read_text())["questions"]
+    labelled += json.loads((fixtures / "demo_questions.json").read_text())
+    asker = demo_graph_runtime.asker()
+    right = sum(
+        asyncio.run(asker.route(q["question"], "auto", has_filters=False)).decision == q["kind"]
+        for q in labelled
+    )
+    assert right / len(labelled) >= 0.9

@@ -1,0 +1,173 @@
+"""Global search's pure parts: levels, budgets, batches, the map and reduce steps, answers."""
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from graph.communities import Community
+from graph.models import CommunityReport, Finding
+from lore.embedders import Matrix
+from retrieval.analyzer import Analyzer
+from retrieval.answer import Evidence, ExtractiveAnswerWriter, stuff_chunks
+from retrieval.contract import EngineRanks, QueryResult
+from retrieval.global_search import (
+    batches,
+    choose_level,
+    level_views,
+    pick_within_budget,
+)
+from retrieval.keypoints import (
+    ExtractiveKeyPointMapper,
+    HybridScorer,
+    KeyPoint,
+    document_frequencies,
+    reduce_key_points,
+    report_units,
+)
+
+ANALYZER = Analyzer()
+
+
+class Words:
+    """Counts whitespace-separated words (a stand-in for the word-piece counter)."""
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+class BagOfWords:
+    """A deterministic embedder: hashed, analyzed terms, unit length."""
+
+    name = "bag-of-words"
+    dimension = 64
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        return np.stack([self.embed_query(t) for t in texts])
+
+    def embed_query(self, text: str) -> Matrix:
+        vector = np.zeros(self.dimension, dtype=np.float32)
+        for term in ANALYZER.tokens(text):
+            vector[int(hashlib.md5(term.encode()).hexdigest(), 16) % self.dimension] += 1.0
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm else vector
+
+
+def report(cid: str, level: int, *findings: Finding) -> CommunityReport:
+    return CommunityReport(cid, level, f"title {cid}", f"summary of {cid}", findings, 1.0, cid)
+
+
+def point(text: str, score: float, rid: str = "0-0") -> KeyPoint:
+    return KeyPoint(text, score, rid, f"title {rid}", ("c1",))
+
+
+def test_level_views_add_unsplit_leaves_of_shallower_levels() -> None:
+    communities = [
+        Community("0-0", 0, 0, None, ("a", "b", "c")),
+        Community("0-1", 0, 1, None, ("d",)),
+        Community("1-0", 1, 0, "0-0", ("a", "b")),
+        Community("1-1", 1, 1, "0-0", ("c",)),
+    ]
+    reports = [report(c.id, c.level) for c in communities]
+    views = level_views(reports, communities)
+    assert [r.community_id for r in views[0]] == ["0-0", "0-1"]
+    assert [r.community_id for r in views[1]] == ["0-1", "1-0", "1-1"]  # 0-1 was never split
+
+
+def test_choose_level_deepest_that_fits_else_deepest() -> None:
+    assert choose_level({0: 100, 1: 400, 2: 900}, 500) == 1
+    assert choose_level({0: 100, 1: 400, 2: 900}, 1000) == 2
+    assert choose_level({0: 600, 1: 700}, 500) == 1
+
+
+def test_budget_and_batches() -> None:
+    reports = [report(f"0-{i}", 0) for i in range(5)]
+    tokens = {"0-0": 50, "0-1": 300, "0-2": 40, "0-3": 30, "0-4": 10}
+    picked = pick_within_budget(reports, tokens, 130)
+    assert [r.community_id for r in picked] == ["0-0", "0-2", "0-3", "0-4"]  # 0-1 skipped
+    groups = batches(reports, tokens, 100)
+    assert [[r.community_id for r in g] for g in groups] == [
+        ["0-0"],
+        ["0-1"],
+        ["0-2", "0-3", "0-4"],
+    ]
+
+
+def test_report_units_prefer_stated_findings() -> None:
+    pair = Finding("A and B (together in 2 sentences): x", ("a", "b"), (("a", "b"),), ("c1",))
+    said = Finding("The pool ran dry at noon.", ("pool",), (), ("c2",))
+    assert report_units(report("0-0", 0, pair, said)) == [("The pool ran dry at noon.", ("c2",))]
+    assert report_units(report("0-1", 0, pair))[0][0].startswith("A and B")
+    assert report_units(report("0-2", 0)) == [("summary of 0-2", ())]
+
+
+def test_extractive_mapper_scores_against_the_question() -> None:
+    findings = (
+        Finding("Database timeouts come from a saturated connection pool.", ("pool",), (), ("c1",)),
+        Finding("The status page shows a banner.", ("banner",), (), ("c2",)),
+    )
+    other = (Finding("Emails were delayed by a relay.", ("relay",), (), ("c3",)),)
+    reports = [report("0-0", 0, *findings), report("0-1", 0, *other)]
+    texts = [t for r in reports for t, _ in report_units(r)]
+    df, n = document_frequencies(ANALYZER, texts)
+    scorer = HybridScorer(ANALYZER, BagOfWords(), df, n)
+    mapper = ExtractiveKeyPointMapper(scorer, per_report=1)
+    points = asyncio.run(mapper.map("why do database timeouts happen", reports))
+    best = max(points, key=lambda p: p.score)
+    assert best.text.startswith("Database timeouts") and best.chunk_ids == ("c1",)
+    assert all(0 <= p.score <= 100 for p in points)
+    assert len([p for p in points if p.report_id == "0-0"]) == 1  # per_report
+
+
+def test_reduce_keeps_the_best_within_budget_without_duplicates() -> None:
+    points = [
+        point("alpha beta gamma", 90, "0-1"),
+        point("Alpha  beta gamma", 85, "0-2"),  # the same statement from another report
+        point("one two three four five six", 80),
+        point("short one", 70),
+        point("weak point", 20),  # below 0.35 x 90
+    ]
+    kept = reduce_key_points(points, 6, Words())
+    assert [p.text for p in kept] == ["alpha beta gamma", "short one"]
+    assert reduce_key_points([point("zero", 0)], 100, Words()) == []
+    assert [p.text for p in reduce_key_points(points, 100, Words(), min_relative_score=0.1)][
+        -1
+    ] == ("weak point")
+
+
+def hit(chunk_id: str, text: str, score: float) -> QueryResult:
+    return QueryResult(
+        chunk_id=chunk_id,
+        rrf_score=score,
+        text=text,
+        source=f"docs/{chunk_id}.md",
+        document_id=chunk_id,
+        title=f"Doc {chunk_id}",
+        heading="",
+        metadata={},
+        ranks=EngineRanks(),
+    )
+
+
+def test_stuff_chunks_and_the_extractive_answer() -> None:
+    hits = [hit("a", "one two three", 0.03), hit("b", "x " * 50, 0.02), hit("c", "four", 0.01)]
+    picked, used = stuff_chunks(hits, 10, Words())
+    assert [h.chunk_id for h in picked] == ["a", "c"] and used == 4
+    writer = ExtractiveAnswerWriter(ANALYZER)
+    evidence = Evidence(
+        question="pool timeouts",
+        decision="both",
+        chunks=[hit("a", "Intro. The pool timeouts happen at noon. Unrelated.", 0.03)],
+        points=[point("Pools run dry under load.", 70, "1-2")],
+        sources={"c1": "docs/c1.md"},
+    )
+    written = asyncio.run(writer.write(evidence))
+    assert written.extractive and written.text.startswith("Extractive answer")
+    assert "[1] Doc a (docs/a.md): The pool timeouts happen at noon." in written.text
+    assert "[2] Pools run dry under load. (report 1-2" in written.text
+    first, second = written.citations
+    assert (first.kind, first.chunk_ids, first.sources) == ("chunk", ["a"], ["docs/a.md"])
+    assert (second.kind, second.report_id, second.sources) == ("report", "1-2", ["docs/c1.md"])
+    empty = asyncio.run(writer.write(Evidence(question="x", decision="local")))
+    assert empty.citations == [] and "No evidence" in empty.text
