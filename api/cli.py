@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from api.cli_common import err, out, runtime_context, settings_of
 from api.cli_graph import graph
+from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from ingest.loaders import document_id_for
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
@@ -62,6 +62,11 @@ def main(ctx: click.Context, data_dir: Path | None) -> None:
 @click.option("--include", multiple=True, help="Glob of file names to take from directories.")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip in directories.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--wait/--no-wait",
+    default=False,
+    help="With a broker: follow the job with a live progress bar until it ends.",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -70,51 +75,24 @@ def ingest(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     as_json: bool,
+    wait: bool,
 ) -> None:
-    """Ingest files and directories (.md, .txt, .html, .jsonl)."""
+    """Ingest files and directories (.md, .txt, .html, .jsonl) as one job.
+
+    Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
+    the workers and its id printed, or followed with a progress bar (--wait).
+    """
     metadata = {k: v[-1] for k, v in _pairs(meta, "--meta").items()}
     settings = settings_of(ctx)
     if include:
         settings.ingest.include = list(include)
     if exclude:
         settings.ingest.exclude = [*settings.ingest.exclude, *exclude]
-    with (
-        runtime_context(ctx) as runtime,
-        Progress(
-            TextColumn("[bold]ingest"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[last]}"),
-            TimeElapsedColumn(),
-            console=err,
-            disable=as_json or not err.is_terminal,
-        ) as bar,
-    ):
-        task = bar.add_task("ingest", total=None, last="")
-
-        def progress(outcome: tuple[str, str, str]) -> None:
-            bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
-
-        report = runtime.ingest_paths(list(paths), metadata, progress)
-        counts = runtime.store.counts()
-    summary = {
-        "done": len(report.done),
-        "unchanged": len(report.unchanged),
-        "failed": [{"id": doc_id, "reason": reason} for doc_id, reason in report.failed],
-        "chunks_written": report.chunks,
-        "chunks_embedded": report.embedded,
-        "store": counts,
-    }
+    summary = ingest_command(ctx, list(paths), metadata, wait, as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
-    out.print(
-        f"[green]{len(report.done)} done[/], {len(report.unchanged)} unchanged, "
-        f"[red]{len(report.failed)} failed[/] — {report.chunks} chunks written "
-        f"({report.embedded} embedded); store: {counts.get('chunks', 0)} chunks"
-    )
-    for doc_id, reason in report.failed:
-        out.print(f"  [red]failed[/] {doc_id}: {reason}", highlight=False)
+    print_ingest_summary(summary)
 
 
 @main.command()
@@ -298,6 +276,7 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
 
 
 main.add_command(graph)
+main.add_command(jobs)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
