@@ -61,7 +61,10 @@ def update_hierarchy(
 
     def descend(members: set[str], level: int, parent: str | None) -> None:
         sub = merged if parent is None else _induced(members, adjacency)
-        for known, group in _split(members, sub, children.get(parent, []), free, seed):
+        groups = _split(members, sub, children.get(parent, []), free, seed)
+        if parent is not None and len(groups) == 1:
+            return  # Leiden cannot split it further: it stays a leaf
+        for known, group in groups:
             cluster = int(known.split("-", 1)[1]) if known else numbering.take()
             community = Community(
                 id=known or f"{level}-{cluster}",

@@ -51,9 +51,16 @@ def worker_state() -> tuple[Settings, Runtime, JobStore]:
     return _state["settings"], _state["runtime"], _state["jobs"]
 
 
-def _task(name: str, *, bind: bool = False) -> Callable[[Callable[..., Any]], Any]:
-    """``app.task`` with a name (typed for mypy: Celery ships no annotations)."""
-    decorator: Callable[[Callable[..., Any]], Any] = app.task(bind=bind, name=name)
+def _task(
+    name: str, *, bind: bool = False, keep_result: bool = False
+) -> Callable[[Callable[..., Any]], Any]:
+    """``app.task`` with a name (typed for mypy: Celery ships no annotations).
+
+    Results are kept only where a chord needs them; job state lives in the store.
+    """
+    decorator: Callable[[Callable[..., Any]], Any] = app.task(
+        bind=bind, name=name, ignore_result=not keep_result
+    )
     return decorator
 
 
@@ -172,7 +179,7 @@ def _next_level(job_id: str, plan: dict[str, Any], index: int, refreshed: int, c
     chord(header)(store_level.s(job_id, plan, index, refreshed, calls))
 
 
-@_task("lore.summarize_community", bind=True)
+@_task("lore.summarize_community", bind=True, keep_result=True)
 def summarize_community_task(self: Any, community_id: str, largest: int) -> dict[str, Any]:
     """Write-free: the new report of one community (None if its inputs are unchanged)."""
     _, runtime, _ = worker_state()
