@@ -285,6 +285,9 @@ class Runtime:
             graph, self.store.texts_by_chunk_ids, communities, existing
         )
         graph.replace_reports(reports)
+        # a full build answers every mark: the next refresh starts from a clean slate
+        graph.clear_touched(sorted(graph.touched_entities()))
+        graph.clear_stale(sorted(graph.stale_communities()))
         report.reports_written = written
         return report, len(communities)
 
