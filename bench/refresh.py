@@ -27,6 +27,7 @@ from bench.pipeline import load_corpus
 from ingest.loaders import load_paths
 from lore.jobs import JobStore
 from lore.models import SourceDocument
+from lore.settings import IngestSettings
 from workers.refresh import refresh_inline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +42,8 @@ def demo_corpus() -> list[SourceDocument]:
         for env in ("production", "staging"):
             for item in load_paths(
                 [Path("examples/corpus") / env],
-                include=["*.md", "*.jsonl"],
-                exclude=[],
+                include=IngestSettings().include,
+                exclude=IngestSettings().exclude,
                 max_bytes=10**7,
                 extra_metadata={"env": env},
             ):

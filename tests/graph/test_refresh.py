@@ -71,7 +71,8 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
     runtime = copy_of_demo
     jobs = JobStore(runtime.data_dir / "lore.sqlite3")
     built = refresh_inline(runtime, jobs, rebuild=True)
-    assert built["refreshed"] == built["communities"] > 50
+    assert built["communities"] > 50  # reports already built by earlier tests are kept
+    assert len(runtime.graph().reports()) == built["communities"]
     quiet = refresh_inline(runtime, jobs)
     assert (quiet["stale"], quiet["refreshed"], quiet["llm_calls"]) == (0, 0, 0)
 
