@@ -13,12 +13,12 @@ from typing import Any
 
 import click
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from api.cli_ask import ask
 from api.cli_common import err, out, runtime_context, settings_of
 from api.cli_graph import graph
+from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
 from ingest.loaders import document_id_for
 from lore.errors import LoreError
@@ -75,6 +75,11 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None) -> No
 @click.option("--include", multiple=True, help="Glob of file names to take from directories.")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip in directories.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--wait/--no-wait",
+    default=False,
+    help="With a broker: follow the job with a live progress bar until it ends.",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -83,9 +88,12 @@ def ingest(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     as_json: bool,
+    wait: bool,
 ) -> None:
-    """Ingest files and directories (.md, .txt, .html, .jsonl).
+    """Ingest files and directories (.md, .txt, .html, .jsonl) as one job.
 
+    Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
+    the workers and its id printed, or followed with a progress bar (--wait).
     Every document ends done or failed with a reason; the batch goes on past failures.
     Exit status: 0 when nothing failed, 3 when some documents failed (listed).
     """
@@ -95,44 +103,12 @@ def ingest(
         settings.ingest.include = list(include)
     if exclude:
         settings.ingest.exclude = [*settings.ingest.exclude, *exclude]
-    with (
-        runtime_context(ctx) as runtime,
-        Progress(
-            TextColumn("[bold]ingest"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[last]}"),
-            TimeElapsedColumn(),
-            console=err,
-            disable=as_json or not err.is_terminal,
-        ) as bar,
-    ):
-        task = bar.add_task("ingest", total=None, last="")
-
-        def progress(outcome: tuple[str, str, str]) -> None:
-            bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
-
-        report = runtime.ingest_paths(list(paths), metadata, progress)
-        counts = runtime.store.counts()
-    summary = {
-        "done": len(report.done),
-        "unchanged": len(report.unchanged),
-        "failed": [{"id": doc_id, "reason": reason} for doc_id, reason in report.failed],
-        "chunks_written": report.chunks,
-        "chunks_embedded": report.embedded,
-        "store": counts,
-    }
+    summary = ingest_command(ctx, list(paths), metadata, wait, as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
-        out.print(
-            f"[green]{len(report.done)} done[/], {len(report.unchanged)} unchanged, "
-            f"[red]{len(report.failed)} failed[/] — {report.chunks} chunks written "
-            f"({report.embedded} embedded); store: {counts.get('chunks', 0)} chunks"
-        )
-        for doc_id, reason in report.failed:
-            out.print(f"  [red]failed[/] {doc_id}: {reason}", highlight=False)
-    if report.failed:
+        print_ingest_summary(summary)
+    if summary.get("failed"):
         ctx.exit(INGEST_PARTIAL)
 
 
@@ -349,6 +325,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
 main.add_command(graph)
 main.add_command(keys)
 main.add_command(ask)
+main.add_command(jobs)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ingest.chunking import chunk_text
 from lore.embedders import Embedder
-from lore.errors import DocumentRejectedError, LoreError
+from lore.errors import DocumentRejectedError, LoreError, TransientError
 from lore.models import (
     ChunkDraft,
     DocumentStatus,
@@ -78,6 +78,10 @@ class IngestPipeline:
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
     batch_texts: int = 64
     batch_documents: int = 256
+    raise_transient: bool = False
+    """Let a transient embedding failure propagate (a worker retries) instead of failing."""
+    on_chunked: Callable[[str, int], None] | None = None
+    """Called with (document id, chunks) once a document is chunked, before embedding."""
 
     def run(
         self, items: Iterable[SourceDocument | Rejected], progress: Progress | None = None
@@ -114,6 +118,8 @@ class IngestPipeline:
             if prepared is None:
                 emit((item.id, "unchanged", ""))
                 continue
+            if self.on_chunked is not None:
+                self.on_chunked(item.id, len(prepared.drafts))
             pending.append(prepared)
             queued += sum(vector is None for vector in prepared.vectors)
             if queued >= self.batch_texts or len(pending) >= self.batch_documents:
@@ -165,6 +171,8 @@ class IngestPipeline:
             fresh = iter(self.embedder.embed_documents(missing)) if missing else iter(())
             self.store.bind_embedder(self.embedder.name, self.embedder.dimension)
         except LoreError as exc:
+            if self.raise_transient and isinstance(exc, TransientError):
+                raise
             for item in pending:
                 reason = f"embedding failed: {exc}"
                 self.store.mark_failed(
@@ -191,7 +199,9 @@ class IngestPipeline:
                     item.drafts, item.embed_texts, item.vectors, strict=True
                 )
             ]
-            self.store.replace_document(item.doc, chunks)
+            if not self.store.replace_document(item.doc, chunks, skip_if_stored=True):
+                emit((item.doc.id, "unchanged", "stored meanwhile"))
+                continue
             report.chunks += len(chunks)
             report.embedded += sum(vector is None for vector in item.vectors)
             emit((item.doc.id, "done", f"{len(chunks)} chunks"))

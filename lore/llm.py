@@ -25,7 +25,7 @@ import json
 import random
 import re
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -224,7 +224,7 @@ class LLMClient:
         temperature: float = 0.0,
         json_mode: bool = True,
         cache: ReplyCache | None = None,
-        limiter: RateLimiter | None = None,
+        limiter: Callable[[], RateLimiter | None] | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -238,7 +238,8 @@ class LLMClient:
         self._temperature = temperature
         self._json_mode = json_mode
         self._cache = cache
-        self._limiter = limiter
+        self._limiter_factory = limiter
+        self._limiter: RateLimiter | None = None
         self._client: Any = None
         self._semaphore: asyncio.Semaphore | None = None
         self.stats = LLMStats()
@@ -255,11 +256,16 @@ class LLMClient:
             max_retries=0,  # retries are ours: counted, and with our backoff
         )
         self._semaphore = asyncio.Semaphore(self._max_concurrency)
+        # a limiter's connections belong to one event loop: made here, closed on exit
+        self._limiter = self._limiter_factory() if self._limiter_factory else None
         try:
             yield self
         finally:
             await self._client.close()
-            self._client, self._semaphore = None, None
+            close = getattr(self._limiter, "aclose", None)
+            if close is not None:
+                await close()
+            self._client, self._semaphore, self._limiter = None, None, None
 
     async def ask(self, prompt: ChatPrompt[ReplyT]) -> ReplyT:
         """The validated reply (from the cache when the same prompt was answered before)."""

@@ -223,6 +223,39 @@ class AskSettings(BaseModel):
     )
 
 
+class BrokerSettings(BaseModel):
+    """Celery's broker and result backend; no URL means every step runs in-process."""
+
+    url: str | None = Field(
+        None, description="e.g. redis://127.0.0.1:6379/0; unset = no workers, run in-process"
+    )
+    result_backend: str | None = Field(None, description="default: the broker URL")
+    key_prefix: str = Field("lore:", description="prefix of every Redis key Lorekeeper writes")
+    queue: str = Field("lore", description="the Celery queue tasks are sent to")
+    visibility_timeout_s: float = Field(
+        3600.0, gt=0, description="an unacknowledged task is redelivered after this long"
+    )
+
+
+class WorkerSettings(BaseModel):
+    """How the background pipeline batches, retries, limits and schedules its work."""
+
+    ingest_batch_documents: int = Field(8, ge=1, le=1000, description="documents per task")
+    extract_batch_chunks: int = Field(64, ge=1, le=10_000, description="chunks per task")
+    max_retries: int = Field(5, ge=0, le=100, description="retries of a transient failure")
+    retry_backoff_s: float = Field(2.0, gt=0, description="first retry delay; doubles")
+    retry_backoff_max_s: float = Field(120.0, gt=0)
+    task_time_limit_s: float = Field(900.0, gt=0, description="hard limit of one task")
+    refresh_interval_s: float = Field(
+        600.0, gt=0, description="beat: refresh stale community summaries this often"
+    )
+    resume_interval_s: float = Field(
+        30.0, gt=0, description="beat: re-enqueue unfinished jobs after a broker restart"
+    )
+    llm_rate_per_s: float = Field(5.0, gt=0, description="LLM calls per second, all workers")
+    llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
+
+
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
@@ -241,6 +274,8 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     ask: AskSettings = Field(default_factory=AskSettings)
+    broker: BrokerSettings = Field(default_factory=BrokerSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
 
 
 def load_settings(**overrides: object) -> Settings:

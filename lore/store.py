@@ -193,10 +193,26 @@ class Store:
             ).fetchall()
         return {str(h): np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
 
-    def replace_document(self, doc: SourceDocument, chunks: Sequence[NewChunk]) -> None:
-        """Atomically replace a document's chunks and mark it done."""
+    def replace_document(
+        self, doc: SourceDocument, chunks: Sequence[NewChunk], *, skip_if_stored: bool = False
+    ) -> bool:
+        """Atomically replace a document's chunks and mark it done; True if written.
+
+        With ``skip_if_stored`` it is a no-op returning False when the same content is
+        already stored and done (checked inside the write transaction), so a re-delivered
+        or duplicated ingest of an identical document writes nothing twice.
+        """
         metadata_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False)
         with self._write() as db:
+            stored = db.execute(
+                "SELECT content_hash, status FROM documents WHERE id = ?", (doc.id,)
+            ).fetchone()
+            if (
+                skip_if_stored
+                and stored is not None
+                and tuple(stored) == (doc.content_hash(), "done")
+            ):
+                return False
             self._delete_chunks(db, doc.id)
             db.execute("DELETE FROM doc_meta WHERE document_id = ?", (doc.id,))
             db.executemany(
@@ -237,6 +253,7 @@ class Store:
                     _now(),
                 ),
             )
+        return True
 
     def mark_failed(
         self,

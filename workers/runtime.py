@@ -86,8 +86,14 @@ def build_reranker(settings: Settings) -> Reranker | None:
     )
 
 
-def build_llm_client(settings: Settings, limiter: RateLimiter | None = None) -> LLMClient | None:
-    """The configured chat client, or None when no endpoint is set."""
+def build_llm_client(
+    settings: Settings, limiter: Callable[[], RateLimiter | None] | None = None
+) -> LLMClient | None:
+    """The configured chat client, or None when no endpoint is set.
+
+    ``limiter`` makes the shared rate limiter (workers: a token bucket in Redis) once
+    per event loop the client runs on.
+    """
     cfg = settings.llm
     if not cfg.base_url:
         return None
@@ -368,6 +374,9 @@ class Runtime:
             graph, self.store.texts_by_chunk_ids, communities, existing, writer
         )
         graph.replace_reports(reports)
+        # a full build answers every mark: the next refresh starts from a clean slate
+        graph.clear_touched(sorted(graph.touched_entities()))
+        graph.clear_stale(sorted(graph.stale_communities()))
         report.reports_written = written
         report.report_writer = writer.name
         report.llm = client.stats if client is not None else LLMStats()

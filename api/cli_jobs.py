@@ -1,0 +1,212 @@
+"""Jobs on the command line: ``lore ingest`` through jobs, ``lore jobs``, ``lore graph refresh``.
+
+With a broker configured (``LORE_BROKER__URL``) ``lore ingest`` queues a job for the
+workers and prints its id, or follows it with a live progress bar (``--wait``); without
+one the same steps run in this process. Either way the job is recorded, so ``lore jobs``
+lists it with per-status counts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from api.cli_common import err, out, runtime_context, settings_of
+from api.cli_graph import graph
+from ingest.pipeline import IngestReport
+from lore.jobs import JobInfo, JobStatus, JobStore
+from workers.runtime import Runtime
+
+
+def job_store(runtime: Runtime) -> JobStore:
+    """The job tables of the runtime's store."""
+    return JobStore(runtime.data_dir / "lore.sqlite3")
+
+
+def _bar(disabled: bool, label: str) -> Progress:
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=disabled,
+    )
+
+
+def ingest_command(
+    ctx: click.Context, paths: list[Path], metadata: dict[str, str], wait: bool, as_json: bool
+) -> dict[str, Any]:
+    """Run or queue an ingest job for ``paths``; returns the summary to print."""
+    from workers.client import follow, submit_paths
+    from workers.jobs import run_inline, stage_paths
+
+    settings = settings_of(ctx)
+    with runtime_context(ctx) as runtime:
+        jobs = job_store(runtime)
+        try:
+            if settings.broker.url:
+                job_id = submit_paths(settings, runtime, jobs, paths, metadata)
+                if not wait:
+                    return {"job_id": job_id, "queued": True}
+                with _bar(as_json or not err.is_terminal, "ingest") as bar:
+                    task = bar.add_task("ingest", total=None, last="")
+
+                    def update(info: JobInfo) -> None:
+                        bar.update(
+                            task, total=info.total, completed=info.finished, last=_line(info)
+                        )
+
+                    follow(jobs, job_id, update)
+                return _summary(jobs, job_id, runtime, None)
+            job_id, staged = stage_paths(runtime, jobs, paths, metadata)
+            with _bar(as_json or not err.is_terminal, "ingest") as bar:
+                task = bar.add_task("ingest", total=len(staged), last="")
+
+                def progress(outcome: tuple[str, str, str]) -> None:
+                    bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
+
+                report = run_inline(runtime, jobs, job_id, staged, progress)
+            runtime.sync_indexes()
+            return _summary(jobs, job_id, runtime, report)
+        finally:
+            jobs.close()
+
+
+def _line(info: JobInfo) -> str:
+    return " ".join(f"{k} {v}" for k, v in sorted(info.counts.items()))
+
+
+def _summary(
+    jobs: JobStore, job_id: str, runtime: Runtime, report: IngestReport | None
+) -> dict[str, Any]:
+    info = jobs.get(job_id)
+    statuses = jobs.statuses(job_id)
+    failed = [
+        {"id": d, "reason": reason or ""}
+        for d, (status, reason) in statuses.items()
+        if status is JobStatus.FAILED
+    ]
+    repeated = info.detail.get("repeated", []) if info else []
+    failed += [{"id": d, "reason": reason} for d, reason in repeated]
+    done = sum(status is JobStatus.DONE for status, _ in statuses.values())
+    summary: dict[str, Any] = {
+        "job_id": job_id,
+        "state": info.state if info else "unknown",
+        "done": done,
+        "failed": failed,
+        "store": runtime.store.counts(),
+    }
+    if report is not None:  # in-process: the pipeline's own counts
+        summary["done"], summary["unchanged"] = len(report.done), len(report.unchanged)
+        summary["chunks_written"], summary["chunks_embedded"] = report.chunks, report.embedded
+    return summary
+
+
+def print_ingest_summary(summary: dict[str, Any]) -> None:
+    """The human-readable form of :func:`ingest_command`'s result."""
+    if summary.get("queued"):
+        out.print(
+            f"queued job {summary['job_id']} (follow it with `lore jobs {summary['job_id']}`)"
+        )
+        return
+    chunks = summary.get("chunks_written")
+    written = ""
+    if chunks is not None:
+        written = f" — {chunks} chunks written ({summary['chunks_embedded']} embedded)"
+    unchanged = f", {summary['unchanged']} unchanged" if "unchanged" in summary else ""
+    out.print(
+        f"job {summary['job_id']}: [green]{summary['done']} done[/]{unchanged}, "
+        f"[red]{len(summary['failed'])} failed[/]{written}; "
+        f"store: {summary['store'].get('chunks', 0)} chunks",
+        highlight=False,
+    )
+    for item in summary["failed"]:
+        out.print(f"  [red]failed[/] {item['id']}: {item['reason']}", highlight=False)
+
+
+@click.command()
+@click.argument("job_id", required=False)
+@click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> None:
+    """List recent jobs, or show one job's documents and their status."""
+    with runtime_context(ctx) as runtime:
+        store = job_store(runtime)
+        try:
+            found = [store.get(job_id)] if job_id else store.list_jobs(limit)
+            if job_id and found[0] is None:
+                raise click.ClickException(f"no job {job_id!r}")
+            documents = store.statuses(job_id) if job_id else {}
+        finally:
+            store.close()
+    rows: list[dict[str, Any]] = [
+        {
+            "id": j.id,
+            "kind": j.kind,
+            "state": j.state,
+            "created_at": j.created_at,
+            "counts": j.counts,
+            "detail": j.detail,
+        }
+        for j in found
+        if j is not None
+    ]
+    if as_json:
+        body: Any = rows
+        if job_id:
+            body = {
+                **rows[0],
+                "documents": {d: {"status": s, "error": e} for d, (s, e) in documents.items()},
+            }
+        click.echo(json.dumps(body, indent=2))
+        return
+    for row in rows:
+        counts = row["detail"] if row["kind"] == "refresh" else row["counts"]
+        shown = ", ".join(
+            f"{k} {v}" for k, v in sorted(counts.items()) if not isinstance(v, list | dict)
+        )
+        out.print(
+            f"{row['id']}  {row['kind']:<8} {row['state']:<8} {row['created_at']}  {shown}",
+            highlight=False,
+        )
+    for document_id, (status, error) in documents.items():
+        out.print(
+            f"  {status.value:<9} {document_id}" + (f": {error}" if error else ""), highlight=False
+        )
+
+
+@graph.command()
+@click.option("--rebuild", is_flag=True, help="Recompute the hierarchy from scratch first.")
+@click.option("--wait/--no-wait", default=True, help="With a broker: follow the job.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> None:
+    """Re-summarise only the communities whose members or their content changed."""
+    from workers.client import follow, submit_refresh
+    from workers.refresh import refresh_inline
+
+    settings = settings_of(ctx)
+    with runtime_context(ctx) as runtime:
+        store = job_store(runtime)
+        try:
+            if settings.broker.url:
+                job_id = submit_refresh(settings, store, rebuild=rebuild)
+                info = follow(store, job_id) if wait else store.get(job_id)
+                result: dict[str, Any] = {"job_id": job_id, **(info.detail if info else {})}
+                result["state"] = info.state if info else "unknown"
+            else:
+                result = refresh_inline(runtime, store, rebuild=rebuild)
+        finally:
+            store.close()
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    shown = ", ".join(f"{k} {v}" for k, v in result.items() if k != "rebuild")
+    out.print(f"refresh: {shown}", highlight=False)

@@ -1,0 +1,111 @@
+"""How many community summaries a small edit costs.
+
+``python -m bench.refresh`` (the demo corpus) or
+``python -m bench.refresh --data ../shared/data/ops_runbooks --docs 400``
+
+Ingests the corpus, builds the graph, communities and every report, then edits 1% of
+the documents (rounded up; each gets one appended sentence naming a new identifier and
+an existing service), ingests them again and refreshes. Prints JSON with
+{"communities", "stale", "refreshed", "unchanged", "llm_calls"} and the share of
+communities re-summarised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import machine, runtime_for
+from bench.pipeline import load_corpus
+from ingest.loaders import load_paths
+from lore.jobs import JobStore
+from lore.models import SourceDocument
+from lore.settings import IngestSettings
+from workers.refresh import refresh_inline
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def demo_corpus() -> list[SourceDocument]:
+    """The demo corpus, loaded as ``make demo`` does (ids relative to the repository)."""
+    previous = Path.cwd()
+    os.chdir(ROOT)
+    try:
+        docs = []
+        for env in ("production", "staging"):
+            for item in load_paths(
+                [Path("examples/corpus") / env],
+                include=IngestSettings().include,
+                exclude=IngestSettings().exclude,
+                max_bytes=10**7,
+                extra_metadata={"env": env},
+            ):
+                if isinstance(item, SourceDocument):
+                    docs.append(item)
+        return docs
+    finally:
+        os.chdir(previous)
+
+
+def edit(doc: SourceDocument, number: int) -> SourceDocument:
+    """The document with one sentence appended (a new identifier, a known service)."""
+    sentence = (
+        f"\n\nUpdate: since the last incident E_BENCH_EDIT_{number} pages the payments-api "
+        "on-call before the alert fires.\n"
+    )
+    return SourceDocument(doc.id, doc.source, doc.text + sentence, doc.title, doc.metadata)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=None, help="corpus.jsonl/docs.jsonl dir")
+    parser.add_argument("--docs", type=int, default=400)
+    parser.add_argument("--share", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    docs = demo_corpus() if args.data is None else load_corpus(args.data, args.docs)
+    scratch = Path(tempfile.mkdtemp(prefix="lore-bench-refresh-"))
+    try:
+        runtime = runtime_for(scratch / "data")
+        jobs = JobStore(scratch / "data" / "lore.sqlite3")
+        start = time.perf_counter()
+        runtime.pipeline().run(docs)
+        ingest_s = time.perf_counter() - start
+        built = refresh_inline(runtime, jobs, rebuild=True)
+        edited = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
+        runtime.pipeline().run([edit(doc, i) for i, doc in enumerate(edited)])
+        start = time.perf_counter()
+        result = refresh_inline(runtime, jobs)
+        refresh_s = time.perf_counter() - start
+        jobs.close()
+        runtime.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    keys = ("communities", "stale", "refreshed", "unchanged", "llm_calls")
+    print(
+        json.dumps(
+            {
+                "machine": machine(),
+                "dataset": "examples/corpus" if args.data is None else str(args.data),
+                "documents": len(docs),
+                "edited": len(edited),
+                "initial_reports": built["refreshed"],
+                **{k: result[k] for k in keys},
+                "refreshed_share": round(result["refreshed"] / max(1, result["communities"]), 4),
+                "ingest_s": round(ingest_s, 1),
+                "refresh_s": round(refresh_s, 2),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Refreshing stale community summaries, as plain functions.
+
+A write to the graph leaves *touched* marks on entities. :func:`plan_refresh` turns them
+into *stale* marks on the communities holding them and on their ancestors, re-clusters
+with the previous partition as the seed (:func:`graph.incremental.update_hierarchy`, so
+unaffected communities keep their ids and members), and marks stale every community
+whose membership changed, that is new, or that has no report. It returns the stale ids
+level by level, deepest first: children are summarised before their parents.
+
+:func:`summarize_community` rewrites one report when the community's fingerprint (its
+members, their provenance, relation weights) differs from the stored report's; a stale
+community whose inputs turn out unchanged keeps its report. :func:`store_reports` writes
+a level's new reports and clears their stale marks. A worker fans the summaries of one
+level out as tasks; :func:`refresh` runs the same steps in-process. Marks are cleared
+only once a report is stored, so an interrupted refresh is finished by the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from graph.communities import Community
+from graph.incremental import update_hierarchy
+from graph.models import CommunityReport
+from graph.reports import ChunkTexts, ReportJob, ReportWriter, extractive_report, fingerprint
+from graph.staleness import stale_communities_for
+from graph.store import GraphStore
+from lore.llm import LLMStats
+
+
+class Summarizer(Protocol):
+    """Writes one community's report; counts the LLM calls it made."""
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls made so far."""
+        ...
+
+    def fingerprint(self, graph: GraphStore, community: Community) -> str:
+        """Hash of everything the report is made from."""
+        ...
+
+    def summarize(
+        self,
+        graph: GraphStore,
+        community: Community,
+        children: Sequence[CommunityReport],
+        largest: int,
+    ) -> CommunityReport:
+        """A new report for ``community`` (children's reports are already written)."""
+        ...
+
+
+@dataclass
+class ExtractiveSummarizer:
+    """The offline summarizer: extractive reports, no LLM calls."""
+
+    chunk_texts: ChunkTexts
+    llm_calls: int = 0
+
+    def fingerprint(self, graph: GraphStore, community: Community) -> str:
+        """See :func:`graph.reports.fingerprint`."""
+        return fingerprint(graph, community.members)
+
+    def summarize(
+        self,
+        graph: GraphStore,
+        community: Community,
+        children: Sequence[CommunityReport],
+        largest: int,
+    ) -> CommunityReport:
+        """See :func:`graph.reports.extractive_report`."""
+        return extractive_report(
+            community, graph, self.chunk_texts, largest=largest, children=children
+        )
+
+
+class WriterSummarizer:
+    """Any report writer (e.g. the LLM one) one community at a time."""
+
+    def __init__(self, writer: ReportWriter, chunk_texts: ChunkTexts) -> None:
+        self.writer = writer
+        self.chunk_texts = chunk_texts
+
+    @property
+    def llm_calls(self) -> int:
+        """Calls the writer's client made so far (0 for writers without one)."""
+        stats: LLMStats | None = getattr(self.writer, "stats", None)
+        return stats.calls if stats is not None else 0
+
+    def fingerprint(self, graph: GraphStore, community: Community) -> str:
+        """See :func:`graph.reports.fingerprint`."""
+        return fingerprint(graph, community.members)
+
+    def summarize(
+        self,
+        graph: GraphStore,
+        community: Community,
+        children: Sequence[CommunityReport],
+        largest: int,
+    ) -> CommunityReport:
+        """The writer's report for this one community."""
+        job = ReportJob(community, tuple(children), largest)
+        return self.writer.write_level(graph, self.chunk_texts, [job])[0]
+
+
+@dataclass
+class RefreshPlan:
+    """What a refresh has to summarise: stale ids per level, deepest level first."""
+
+    communities: int
+    stale: int
+    levels: list[list[str]] = field(default_factory=list)
+    largest: int = 1
+
+
+@dataclass
+class RefreshReport:
+    """What one refresh did (``refreshed``: summaries rewritten)."""
+
+    communities: int = 0
+    stale: int = 0
+    refreshed: int = 0
+    unchanged: int = 0
+    llm_calls: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """JSON-ready counts."""
+        return asdict(self)
+
+
+def plan_refresh(graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 42) -> RefreshPlan:
+    """Mark stale communities, re-cluster keeping stable ids, list what to summarise."""
+    previous = graph.communities()
+    touched = graph.touched_entities()
+    graph.mark_stale(sorted(stale_communities_for(previous, touched)))
+    current = update_hierarchy(
+        graph.edges(), previous, touched, max_cluster_size=max_cluster_size, seed=seed
+    )
+    graph.replace_communities(current)
+    graph.clear_touched(sorted(touched))
+    before = {c.id: c.members for c in previous}
+    reported = {r.community_id for r in graph.reports()}
+    marked = graph.stale_communities()
+    ids = {c.id for c in current}
+    changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
+    stale = _with_ancestors(current, (marked & ids) | changed)
+    graph.clear_stale(sorted(marked - ids))
+    graph.mark_stale(sorted(stale))
+    by_level: dict[int, list[str]] = {}
+    for community in current:
+        if community.id in stale:
+            by_level.setdefault(community.level, []).append(community.id)
+    largest = max((len(_chunk_ids(graph, c)) for c in current), default=1)
+    return RefreshPlan(
+        communities=len(current),
+        stale=len(stale),
+        levels=[by_level[level] for level in sorted(by_level, reverse=True)],
+        largest=max(1, largest),
+    )
+
+
+def summarize_community(
+    graph: GraphStore, summarizer: Summarizer, community_id: str, largest: int
+) -> CommunityReport | None:
+    """A new report for a stale community, or None when its fingerprint is unchanged."""
+    communities = {c.id: c for c in graph.communities()}
+    community = communities.get(community_id)
+    if community is None:
+        return None  # gone in a later re-clustering; nothing to write
+    reports = {r.community_id: r for r in graph.reports()}
+    previous = reports.get(community_id)
+    if previous is not None and previous.fingerprint == summarizer.fingerprint(graph, community):
+        return None
+    children = [
+        reports[c.id] for c in communities.values() if c.parent == community_id and c.id in reports
+    ]
+    return summarizer.summarize(graph, community, children, largest)
+
+
+def store_reports(
+    graph: GraphStore, written: Sequence[CommunityReport], checked: Sequence[str]
+) -> None:
+    """Store a level's new reports, drop reports of vanished communities, clear marks."""
+    current = {c.id for c in graph.communities()}
+    merged = {r.community_id: r for r in graph.reports() if r.community_id in current}
+    merged.update({r.community_id: r for r in written if r.community_id in current})
+    graph.replace_reports(sorted(merged.values(), key=lambda r: (r.level, r.community_id)))
+    graph.clear_stale(list(checked))
+
+
+def refresh(
+    graph: GraphStore,
+    summarizer: Summarizer,
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 42,
+) -> RefreshReport:
+    """Plan, then summarise every stale community level by level, in-process."""
+    plan = plan_refresh(graph, max_cluster_size=max_cluster_size, seed=seed)
+    return run_plan(graph, summarizer, plan)
+
+
+def run_plan(graph: GraphStore, summarizer: Summarizer, plan: RefreshPlan) -> RefreshReport:
+    """Summarise a plan's stale communities level by level, in-process."""
+    calls_before = summarizer.llm_calls
+    report = RefreshReport(communities=plan.communities, stale=plan.stale)
+    for level in plan.levels:
+        written = [
+            r
+            for community_id in level
+            if (r := summarize_community(graph, summarizer, community_id, plan.largest))
+        ]
+        store_reports(graph, written, level)
+        report.refreshed += len(written)
+    report.unchanged = report.communities - report.refreshed
+    report.llm_calls = summarizer.llm_calls - calls_before
+    return report
+
+
+def report_from(plan: RefreshPlan, refreshed: int, llm_calls: int) -> dict[str, Any]:
+    """The refresh report of a fanned-out run, from its plan and the level results."""
+    return RefreshReport(
+        communities=plan.communities,
+        stale=plan.stale,
+        refreshed=refreshed,
+        unchanged=plan.communities - refreshed,
+        llm_calls=llm_calls,
+    ).as_dict()
+
+
+def plan_to_dict(plan: RefreshPlan) -> dict[str, Any]:
+    """A plan as task arguments."""
+    return asdict(plan)
+
+
+def plan_from_dict(data: Mapping[str, Any]) -> RefreshPlan:
+    """Inverse of :func:`plan_to_dict`."""
+    return RefreshPlan(
+        communities=int(data["communities"]),
+        stale=int(data["stale"]),
+        levels=[list(level) for level in data["levels"]],
+        largest=int(data["largest"]),
+    )
+
+
+def _with_ancestors(communities: Sequence[Community], ids: set[str]) -> set[str]:
+    parents = {c.id: c.parent for c in communities}
+    out: set[str] = set()
+    for start in ids:
+        current: str | None = start
+        while current is not None and current not in out:
+            out.add(current)
+            current = parents.get(current)
+    return out
+
+
+def _chunk_ids(graph: GraphStore, community: Community) -> set[str]:
+    found = graph.chunks_of_entities(list(community.members))
+    return {chunk for chunks in found.values() for chunk in chunks}

@@ -1,0 +1,326 @@
+"""Job state: one job per ingest (or refresh) request, one status row per document.
+
+The tables live in the store's SQLite file, so job state is as durable as the data and
+survives a broker that forgets everything (Redis here keeps nothing on disk). A document
+moves ``pending → chunked → embedded → extracted → done``, or ends ``failed`` with a
+reason; a status only ever moves forward, so a re-delivered task cannot undo progress.
+An ingest job stages each loaded document (its JSON) until the document is done, so a
+worker needs nothing but the job id and the document ids to redo any step.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from lore.models import Rejected, SourceDocument
+from lore.sqlite import connect, transaction
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, epoch TEXT NOT NULL,
+    detail TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS job_documents (
+    job_id TEXT NOT NULL, document_id TEXT NOT NULL, position INTEGER NOT NULL,
+    source TEXT NOT NULL, status TEXT NOT NULL, error TEXT, chunks INTEGER NOT NULL,
+    payload TEXT, updated_at TEXT NOT NULL,
+    PRIMARY KEY (job_id, document_id)
+);
+CREATE INDEX IF NOT EXISTS job_documents_by_status ON job_documents(job_id, status);
+"""
+
+
+class JobStatus(StrEnum):
+    """Where one document of a job is; ``done`` and ``failed`` are final."""
+
+    PENDING = "pending"
+    CHUNKED = "chunked"
+    EMBEDDED = "embedded"
+    EXTRACTED = "extracted"
+    DONE = "done"
+    FAILED = "failed"
+
+
+_RANK = {s: i for i, s in enumerate(JobStatus)}
+FINAL = (JobStatus.DONE, JobStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job row with its per-status document counts."""
+
+    id: str
+    kind: str
+    state: str
+    epoch: str
+    detail: dict[str, Any]
+    created_at: str
+    updated_at: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Documents in the job (inputs rejected while loading included)."""
+        return sum(self.counts.values())
+
+    @property
+    def finished(self) -> int:
+        """Documents done or failed."""
+        return sum(self.counts.get(s.value, 0) for s in FINAL)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class JobStore:
+    """Job tables in the store's SQLite file; safe to share between threads."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.RLock()
+        self._db = connect(path)
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(self._db, self._lock)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def create(self, kind: str, *, epoch: str = "", detail: Mapping[str, Any] | None = None) -> str:
+        """A new running job; returns its id."""
+        job_id = uuid.uuid4().hex[:16]
+        now = _now()
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO jobs VALUES (?, ?, 'running', ?, ?, ?, ?)",
+                (job_id, kind, epoch, json.dumps(dict(detail or {})), now, now),
+            )
+        return job_id
+
+    def get(self, job_id: str) -> JobInfo | None:
+        """A job with its counts, or None."""
+        found = self._jobs("WHERE id = ?", (job_id,))
+        return found[0] if found else None
+
+    def list_jobs(self, limit: int = 20, state: str | None = None) -> list[JobInfo]:
+        """The newest jobs first."""
+        where, args = ("WHERE state = ?", (state,)) if state else ("", ())
+        return self._jobs(f"{where} ORDER BY created_at DESC, id LIMIT {int(limit)}", args)
+
+    def _jobs(self, tail: str, args: Sequence[object]) -> list[JobInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, kind, state, epoch, detail, created_at, updated_at FROM jobs " + tail,
+                list(args),
+            ).fetchall()
+            out = []
+            for row in rows:
+                counts = dict(
+                    self._db.execute(
+                        "SELECT status, COUNT(*) FROM job_documents WHERE job_id = ? "
+                        "GROUP BY status",
+                        (row[0],),
+                    ).fetchall()
+                )
+                out.append(
+                    JobInfo(
+                        str(row[0]),
+                        str(row[1]),
+                        str(row[2]),
+                        str(row[3]),
+                        json.loads(row[4]),
+                        str(row[5]),
+                        str(row[6]),
+                        {str(k): int(v) for k, v in counts.items()},
+                    )
+                )
+        return out
+
+    def update_job(
+        self,
+        job_id: str,
+        *,
+        state: str | None = None,
+        epoch: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Change a job's state, broker epoch or merge keys into its detail."""
+        with self._write() as db:
+            row = db.execute("SELECT detail FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                return
+            merged = {**json.loads(row[0]), **dict(detail or {})}
+            db.execute(
+                "UPDATE jobs SET state = COALESCE(?, state), epoch = COALESCE(?, epoch), "
+                "detail = ?, updated_at = ? WHERE id = ?",
+                (state, epoch, json.dumps(merged), _now(), job_id),
+            )
+
+    # -- documents -------------------------------------------------------------------------
+
+    def stage(self, job_id: str, items: Iterable[SourceDocument | Rejected]) -> list[str]:
+        """Record every input of a job; return the ids of the documents to process.
+
+        A rejected input is recorded ``failed`` with its reason; an id seen twice in one
+        job is processed once and the repeat is noted in the job's detail.
+        """
+        staged: list[str] = []
+        repeats: list[list[str]] = []
+        with self._write() as db:
+            position = int(
+                db.execute(
+                    "SELECT COALESCE(MAX(position), -1) + 1 FROM job_documents WHERE job_id = ?",
+                    (job_id,),
+                ).fetchone()[0]
+            )
+            for item in items:
+                failed = isinstance(item, Rejected)
+                payload = None if isinstance(item, Rejected) else _dump(item)
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO job_documents VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                    (
+                        job_id,
+                        item.id,
+                        position,
+                        item.source,
+                        JobStatus.FAILED.value if failed else JobStatus.PENDING.value,
+                        item.reason if isinstance(item, Rejected) else None,
+                        payload,
+                        _now(),
+                    ),
+                )
+                position += 1
+                if cur.rowcount == 0:
+                    repeats.append(
+                        [item.id, f"id {item.id!r} appears twice in this run ({item.source})"]
+                    )
+                elif not failed:
+                    staged.append(item.id)
+        if repeats:
+            self.update_job(job_id, detail={"repeated": repeats})
+        return staged
+
+    def documents(self, job_id: str, document_ids: Sequence[str]) -> list[SourceDocument]:
+        """The staged documents among ``document_ids`` that are not final yet."""
+        rows = self._select(
+            job_id,
+            "document_id, payload, status",
+            document_ids,
+        )
+        return [
+            _load(str(payload))
+            for _, payload, status in rows
+            if payload is not None and status not in FINAL
+        ]
+
+    def statuses(
+        self, job_id: str, document_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[JobStatus, str | None]]:
+        """Status and failure reason of the job's documents (all, or the named ones)."""
+        rows = self._select(job_id, "document_id, status, error", document_ids)
+        return {str(d): (JobStatus(s), None if e is None else str(e)) for d, s, e in rows}
+
+    def _select(
+        self, job_id: str, columns: str, document_ids: Sequence[str] | None
+    ) -> list[tuple[Any, ...]]:
+        sql = f"SELECT {columns} FROM job_documents WHERE job_id = ?"
+        with self._lock:
+            if document_ids is None:
+                return self._db.execute(sql + " ORDER BY position", (job_id,)).fetchall()
+            rows: list[tuple[Any, ...]] = []
+            for start in range(0, len(document_ids), 500):
+                batch = list(document_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows.extend(
+                    self._db.execute(
+                        f"{sql} AND document_id IN ({marks}) ORDER BY position", [job_id, *batch]
+                    ).fetchall()
+                )
+            return rows
+
+    def advance(
+        self,
+        job_id: str,
+        document_ids: Sequence[str],
+        status: JobStatus,
+        *,
+        chunks: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Move documents forward to ``status`` (never backwards, never out of a final one)."""
+        lower = [s.value for s in JobStatus if _RANK[s] < _RANK[status] and s not in FINAL]
+        marks = ",".join("?" * len(lower))
+        keep_payload = status not in FINAL
+        with self._write() as db:
+            db.executemany(
+                "UPDATE job_documents SET status = ?, error = ?, "
+                "chunks = COALESCE(?, chunks), payload = CASE WHEN ? THEN payload END, "
+                f"updated_at = ? WHERE job_id = ? AND document_id = ? AND status IN ({marks})",
+                [
+                    (status.value, error, chunks, keep_payload, _now(), job_id, d, *lower)
+                    for d in document_ids
+                ],
+            )
+
+    def fail(self, job_id: str, document_id: str, reason: str) -> None:
+        """Record that a document failed for good."""
+        self.advance(job_id, [document_id], JobStatus.FAILED, error=reason)
+
+    def unfinished(self, job_id: str) -> dict[str, JobStatus]:
+        """Documents of a job not done or failed yet, with their status."""
+        return {
+            d: status for d, (status, _) in self.statuses(job_id).items() if status not in FINAL
+        }
+
+    def finish_if_complete(self, job_id: str) -> bool:
+        """Mark the job done once every document is final; True when it is (or was)."""
+        info = self.get(job_id)
+        if info is None:
+            return False
+        if info.state != "running":
+            return True
+        if info.finished < info.total:
+            return False
+        failed = info.counts.get(JobStatus.FAILED.value, 0)
+        self.update_job(job_id, state="failed" if failed == info.total > 0 else "done")
+        return True
+
+
+def _dump(doc: SourceDocument) -> str:
+    return json.dumps(
+        {
+            "id": doc.id,
+            "source": doc.source,
+            "text": doc.text,
+            "title": doc.title,
+            "metadata": doc.metadata,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _load(raw: str) -> SourceDocument:
+    data = json.loads(raw)
+    return SourceDocument(
+        id=data["id"],
+        source=data["source"],
+        text=data["text"],
+        title=data["title"],
+        metadata=data["metadata"],
+    )

@@ -1,0 +1,217 @@
+"""Celery tasks: thin, named adapters around the plain steps of the pipeline.
+
+The steps live in ``workers.jobs`` and ``workers.refresh``. Each task takes ids (a job
+id and document ids, or a community id), is idempotent, retries only transient errors
+(exponential backoff with jitter, up to ``workers.max_retries``; then the documents fail
+with the reason), and runs under the app's time limits. Each worker process builds one
+:class:`Runtime` from the settings when it starts and warms its embedding model, so the
+first task does not pay for it.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from celery import chord, group
+from celery.signals import worker_process_init, worker_ready
+
+from graph.models import CommunityReport
+from ingest.graph_refresh import (
+    plan_from_dict,
+    plan_to_dict,
+    report_from,
+    store_reports,
+    summarize_community,
+)
+from lore.errors import TransientError
+from lore.jobs import JobStore
+from lore.settings import Settings, load_settings
+from workers.celery_app import app, broker_epoch
+from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
+from workers.refresh import prepare_refresh, summarizer_for
+from workers.runtime import Runtime, open_runtime
+
+RETRYABLE = (TransientError, sqlite3.OperationalError)
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def worker_state() -> tuple[Settings, Runtime, JobStore]:
+    """The settings, runtime and job store of this worker process (built once)."""
+    with _lock:
+        if "runtime" not in _state:
+            settings = load_settings()
+            _state["settings"] = settings
+            _state["runtime"] = open_runtime(settings)
+            _state["jobs"] = JobStore(settings.data_dir / "lore.sqlite3")
+    return _state["settings"], _state["runtime"], _state["jobs"]
+
+
+def _task(
+    name: str, *, bind: bool = False, keep_result: bool = False
+) -> Callable[[Callable[..., Any]], Any]:
+    """``app.task`` with a name (typed for mypy: Celery ships no annotations).
+
+    Results are kept only where a chord needs them; job state lives in the store.
+    """
+    decorator: Callable[[Callable[..., Any]], Any] = app.task(
+        bind=bind, name=name, ignore_result=not keep_result
+    )
+    return decorator
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def _warm_up(**kwargs: Any) -> None:
+    _, runtime, _ = worker_state()
+    runtime.embedder.embed_documents(["warm up"])
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _resume_on_start(**kwargs: Any) -> None:
+    resume_jobs.apply_async()
+
+
+def _retry(task: Any, exc: Exception, give_up: Callable[[str], None]) -> None:
+    """Retry ``task`` later, or call ``give_up`` with the reason once retries run out."""
+    settings, _, _ = worker_state()
+    cfg = settings.workers
+    retries = int(task.request.retries)
+    if retries >= cfg.max_retries:
+        give_up(f"{exc} (gave up after {retries} retries)")
+        return None
+    delay = min(cfg.retry_backoff_max_s, cfg.retry_backoff_s * 2**retries)
+    raise task.retry(exc=exc, countdown=delay * random.uniform(0.5, 1.0), max_retries=None)
+
+
+@_task("lore.ingest_documents", bind=True)
+def ingest_documents_task(self: Any, job_id: str, document_ids: list[str]) -> dict[str, int]:
+    """Load (from the job), chunk, embed and store documents; then queue extraction."""
+    _, runtime, jobs = worker_state()
+    try:
+        report, ready = ingest_documents(runtime, jobs, job_id, document_ids, retry_transient=True)
+    except RETRYABLE as exc:
+        _retry(self, exc, lambda why: fail_documents(runtime, jobs, job_id, document_ids, why))
+        return {"done": 0, "ready": 0}
+    if ready:
+        extract_chunks_task.apply_async((job_id, ready))
+    return {"done": len(report.done), "ready": len(ready)}
+
+
+@_task("lore.extract_chunks", bind=True)
+def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
+    """Extract entities and relations from the documents' chunks not yet extracted."""
+    _, runtime, jobs = worker_state()
+    try:
+        return extract_documents(runtime, jobs, job_id, document_ids)
+    except RETRYABLE as exc:
+        _retry(self, exc, lambda why: fail_documents(runtime, jobs, job_id, document_ids, why))
+        return 0
+
+
+@_task("lore.resume_jobs")
+def resume_jobs() -> dict[str, int]:
+    """Re-enqueue unfinished documents of jobs whose tasks a broker restart lost."""
+    settings, _, jobs = worker_state()
+    return resume(
+        jobs,
+        broker_epoch(settings),
+        lambda job_id, ids: ingest_documents_task.apply_async((job_id, ids)),
+        lambda job_id, ids: extract_chunks_task.apply_async((job_id, ids)),
+        settings.workers.ingest_batch_documents,
+    )
+
+
+# -- communities and their summaries ---------------------------------------------------
+
+
+def _refresh_lock(settings: Settings) -> Any:
+    import redis
+
+    return redis.Redis.from_url(
+        settings.broker.url or ""
+    ), f"{settings.broker.key_prefix}lock:refresh"
+
+
+@_task("lore.refresh_stale")
+def refresh_stale(job_id: str | None = None, rebuild: bool = False) -> dict[str, Any]:
+    """Catch the graph up, re-cluster, then summarise stale communities level by level."""
+    settings, runtime, jobs = worker_state()
+    job_id = job_id or jobs.create("refresh", detail={"rebuild": rebuild})
+    client, key = _refresh_lock(settings)
+    try:
+        expiry = int(settings.workers.task_time_limit_s * 4)
+        if not client.set(key, job_id, nx=True, ex=expiry) and client.get(key) != job_id.encode():
+            jobs.update_job(job_id, state="skipped", detail={"reason": "a refresh is running"})
+            return {"job_id": job_id, "skipped": True}
+    finally:
+        client.close()
+    plan = prepare_refresh(runtime, rebuild=rebuild)
+    jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
+    _next_level(job_id, plan_to_dict(plan), 0, 0, 0)
+    return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}
+
+
+@_task("lore.build_communities")
+def build_communities_task(job_id: str | None = None) -> dict[str, Any]:
+    """Recompute the whole hierarchy from scratch, then summarise what changed."""
+    result: dict[str, Any] = refresh_stale(job_id, rebuild=True)
+    return result
+
+
+def _next_level(job_id: str, plan: dict[str, Any], index: int, refreshed: int, calls: int) -> None:
+    levels = plan["levels"]
+    if index >= len(levels):
+        settings, _, jobs = worker_state()
+        counts = report_from(plan_from_dict(plan), refreshed, calls)
+        jobs.update_job(job_id, state="done", detail=counts)
+        client, key = _refresh_lock(settings)
+        try:
+            if client.get(key) == job_id.encode():
+                client.delete(key)
+        finally:
+            client.close()
+        return
+    header = group(summarize_community_task.si(cid, plan["largest"]) for cid in levels[index])
+    chord(header)(store_level.s(job_id, plan, index, refreshed, calls))
+
+
+@_task("lore.summarize_community", bind=True, keep_result=True)
+def summarize_community_task(self: Any, community_id: str, largest: int) -> dict[str, Any]:
+    """Write-free: the new report of one community (None if its inputs are unchanged)."""
+    _, runtime, _ = worker_state()
+    summarizer = summarizer_for(runtime)
+    failed: list[str] = []
+    try:
+        report = summarize_community(runtime.graph(), summarizer, community_id, largest)
+    except RETRYABLE as exc:
+        _retry(self, exc, failed.append)
+        report = None
+    return {
+        "id": community_id,
+        "report": report.to_json() if report else None,
+        "llm_calls": summarizer.llm_calls,
+        "failed": failed[0] if failed else None,
+    }
+
+
+@_task("lore.store_level")
+def store_level(
+    results: list[dict[str, Any]],
+    job_id: str,
+    plan: dict[str, Any],
+    index: int,
+    refreshed: int,
+    calls: int,
+) -> int:
+    """Store one level's reports (children are stored before parents are summarised)."""
+    _, runtime, _ = worker_state()
+    written = [CommunityReport.from_json(r["report"]) for r in results if r["report"]]
+    checked = [str(r["id"]) for r in results if not r["failed"]]
+    store_reports(runtime.graph(), written, checked)
+    used = sum(int(r["llm_calls"]) for r in results)
+    _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used)
+    return len(written)
