@@ -3,7 +3,9 @@
 The graph catches up with the store like the search indexes do: chunks not yet
 extracted are extracted, contributions of chunks that no longer exist (their document
 changed or was deleted) are removed, so an unchanged chunk costs nothing on a re-run.
-Communities are then recomputed from the merged relations.
+Communities are then recomputed from the merged relations. The extractor's version is
+recorded with the data: when it changes, every chunk is extracted again, so an improved
+extractor never leaves a graph half made by its predecessor.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from graph.store import GraphStore
 from lore.store import Store
 
 Extractor = Callable[[str, str], tuple[list[EntityMention], list[RelationMention]]]
+EXTRACTOR_META = "graph_extractor"
 
 
 @dataclass
@@ -35,11 +38,18 @@ def build_graph(
     extract: Extractor,
     progress: Callable[[int, int], None] | None = None,
     batch: int = 200,
+    version: str = "",
 ) -> GraphBuildReport:
-    """Extract pending chunks, drop contributions of chunks that are gone."""
+    """Extract pending chunks, drop contributions of chunks that are gone.
+
+    ``version`` names the extractor; a graph extracted by another version is redone.
+    """
     refs = store.chunk_refs()
     current = {chunk_id for _, chunk_id, _ in refs}
     done = graph.extracted_chunks()
+    if done and store.get_meta(EXTRACTOR_META) != version:
+        graph.remove_chunks(sorted(done))
+        done = set()
     report = GraphBuildReport(unchanged=len(current & done))
     gone = sorted(done - current)
     if gone:
@@ -58,6 +68,7 @@ def build_graph(
             report.extracted += 1
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
+    store.set_meta(EXTRACTOR_META, version)
     return report
 
 

@@ -143,6 +143,11 @@ class Store:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a value with the data, replacing an earlier one."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
     def bind_embedder(self, model: str, dimension: int) -> None:
         """Record the embedding model on first use; refuse a different one later."""
         with self._write() as db:

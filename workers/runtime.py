@@ -17,6 +17,7 @@ from pathlib import Path
 
 from graph.reports import build_reports
 from graph.stores.local import LocalGraphStore
+from ingest.extract_offline import VERSION as EXTRACTOR_VERSION
 from ingest.extract_offline import extract as extract_offline
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
 from ingest.loaders import document_id_for, load_paths
@@ -277,7 +278,9 @@ class Runtime:
     ) -> tuple[GraphBuildReport, int]:
         """Extract what is new, drop what is gone, recompute communities."""
         graph = self.graph()
-        report = build_graph(self.store, graph, extract_offline, progress)
+        report = build_graph(
+            self.store, graph, extract_offline, progress, version=f"offline-{EXTRACTOR_VERSION}"
+        )
         cfg = self.settings.graph
         communities = build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
         existing = {r.community_id: r for r in graph.reports()}
