@@ -407,14 +407,15 @@ class Store:
             ).fetchall()
         return [(int(r), str(c), str(d)) for r, c, d in rows]
 
-    def titled_chunks(self) -> list[tuple[str, str]]:
-        """(chunk id, document title) of every chunk whose document has a title."""
+    def titled_chunks(self) -> list[tuple[str, str, str]]:
+        """(chunk id, document id, title) of every chunk of a titled document, in order."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT c.id, d.title FROM chunks c JOIN documents d ON d.id = c.document_id "
-                "WHERE d.title != '' ORDER BY c.row_id"
+                "SELECT c.id, c.document_id, d.title FROM chunks c "
+                "JOIN documents d ON d.id = c.document_id "
+                "WHERE d.title != '' ORDER BY c.document_id, c.ordinal"
             ).fetchall()
-        return [(str(c), str(t)) for c, t in rows]
+        return [(str(c), str(d), str(t)) for c, d, t in rows]
 
     def chunks_of_document(self, document_id: str) -> list[StoredChunk]:
         """A document's chunks in order."""

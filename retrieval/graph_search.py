@@ -86,17 +86,25 @@ class GraphExpander:
         """Chunks titled by what the question names, then by what those chunks name.
 
         Each starting document votes once for every title its chunks name, however many
-        of its chunks name it; votes of different starting documents add up.
+        of its chunks name it; votes of different starting documents add up. A long
+        document's later chunks count less (``1 / (1 + position)``), unless hybrid search
+        ranked them among its best, so its chunks do not crowd out the next hop.
         """
         titles = self.title_index()
+        seeds = set(seed_chunks)
+
+        def share(chunk_id: str) -> float:
+            return 1.0 if chunk_id in seeds else 1.0 / (1 + titles.position.get(chunk_id, 0))
+
         groups = [match.chunks for match in titles.find(query)]
         weight = self.named_title
-        scores = {chunk_id: weight for group in groups for chunk_id in group}
+        scores = {chunk_id: weight * share(chunk_id) for group in groups for chunk_id in group}
         if not groups:
             groups = [(chunk_id,) for chunk_id in seed_chunks]
             weight = self.named_title * self.seed_source
         starts = {chunk_id for group in groups for chunk_id in group}
         entities = self.graph.entities_of_chunks(sorted(starts))
+        vote = self.bridge * weight / self.named_title
         for group in groups:
             reached = {
                 target
@@ -106,7 +114,7 @@ class GraphExpander:
                 for target in match.chunks
             }
             for target in sorted(reached - starts):
-                scores[target] = scores.get(target, 0.0) + self.bridge * weight / self.named_title
+                scores[target] = scores.get(target, 0.0) + vote * share(target)
         return scores
 
     def entity_walk(self, query: str, seed_chunks: Sequence[str]) -> dict[str, float]:

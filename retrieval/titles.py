@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from retrieval.stopwords import ENGLISH_STOPWORDS
 
@@ -65,20 +65,29 @@ class TitleMatch:
 
 @dataclass(frozen=True)
 class TitleIndex:
-    """Title forms of the stored documents, each with the ids of the chunks it titles."""
+    """Title forms of the stored documents, each with the ids of the chunks it titles.
+
+    ``position`` is a chunk's place in its document (0 for the first chunk).
+    """
 
     chunks: Mapping[Form, tuple[str, ...]]
+    position: Mapping[str, int] = field(default_factory=dict)
     longest: int = 0
 
     @classmethod
-    def build(cls, titled_chunks: Iterable[tuple[str, str]]) -> TitleIndex:
-        """Index ``(chunk id, document title)`` pairs."""
-        chunks: dict[Form, set[str]] = defaultdict(set)
-        for chunk_id, title in titled_chunks:
+    def build(cls, titled_chunks: Iterable[tuple[str, str, str]]) -> TitleIndex:
+        """Index ``(chunk id, document id, title)`` triples, each document's in order."""
+        chunks: dict[Form, dict[str, None]] = defaultdict(dict)
+        position: dict[str, int] = {}
+        seen: dict[str, int] = defaultdict(int)
+        for chunk_id, document_id, title in titled_chunks:
+            position[chunk_id] = seen[document_id]
+            seen[document_id] += 1
             for form in title_forms(title):
-                chunks[form].add(chunk_id)
+                chunks[form][chunk_id] = None
         return cls(
-            {form: tuple(sorted(found)) for form, found in chunks.items()},
+            {form: tuple(found) for form, found in chunks.items()},
+            position,
             max((len(form) for form in chunks), default=0),
         )
 

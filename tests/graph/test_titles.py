@@ -4,15 +4,16 @@ from retrieval.titles import TitleIndex, name_tokens, title_forms
 
 INDEX = TitleIndex.build(
     [
-        ("c1", "Lothair II"),
-        ("c2", "Ermengarde of Tours"),
-        ("c3", "Atomised (film)"),
-        ("c4", "Beatrice I, Countess of Burgundy"),
-        ("c5", "Love, Honor and Oh-Baby!"),
-        ("c6", "Empire"),
-        ("c7", "Norodom Suramarit"),
-        ("c8", "The"),
-        ("c9", "Lothair II"),
+        ("c1", "d1", "Lothair II"),
+        ("c2", "d2", "Ermengarde of Tours"),
+        ("c3", "d3", "Atomised (film)"),
+        ("c4", "d4", "Beatrice I, Countess of Burgundy"),
+        ("c5", "d5", "Love, Honor and Oh-Baby!"),
+        ("c6", "d6", "Empire"),
+        ("c7", "d7", "Norodom Suramarit"),
+        ("c8", "d8", "The"),
+        ("c9", "d9", "Lothair II"),
+        ("c10", "d9", "Lothair II"),
     ]
 )
 
@@ -39,7 +40,7 @@ def test_find_prefers_the_longest_title_and_reports_text_order() -> None:
         ("lothair", "ii"),
         ("atomised", "film"),
     ]
-    assert found[1].chunks == ("c1", "c9")  # every chunk the title covers
+    assert found[1].chunks == ("c1", "c9", "c10")  # every chunk the title covers
     assert INDEX.find("Beatrice I, Countess Of Burgundy's husband")[0].chunks == ("c4",)
     assert INDEX.find("nothing here") == []
 
