@@ -10,6 +10,7 @@ rather than being dropped.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -28,6 +29,13 @@ class LLMExtractor:
     def __init__(self, client: LLMClient, entity_types: Sequence[str]) -> None:
         self.client = client
         self.entity_types = list(entity_types)
+
+    @property
+    def version(self) -> str:
+        """The model and a hash of the prompt: either changing redoes the graph."""
+        prompt = extract_graph.render("", "", self.entity_types)
+        digest = hashlib.sha256(prompt.system.encode()).hexdigest()[:12]
+        return f"llm-{self.client.model}-{digest}"
 
     @property
     def stats(self) -> LLMStats:

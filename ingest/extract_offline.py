@@ -15,13 +15,18 @@ from collections import Counter
 
 from graph.models import EntityMention, RelationMention, entity_key
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}|\n(?=\s*(?:[-*]|\d+\.)\s)")
+VERSION = "2"  # bump on any change to what is extracted: stored graphs are then redone
+# A full stop after a lone capital is an initial ("Albert S. Rogell"), not a sentence end.
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+|\n{2,}|\n(?=\s*(?:[-*]|\d+\.)\s)")
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){2,}$")
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
-_CONNECTORS = {"of", "the", "de", "von", "van", "la", "le", "da", "di"}
+_CONNECTORS = {
+    *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
+    *("bin", "ibn", "mac"),
+}
 _METRIC_SUFFIX = ("_seconds", "_total", "_bytes", "_count", "_ratio", "_ms", "_lag_seconds")
 _STOP_CAPS = {
     "The",

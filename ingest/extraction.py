@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from graph.models import EntityMention, RelationMention
-from ingest.extract_offline import extract
+from ingest.extract_offline import VERSION, extract
 from lore.llm import LLMStats
 
 
@@ -55,6 +55,11 @@ class Extractor(Protocol):
         """What the extractor's model calls cost so far."""
         ...
 
+    @property
+    def version(self) -> str:
+        """Changes whenever what it extracts may change (a stored graph is then redone)."""
+        ...
+
     def extract_batch(self, chunks: Sequence[ChunkInput]) -> list[Extraction | Quarantined]:
         """One result per chunk, in order."""
         ...
@@ -64,6 +69,7 @@ class OfflineExtractor:
     """:func:`ingest.extract_offline.extract` behind the extractor role."""
 
     name = "offline"
+    version = f"offline-{VERSION}"
 
     def __init__(self) -> None:
         self.stats = LLMStats()  # stays zero: no model is called

@@ -5,7 +5,10 @@ extracted are extracted, contributions of chunks that no longer exist (their doc
 changed or was deleted) are removed, so an unchanged chunk costs nothing on a re-run.
 Communities are then recomputed from the merged relations. A chunk the extractor could
 not handle is quarantined with its reason (``ingest/quarantine.py``) and skipped until
-retried; the report counts them and what the LLM cost (calls, tokens, cache hits).
+retried; the report counts them and what the LLM cost (calls, tokens, cache hits). The
+extractor's version is recorded with the data: when it changes (an improved offline
+extractor, another LLM model or prompt), every chunk is extracted again, so a graph is
+never half made by a predecessor.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from ingest.extraction import ChunkInput, Extraction, Extractor
 from ingest.quarantine import Quarantine
 from lore.llm import LLMStats
 from lore.store import Store
+
+EXTRACTOR_META = "graph_extractor"
 
 
 @dataclass
@@ -35,6 +40,22 @@ class GraphBuildReport:
     llm: LLMStats = field(default_factory=LLMStats)
 
 
+def reset_if_extractor_changed(
+    store: Store, graph: GraphStore, quarantine: Quarantine, version: str
+) -> bool:
+    """Drop every extraction made by another extractor version; True when it did."""
+    recorded = store.get_meta(EXTRACTOR_META)
+    if recorded == version:
+        return False
+    store.set_meta(EXTRACTOR_META, version)
+    done = graph.extracted_chunks()
+    if recorded is None and not done:
+        return False  # a new graph: nothing to redo
+    graph.remove_chunks(sorted(done))
+    quarantine.release()
+    return True
+
+
 def build_graph(
     store: Store,
     graph: GraphStore,
@@ -43,10 +64,15 @@ def build_graph(
     progress: Callable[[int, int], None] | None = None,
     batch: int = 64,
 ) -> GraphBuildReport:
-    """Extract pending chunks, drop contributions of chunks that are gone."""
+    """Extract pending chunks, drop contributions of chunks that are gone.
+
+    A graph extracted by another version of the extractor is redone.
+    """
     refs = store.chunk_refs()
     current = {chunk_id for _, chunk_id, _ in refs}
     done = graph.extracted_chunks()
+    if reset_if_extractor_changed(store, graph, quarantine, extractor.version):
+        done = set()
     held = quarantine.chunk_ids()
     report = GraphBuildReport(extractor=extractor.name, unchanged=len(current & done))
     gone = sorted(done - current)

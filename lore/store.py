@@ -143,6 +143,11 @@ class Store:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a value with the data, replacing an earlier one."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
     def bind_embedder(self, model: str, dimension: int) -> None:
         """Record the embedding model on first use; refuse a different one later."""
         with self._write() as db:
@@ -418,6 +423,16 @@ class Store:
                 "SELECT row_id, id, document_id FROM chunks ORDER BY row_id"
             ).fetchall()
         return [(int(r), str(c), str(d)) for r, c, d in rows]
+
+    def titled_chunks(self) -> list[tuple[str, str, str]]:
+        """(chunk id, document id, title) of every chunk of a titled document, in order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.id, c.document_id, d.title FROM chunks c "
+                "JOIN documents d ON d.id = c.document_id "
+                "WHERE d.title != '' ORDER BY c.document_id, c.ordinal"
+            ).fetchall()
+        return [(str(c), str(d), str(t)) for c, d, t in rows]
 
     def chunks_of_document(self, document_id: str) -> list[StoredChunk]:
         """A document's chunks in order."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ingest.extraction import ChunkInput, Extraction, Extractor
+from ingest.graph_build import reset_if_extractor_changed
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
@@ -139,6 +140,7 @@ def extract_documents(
         return 0
     graph = runtime.graph()
     extractor = extractor_for(runtime)
+    reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
     skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
     pending = [
         ChunkInput(c.id, c.document_id, c.text, c.title)

@@ -42,3 +42,13 @@ def test_entity_key_normalises_case_punctuation_and_plurals() -> None:
     assert entity_key("ERR_CONN_RESET") == "err_conn_reset"
     assert entity_key("status") == "status" and entity_key("access") == "access"
     assert entity_key("Retry Policies") == "retry policy"
+
+
+def test_initials_and_name_particles_stay_inside_a_name() -> None:
+    text = (
+        "The film was directed by Albert S. Rogell. It was the son of Muhammad bin Saud "
+        "and Conchobar mac Nessa."
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert {"Albert S. Rogell", "Muhammad bin Saud", "Conchobar mac Nessa"} <= names
+    assert "Albert" not in names and "Rogell" not in names  # no split at the initial

@@ -1,0 +1,37 @@
+"""Graph building: a changed extractor version re-extracts every chunk."""
+
+from pathlib import Path
+
+from graph.stores.local import LocalGraphStore
+from ingest.extraction import OfflineExtractor
+from ingest.graph_build import build_graph
+from ingest.quarantine import Quarantine
+from lore.embedders import LocalEmbedder
+from lore.models import SourceDocument
+from tests.conftest import make_runtime
+
+
+class Versioned(OfflineExtractor):
+    def __init__(self, version: str) -> None:
+        super().__init__()
+        self.version = version
+
+
+def test_a_new_extractor_version_redoes_the_graph(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    rt.ingest([SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")])
+    graph = LocalGraphStore(tmp_path / "lore.sqlite3")
+    held = Quarantine(tmp_path / "lore.sqlite3")
+    held.add("old-chunk", "d0", "offline", "a reason from the old extractor")
+    first = build_graph(rt.store, graph, Versioned("a"), held)
+    assert first.extracted == 1
+    assert build_graph(rt.store, graph, Versioned("a"), held).extracted == 0
+    again = build_graph(rt.store, graph, Versioned("b"), held)
+    assert again.extracted == 1 and again.unchanged == 0
+    assert graph.entity("Kestrel Range") is not None
+    assert held.entries() == []  # the new version gets a fresh chance at every chunk
+    graph.close()
+    held.close()
+    rt.close()
