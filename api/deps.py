@@ -83,6 +83,7 @@ def get_principal(
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
 NamespacesDep = Annotated[Namespaces, Depends(get_namespaces)]
 NamespaceQuery = Annotated[
     str | None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,55 @@ def load_file(
     except OSError as exc:
         yield Rejected(doc_id, doc_id, f"cannot read file: {exc.strerror or exc}")
         return
+    yield from_bytes(raw, suffix, path.stem, doc_id, doc_id, extra_metadata)
+
+
+def load_upload(
+    name: str,
+    raw: bytes,
+    *,
+    doc_id: str,
+    max_bytes: int,
+    extra_metadata: Metadata | None = None,
+) -> Iterator[LoadResult]:
+    """Load an uploaded file's bytes as if it were a file called ``name``."""
+    suffix = Path(name).suffix.lower()
+    source = f"upload:{name}"
+    if suffix not in SUPPORTED:
+        yield Rejected(
+            doc_id,
+            source,
+            f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED)}",
+        )
+    elif suffix == ".jsonl":
+        with tempfile.TemporaryDirectory() as tmp:
+            staged = Path(tmp) / "upload.jsonl"
+            staged.write_bytes(raw)
+            yield from _jsonl(staged, doc_id, extra_metadata or {}, max_bytes)
+    elif len(raw) > max_bytes:
+        yield Rejected(
+            doc_id,
+            source,
+            f"upload is {len(raw):,} bytes, over the {max_bytes:,}-byte limit "
+            "(ingest.max_document_bytes)",
+        )
+    else:
+        yield from_bytes(raw, suffix, Path(name).stem, doc_id, source, extra_metadata)
+
+
+def from_bytes(
+    raw: bytes,
+    suffix: str,
+    stem: str,
+    doc_id: str,
+    source: str,
+    extra_metadata: Metadata | None = None,
+) -> LoadResult:
+    """One document from a file's bytes, read by its type (suffix)."""
     try:
         text = decode_text(raw)
     except InvalidRequestError as exc:
-        yield Rejected(doc_id, doc_id, str(exc))
-        return
+        return Rejected(doc_id, source, str(exc))
     extra = extra_metadata or {}
     meta: dict[str, Any] = {}
     if suffix in (".html", ".htm"):
@@ -116,10 +161,10 @@ def load_file(
         meta, body = split_front_matter(text)
         found = _MD_TITLE.search(body)
         title = str(meta.pop("title", "")) or (found.group(1).strip(" \t#") if found else "")
-        title = title or path.stem
+        title = title or stem
     else:
-        title, body, meta = path.stem, text, {}
-    yield make_document(doc_id, doc_id, body, title, {**meta, **extra})
+        title, body, meta = stem, text, {}
+    return make_document(doc_id, source, body, title, {**meta, **extra})
 
 
 def make_document(

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import RuntimeDep
 from graph.models import CommunityReport
 from lore.errors import NotFoundError
+from workers import service
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -179,3 +180,21 @@ async def get_community(
         stale=found.id in await asyncio.to_thread(graph.stale_communities),
         report=_report(report),
     )
+
+
+class RefreshRequest(BaseModel):
+    """What to refresh."""
+
+    rebuild: bool = Field(False, description="re-cluster from scratch and rewrite every report")
+
+
+@router.post("/communities/refresh")
+async def refresh_communities(
+    request: Request, runtime: RuntimeDep, body: RefreshRequest | None = None
+) -> dict[str, Any]:
+    """Re-summarise the communities a change made stale (queued when workers run)."""
+    result = await asyncio.to_thread(
+        service.refresh, runtime, rebuild=body.rebuild if body else False
+    )
+    request.app.state.metrics.llm_calls.inc(int(result.get("llm_calls", 0)))
+    return result

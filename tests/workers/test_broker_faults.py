@@ -197,3 +197,24 @@ def test_an_llm_failing_30_percent_of_calls_is_retried_to_a_consistent_state(
     assert len(chunks) >= 16
     assert chunks <= runtime.graph().extracted_chunks()  # every chunk extracted once
     assert not chunks & runtime.quarantine().chunk_ids()  # nothing given up
+
+
+def test_the_http_api_queues_on_the_workers_and_waits_until_searchable(
+    stack: tuple[Runtime, JobStore, Workers, OpenAITestServer, Redis],
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    runtime = stack[0]
+    with TestClient(create_app(runtime.settings)) as client:
+        body = {"id": "api/queued.md", "text": "ERR_QUEUED_VIA_API means retry.", "wait": True}
+        reply = client.post("/v1/documents", json=body)
+        assert reply.status_code == 200, reply.text
+        job = reply.json()
+        assert job["state"] == "done" and job["documents"][0]["status"] == "done"
+        found = client.post("/v1/memory/query", json={"search_text": "ERR_QUEUED_VIA_API"})
+        assert found.json()["results"][0]["document_id"] == "api/queued.md"
+        queued = client.post("/v1/documents", json={"id": "api/later.md", "text": "later"})
+        assert queued.status_code == 202 and queued.json()["state"] in ("running", "done")
+        assert client.get(f"/v1/jobs/{queued.json()['job_id']}").status_code == 200
