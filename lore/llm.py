@@ -242,30 +242,42 @@ class LLMClient:
         self._limiter: RateLimiter | None = None
         self._client: Any = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._users = 0
         self.stats = LLMStats()
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[LLMClient]:
-        """Open the HTTP client and the semaphore on the running event loop."""
-        import openai
+        """Open the HTTP client and the semaphore on the running event loop.
 
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=self._api_key or "not-needed",
-            timeout=self._timeout_s,
-            max_retries=0,  # retries are ours: counted, and with our backoff
-        )
-        self._semaphore = asyncio.Semaphore(self._max_concurrency)
-        # a limiter's connections belong to one event loop: made here, closed on exit
-        self._limiter = self._limiter_factory() if self._limiter_factory else None
+        Re-entrant on one loop (concurrent requests of a server share the connection);
+        the last one out closes it.
+        """
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            import openai
+
+            self._loop, self._users = loop, 0
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key or "not-needed",
+                timeout=self._timeout_s,
+                max_retries=0,  # retries are ours: counted, and with our backoff
+            )
+            self._semaphore = asyncio.Semaphore(self._max_concurrency)
+            # a limiter's connections belong to one event loop: made here, closed at the end
+            self._limiter = self._limiter_factory() if self._limiter_factory else None
+        self._users += 1
         try:
             yield self
         finally:
-            await self._client.close()
-            close = getattr(self._limiter, "aclose", None)
-            if close is not None:
-                await close()
-            self._client, self._semaphore, self._limiter = None, None, None
+            self._users -= 1
+            if self._users == 0:
+                await self._client.close()
+                close = getattr(self._limiter, "aclose", None)
+                if close is not None:
+                    await close()
+                self._client, self._semaphore, self._limiter = None, None, None
 
     async def ask(self, prompt: ChatPrompt[ReplyT]) -> ReplyT:
         """The validated reply (from the cache when the same prompt was answered before)."""

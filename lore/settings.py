@@ -221,6 +221,11 @@ class AskSettings(BaseModel):
     both_margin: float = Field(
         1.0, ge=0, description="route 'both' when both scores are strong and this close"
     )
+    llm: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto: with llm.base_url set, the LLM routes, maps reports and writes "
+        "answers; off: always the offline roles",
+    )
 
 
 class BrokerSettings(BaseModel):

@@ -93,6 +93,40 @@ def report_reply(user: str) -> dict[str, Any]:
     }
 
 
+def route_reply(user: str) -> dict[str, Any]:
+    """Global for aggregate wording, else local."""
+    question = user.split("\n", 1)[0].lower()
+    broad = any(w in question for w in ("across", "all ", "every", "themes", "overall"))
+    return {"decision": "global" if broad else "local", "reason": "scripted", "confidence": 0.9}
+
+
+def map_reply(user: str) -> dict[str, Any]:
+    """One key point per report shown (its title line), scored 70."""
+    points = []
+    for label, title in re.findall(r"^(R\d+):\n(.+)$", user, re.MULTILINE):
+        points.append({"description": f"The reports say: {title}", "score": 70, "reports": [label]})
+    return {"points": points}
+
+
+def answer_reply(user: str) -> dict[str, Any]:
+    """An answer citing the first two evidence numbers (and one that does not exist)."""
+    numbers = [int(n) for n in re.findall(r"^\[(\d+)\]", user, re.MULTILINE)][:2]
+    marks = " ".join(f"[{n}]" for n in numbers)
+    return {
+        "answer": f"According to the evidence {marks} [99], here is the answer.",
+        "cited": numbers,
+    }
+
+
+TASK_REPLIES = {
+    "extract_graph": extraction_reply,
+    "summarize_community": report_reply,
+    "route_question": route_reply,
+    "answer_global_map": map_reply,
+    "answer_question": answer_reply,
+}
+
+
 class OpenAITestServer:
     """Start with ``with OpenAITestServer() as server: server.base_url``."""
 
@@ -168,7 +202,7 @@ class OpenAITestServer:
                 messages = body["messages"]
                 task = messages[0]["content"].split("\n", 1)[0].removeprefix("TASK: ")
                 user = next(m["content"] for m in messages if m["role"] == "user")
-                reply = extraction_reply(user) if task == "extract_graph" else report_reply(user)
+                reply = TASK_REPLIES.get(task, report_reply)(user)
                 content = json.dumps(reply)
                 if behaviour == "fenced":  # repairable: fences, prose, a trailing comma
                     content = "Sure! Here it is:\n```json\n" + content[:-1] + ",}\n```\nDone."

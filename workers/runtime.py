@@ -34,7 +34,7 @@ from lore.settings import Settings
 from lore.store import Store
 from lore.tokens import counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
-from retrieval.answer import ExtractiveAnswerWriter
+from retrieval.answer import AnswerWriter, ExtractiveAnswerWriter
 from retrieval.ask import AskDefaults, Asker
 from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
@@ -43,8 +43,10 @@ from retrieval.global_search import GlobalSearcher
 from retrieval.graph_search import GraphExpander
 from retrieval.hybrid import HybridSearcher, SearchDefaults
 from retrieval.indexes import catch_up, index_lock
+from retrieval.keypoints import KeyPointMapper
+from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
 from retrieval.rerank import Reranker, open_reranker
-from retrieval.router import HeuristicRouteClassifier, Mode
+from retrieval.router import HeuristicRouteClassifier, Mode, RouteClassifier
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
 
@@ -387,14 +389,24 @@ class Runtime:
     def asker(self) -> Asker:
         """Router, global search and answer writer over this runtime (made once).
 
-        Offline roles for now; an LLM client plugs in here as the route classifier,
-        the key-point mapper and the answer writer.
+        With an LLM configured (and ``ask.llm`` not ``off``) the model routes, maps the
+        reports and writes the answer, each falling back to the offline role on failure.
         """
         searcher = self.searcher()
         if self._asker is not None and self._asker.searcher is searcher:
             return self._asker
         cfg = self.settings.ask
         counter = self.pipeline().counter
+        heuristic = HeuristicRouteClassifier(self.analyzer, both_margin=cfg.both_margin)
+        extractive = ExtractiveAnswerWriter(self.analyzer)
+        client = build_llm_client(self.settings) if cfg.llm == "auto" else None
+        classifier: RouteClassifier = heuristic
+        writer: AnswerWriter = extractive
+        mapper: KeyPointMapper | None = None
+        if client is not None:
+            classifier = LLMRouteClassifier(client, heuristic)
+            writer = LLMAnswerWriter(client, extractive)
+            mapper = LLMKeyPointMapper(client)
         self._asker = Asker(
             searcher=searcher,
             global_searcher=GlobalSearcher(
@@ -403,12 +415,13 @@ class Runtime:
                 embedder=self.embedder,
                 counter=counter,
                 executor=searcher.embed_executor,
+                mapper=mapper,
             ),
             graph=self.graph(),
             store=self.store,
             counter=counter,
-            classifier=HeuristicRouteClassifier(self.analyzer, both_margin=cfg.both_margin),
-            writer=ExtractiveAnswerWriter(self.analyzer),
+            classifier=classifier,
+            writer=writer,
             defaults=AskDefaults(
                 mode=cfg.mode,
                 budget_tokens=cfg.budget_tokens,

@@ -4,7 +4,13 @@ import pytest
 from pydantic import BaseModel
 
 from lore.llm import parse_reply, repair_json
-from lore.prompts import extract_graph, summarize_community
+from lore.prompts import (
+    answer_global_map,
+    answer_question,
+    extract_graph,
+    route_question,
+    summarize_community,
+)
 
 
 class Pair(BaseModel):
@@ -50,11 +56,22 @@ def test_every_prompt_renders_with_its_task_first_and_a_reply_model() -> None:
         [("R1", "payments-api", "ledger-db", "writes to")],
         [("C1", "payments-api writes to ledger-db.")],
     )
-    for prompt, task in ((extraction, "extract_graph"), (report, "summarize_community")):
+    route = route_question.render("What does PAY-5031 mean?", "identifiers pay-5031")
+    mapped = answer_global_map.render("Main themes?", [("R1", "Timeouts everywhere")])
+    answer = answer_question.render("Why?", [(1, "Because the pool was full.")])
+    rendered = (
+        (extraction, "extract_graph"),
+        (report, "summarize_community"),
+        (route, "route_question"),
+        (mapped, "answer_global_map"),
+        (answer, "answer_question"),
+    )
+    for prompt, task in rendered:
         messages = prompt.messages()
         assert messages[0]["content"].splitlines()[0] == f"TASK: {task}"
         assert prompt.task == task and messages[1]["role"] == "user"
     assert "PAY-5031" in extraction.user and "Types" not in extraction.system
     assert "service" in extraction.system and "E1 | payments-api" in report.user
+    assert "R1:\nTimeouts everywhere" in mapped.user and "[1] Because" in answer.user
     strength = extract_graph.ExtractedRelation(source="a", target="b", strength=42)
     assert strength.strength == 10.0  # clamped to the scale the prompt asks for

@@ -23,6 +23,7 @@ from lore.models import SourceDocument
 from tests.conftest import make_runtime
 from tests.workers.conftest import Workers, short_docs, stored, wait_job
 from workers.client import submit_documents
+from workers.namespaces import Namespaces
 from workers.runtime import Runtime
 
 pytestmark = pytest.mark.workers
@@ -103,8 +104,8 @@ def test_200_documents_through_two_workers_while_the_api_answers(
     assert wait_job(jobs, first).state == "done"
     assert _index_files(data) == [], "workers must never write the derived indexes"
 
-    with TestClient(create_app(runtime.settings)) as client:
-        client.app.state.runtime.embedder = local_embedder  # type: ignore[attr-defined]
+    namespaces = Namespaces(runtime.settings, embedder=local_embedder)
+    with TestClient(create_app(runtime.settings, namespaces)) as client:
         second = submit_documents(runtime.settings, runtime, jobs, _documents("alpha", 160, 40))
         answered = 0
         while (info := jobs.get(second)) is not None and info.state == "running":

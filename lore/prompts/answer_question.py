@@ -1,0 +1,34 @@
+"""Write a grounded answer from numbered evidence, citing it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from lore.llm import ChatPrompt
+
+TASK = "answer_question"
+
+
+class Reply(BaseModel):
+    """The answer text with [n] markers."""
+
+    answer: str = Field(min_length=1, max_length=20_000)
+    cited: list[int] = Field(default_factory=list, description="the evidence numbers used")
+
+
+SYSTEM = """TASK: answer_question
+Answer the question using only the numbered evidence. Put the evidence number in
+brackets after each statement it supports, like [2]. If the evidence does not answer
+the question, say so plainly. Do not invent facts.
+Reply with one JSON object and nothing else:
+{"answer": "text with [n] markers", "cited": [1, 2]}"""
+
+
+def render(question: str, evidence: Sequence[tuple[int, str]]) -> ChatPrompt[Reply]:
+    """``evidence``: (number, text) pairs."""
+    body = "\n\n".join(f"[{n}] {text}" for n, text in evidence)
+    return ChatPrompt(
+        task=TASK, system=SYSTEM, user=f"Question: {question}\n\nEvidence:\n{body}", reply=Reply
+    )
