@@ -21,8 +21,9 @@ from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
 from lore.models import Rejected, SourceDocument
+from workers.builders import build_extractor, build_llm_client
 from workers.ratelimit import build_rate_limiter
-from workers.runtime import Runtime, build_extractor, build_llm_client
+from workers.runtime import Runtime
 
 Enqueue = Callable[[str, list[str]], None]
 

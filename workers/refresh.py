@@ -22,9 +22,10 @@ from ingest.graph_refresh import (
     run_plan,
 )
 from lore.jobs import JobStore
+from workers.builders import build_llm_client, build_report_writer
 from workers.jobs import extractor_for
 from workers.ratelimit import build_rate_limiter
-from workers.runtime import Runtime, build_llm_client, build_report_writer
+from workers.runtime import Runtime
 
 
 def summarizer_for(runtime: Runtime) -> Summarizer:

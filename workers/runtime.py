@@ -16,19 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph.llm_reports import LLMReportWriter
-from graph.reports import ExtractiveWriter, ReportWriter, build_reports
+from graph.reports import build_reports
 from graph.store import GraphStore
 from graph.stores import open_graph_store
-from ingest.extract_llm import LLMExtractor
-from ingest.extraction import Extractor, OfflineExtractor
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import ChunkingOptions, IngestPipeline, IngestReport, Progress
 from ingest.quarantine import Quarantine
-from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
-from lore.errors import ConfigurationError, EmbeddingMismatchError
-from lore.llm import LLMClient, LLMStats, RateLimiter, ReplyCache
+from lore.embedders import Embedder, LocalEmbedder
+from lore.errors import EmbeddingMismatchError
+from lore.llm import LLMStats
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
 from lore.store import Store
@@ -45,98 +42,16 @@ from retrieval.hybrid import HybridSearcher, SearchDefaults
 from retrieval.indexes import catch_up, index_lock
 from retrieval.keypoints import KeyPointMapper
 from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
-from retrieval.rerank import Reranker, open_reranker
 from retrieval.router import HeuristicRouteClassifier, Mode, RouteClassifier
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    """The configured embedder (nothing is loaded until the first text is embedded)."""
-    cfg = settings.embedding
-    if cfg.backend == "openai":
-        return OpenAIEmbedder(
-            cfg.model,
-            base_url=cfg.base_url,
-            api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
-            dimensions=cfg.dimensions,
-            batch_size=cfg.batch_size,
-            timeout_s=cfg.timeout_s,
-        )
-    return LocalEmbedder(
-        cfg.model,
-        batch_size=cfg.batch_size,
-        max_seq_length=cfg.max_seq_length,
-        threads=cfg.threads,
-    )
-
-
-def build_reranker(settings: Settings) -> Reranker | None:
-    """The configured reranker, or None (nothing is loaded until the first query)."""
-    cfg = settings.rerank
-    if cfg.backend == "none":
-        return None
-    if cfg.backend == "local":
-        return open_reranker("local", model=cfg.model)
-    return open_reranker(
-        "http",
-        url=cfg.url,
-        style=cfg.style,
-        model=cfg.model or None,
-        api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
-        timeout_s=cfg.timeout_s,
-    )
-
-
-def build_llm_client(
-    settings: Settings, limiter: Callable[[], RateLimiter | None] | None = None
-) -> LLMClient | None:
-    """The configured chat client, or None when no endpoint is set.
-
-    ``limiter`` makes the shared rate limiter (workers: a token bucket in Redis) once
-    per event loop the client runs on.
-    """
-    cfg = settings.llm
-    if not cfg.base_url:
-        return None
-    return LLMClient(
-        base_url=cfg.base_url,
-        model=cfg.model,
-        api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
-        timeout_s=cfg.timeout_s,
-        max_concurrency=cfg.max_concurrency,
-        max_retries=cfg.max_retries,
-        backoff_s=cfg.backoff_s,
-        backoff_max_s=cfg.backoff_max_s,
-        max_tokens=cfg.max_tokens,
-        temperature=cfg.temperature,
-        json_mode=cfg.json_mode,
-        cache=ReplyCache(settings.data_dir / "llm-cache.sqlite3") if cfg.cache else None,
-        limiter=limiter,
-    )
-
-
-def _wants_llm(choice: str, client: LLMClient | None, what: str) -> bool:
-    if choice == "llm" and client is None:
-        raise ConfigurationError(
-            f"graph.{what} is 'llm' but no LLM is configured: set LORE_LLM__BASE_URL "
-            "(and LORE_LLM__MODEL), or use 'offline'/'auto'"
-        )
-    return client is not None and choice in ("llm", "auto")
-
-
-def build_extractor(settings: Settings, client: LLMClient | None) -> Extractor:
-    """The configured extractor: the LLM one when chosen (or 'auto' with an endpoint)."""
-    if _wants_llm(settings.graph.extractor, client, "extractor") and client is not None:
-        return LLMExtractor(client, settings.graph.entity_types)
-    return OfflineExtractor()
-
-
-def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportWriter:
-    """The configured community-report writer."""
-    if _wants_llm(settings.graph.reports, client, "reports") and client is not None:
-        return LLMReportWriter(client, settings.graph.report_max_input_tokens)
-    return ExtractiveWriter()
+from workers.builders import (
+    build_embedder,
+    build_extractor,
+    build_llm_client,
+    build_report_writer,
+    build_reranker,
+)
 
 
 @dataclass
