@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from graph.communities import Community
 from graph.incremental import update_hierarchy
 from graph.models import CommunityReport
-from graph.reports import ChunkTexts, ReportJob, ReportWriter, extractive_report, fingerprint
+from graph.reports import ChunkTexts, ReportJob, ReportWriter, fingerprint
 from graph.staleness import stale_communities_for
 from graph.store import GraphStore
 from lore.llm import LLMStats
@@ -53,32 +53,8 @@ class Summarizer(Protocol):
         ...
 
 
-@dataclass
-class ExtractiveSummarizer:
-    """The offline summarizer: extractive reports, no LLM calls."""
-
-    chunk_texts: ChunkTexts
-    llm_calls: int = 0
-
-    def fingerprint(self, graph: GraphStore, community: Community) -> str:
-        """See :func:`graph.reports.fingerprint`."""
-        return fingerprint(graph, community.members)
-
-    def summarize(
-        self,
-        graph: GraphStore,
-        community: Community,
-        children: Sequence[CommunityReport],
-        largest: int,
-    ) -> CommunityReport:
-        """See :func:`graph.reports.extractive_report`."""
-        return extractive_report(
-            community, graph, self.chunk_texts, largest=largest, children=children
-        )
-
-
 class WriterSummarizer:
-    """Any report writer (e.g. the LLM one) one community at a time."""
+    """A report writer (extractive or LLM) as a summarizer, one community at a time."""
 
     def __init__(self, writer: ReportWriter, chunk_texts: ChunkTexts) -> None:
         self.writer = writer

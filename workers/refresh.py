@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.reports import ExtractiveWriter
 from ingest.graph_build import build_communities, build_graph
 from ingest.graph_refresh import (
-    ExtractiveSummarizer,
     RefreshPlan,
     Summarizer,
     WriterSummarizer,
@@ -32,10 +30,7 @@ def summarizer_for(runtime: Runtime) -> Summarizer:
     """The configured community summarizer (LLM calls share the Redis rate limit)."""
     settings = runtime.settings
     client = build_llm_client(settings, lambda: build_rate_limiter(settings))
-    writer = build_report_writer(settings, client)
-    if isinstance(writer, ExtractiveWriter):
-        return ExtractiveSummarizer(runtime.store.texts_by_chunk_ids)
-    return WriterSummarizer(writer, runtime.store.texts_by_chunk_ids)
+    return WriterSummarizer(build_report_writer(settings, client), runtime.store.texts_by_chunk_ids)
 
 
 def prepare_refresh(runtime: Runtime, *, rebuild: bool = False) -> RefreshPlan:
