@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.errors import install_error_handlers
@@ -58,6 +60,20 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     app.include_router(graph.router)
     app.include_router(keys.router)
     app.include_router(ask.router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = documents.add_schemas(
+                get_openapi(
+                    title=app.title,
+                    version=app.version,
+                    description=app.description,
+                    routes=app.routes,
+                )
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     async def prometheus(request: Request) -> Response:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic.json_schema import models_json_schema
 
 from api.deps import RuntimeDep, SettingsDep
 from ingest.loaders import load_upload, make_document
@@ -118,6 +119,18 @@ _UPLOAD_BODY = {
         "required": True,
     }
 }
+
+
+def add_schemas(schema: dict[str, Any]) -> dict[str, Any]:
+    """Put the JSON body's models into an OpenAPI document's components.
+
+    The route reads its body itself (JSON or multipart), so FastAPI does not add them.
+    """
+    _, defs = models_json_schema(
+        [(IngestRequest, "validation")], ref_template="#/components/schemas/{model}"
+    )
+    schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+    return schema
 
 
 def _out(job: JobView) -> JobOut:
