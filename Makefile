@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make demo   install into ./.venv, ingest the demo corpus, run example queries (offline)
+#   make demo   install into ./.venv, ingest the demo corpus, run example queries, build the
+#               knowledge graph and ask a local and a global question (offline)
 #   make test   install the test tools, lint, type-check and run the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,6 +25,9 @@ demo: install
 	$(BIN)/lore --data-dir $(DEMO_DIR) ingest examples/corpus/production --meta env=production
 	$(BIN)/lore --data-dir $(DEMO_DIR) ingest examples/corpus/staging --meta env=staging
 	$(BIN)/python -m examples.demo_queries --data-dir $(DEMO_DIR)
+	$(BIN)/lore --data-dir $(DEMO_DIR) graph build
+	$(BIN)/lore --data-dir $(DEMO_DIR) ask "What does PAY-5031 mean?"
+	$(BIN)/lore --data-dir $(DEMO_DIR) ask "How do the services handle database timeouts?"
 
 lint: install
 	$(BIN)/ruff check .
