@@ -21,14 +21,20 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=None)
 async def readyz(namespaces: NamespacesDep) -> JSONResponse:
-    """Readiness: the default namespace's store answers and its indexes are caught up."""
+    """Readiness: the store answers, the indexes are caught up, the embedder is loaded.
+
+    The first call loads the embedding model, so a probe warms the process before the
+    first query pays for it.
+    """
     default = namespaces.settings.auth.default_namespace
     try:
         runtime = await asyncio.to_thread(namespaces.runtime, default)
         await asyncio.to_thread(runtime.sync_indexes)
+        await asyncio.to_thread(runtime.embedder.embed_query, "ready")
     except Exception as exc:  # readiness reports any failure instead of raising it
         return JSONResponse(
             {"status": "not ready", "checks": {"store": f"{type(exc).__name__}: {exc}"}},
             status_code=503,
         )
-    return JSONResponse({"status": "ready", "checks": {"store": "ok", "indexes": "caught up"}})
+    checks = {"store": "ok", "indexes": "caught up", "embedder": runtime.embedder.name}
+    return JSONResponse({"status": "ready", "checks": checks})

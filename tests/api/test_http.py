@@ -118,6 +118,7 @@ def test_healthz(client: TestClient) -> None:
     assert reply.status_code == 200 and reply.json()["status"] == "ok"
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["checks"]["store"] == "ok"
+    assert ready.json()["checks"]["embedder"] == "all-MiniLM-L6-v2"
 
 
 def test_openapi_has_the_example(client: TestClient) -> None:
