@@ -16,7 +16,15 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from api.cli_ask import ask
-from api.cli_common import err, out, runtime_context, settings_of
+from api.cli_common import (
+    err,
+    key_values,
+    metadata_filter,
+    out,
+    runtime_context,
+    settings_of,
+    validation_message,
+)
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
@@ -25,16 +33,6 @@ from lore.errors import LoreError
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
 from workers.namespaces import namespace_settings
-
-
-def _pairs(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
-    pairs: dict[str, list[str]] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
-        pairs.setdefault(key.strip(), []).append(value.strip())
-    return pairs
 
 
 @click.group()
@@ -97,7 +95,7 @@ def ingest(
     Every document ends done or failed with a reason; the batch goes on past failures.
     Exit status: 0 when nothing failed, 3 when some documents failed (listed).
     """
-    metadata = {k: v[-1] for k, v in _pairs(meta, "--meta").items()}
+    metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
     settings = settings_of(ctx)
     if include:
         settings.ingest.include = list(include)
@@ -173,16 +171,12 @@ def search(
         elif text is None:
             raise click.UsageError("give the search TEXT or --request FILE")
         else:
-            flt: dict[str, Any] = {
-                key: values[0] if len(values) == 1 else {"$in": values}
-                for key, values in _pairs(filters, "--filter").items()
-            }
             request = QueryRequest.model_validate(
                 {
                     "search_text": text,
                     "top_k": top_k,
                     "fusion": fusion,
-                    "metadata_filter": flt or None,
+                    "metadata_filter": metadata_filter(filters),
                     "diversity": diversity,
                     "rerank": rerank,
                     "min_relative_score": min_relative_score,
@@ -194,20 +188,13 @@ def search(
                 }
             )
     except ValidationError as exc:
-        raise click.ClickException(_validation_message(exc)) from exc
+        raise click.ClickException(validation_message(exc, "request")) from exc
     with runtime_context(ctx) as runtime:
         response = runtime.query_sync(request)
     if as_json:
         click.echo(response.model_dump_json(indent=2))
     else:
         print_results(response)
-
-
-def _validation_message(exc: ValidationError) -> str:
-    problems = [
-        f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in exc.errors()
-    ]
-    return "invalid request: " + "; ".join(problems)
 
 
 def print_results(response: QueryResponse) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 from pydantic import ValidationError
 
-from api.cli_common import err, out, runtime_context
+from api.cli_common import err, metadata_filter, out, runtime_context, validation_message
 from retrieval.ask_contract import AskRequest, AskResponse
 
 
@@ -40,27 +38,18 @@ def ask(
     as_json: bool,
 ) -> None:
     """Answer a question with citations (extractive without an LLM)."""
-    flt: dict[str, Any] = {}
-    for item in filters:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--filter")
-        flt.setdefault(key.strip(), []).append(value.strip())
     try:
         request = AskRequest.model_validate(
             {
                 "question": question,
                 "mode": mode,
-                "filters": {k: v[0] if len(v) == 1 else {"$in": v} for k, v in flt.items()} or None,
+                "filters": metadata_filter(filters),
                 "budget": budget,
                 "level": level,
             }
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise click.ClickException(f"invalid question: {problems}") from exc
+        raise click.ClickException(validation_message(exc, "question")) from exc
     with runtime_context(ctx) as runtime:
         response = runtime.ask_sync(request)
     if as_json:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 
 from lore.errors import LoreError
@@ -35,3 +37,29 @@ def runtime_context(ctx: click.Context) -> Iterator[Runtime]:
         raise click.ClickException(str(exc)) from exc
     finally:
         runtime.close()
+
+
+def key_values(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
+    """``KEY=VALUE`` options by key (a key may repeat); a malformed one is a usage error."""
+    pairs: dict[str, list[str]] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        pairs.setdefault(key.strip(), []).append(value.strip())
+    return pairs
+
+
+def metadata_filter(filters: tuple[str, ...]) -> dict[str, Any] | None:
+    """``--filter`` options as a metadata filter: a repeated key matches any of its values."""
+    flt = {
+        key: values[0] if len(values) == 1 else {"$in": values}
+        for key, values in key_values(filters, "--filter").items()
+    }
+    return flt or None
+
+
+def validation_message(exc: ValidationError, what: str) -> str:
+    """One line naming each invalid field and why."""
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or what}: {e['msg']}" for e in exc.errors()]
+    return f"invalid {what}: " + "; ".join(problems)
