@@ -8,13 +8,12 @@ itself disappears (its document changed or was deleted).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lore.sqlite import connect, transaction
+from lore.sqlite import SQLiteTables
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,22 +27,20 @@ class QuarantinedChunk:
     at: float
 
 
-class Quarantine:
+class Quarantine(SQLiteTables):
     """The quarantine table."""
 
     def __init__(self, path: Path) -> None:
-        self._lock = threading.RLock()
-        self._db = connect(path)
-        with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS quarantined_chunks (chunk_id TEXT PRIMARY KEY, "
-                "document_id TEXT NOT NULL, extractor TEXT NOT NULL, reason TEXT NOT NULL, "
-                "at REAL NOT NULL)"
-            )
+        super().__init__(
+            path,
+            "CREATE TABLE IF NOT EXISTS quarantined_chunks (chunk_id TEXT PRIMARY KEY, "
+            "document_id TEXT NOT NULL, extractor TEXT NOT NULL, reason TEXT NOT NULL, "
+            "at REAL NOT NULL)",
+        )
 
     def add(self, chunk_id: str, document_id: str, extractor: str, reason: str) -> None:
         """Quarantine a chunk (replacing an earlier reason)."""
-        with transaction(self._db, self._lock):
+        with self._transaction():
             self._db.execute(
                 "INSERT OR REPLACE INTO quarantined_chunks VALUES (?, ?, ?, ?, ?)",
                 (chunk_id, document_id, extractor, reason, time.time()),
@@ -67,7 +64,7 @@ class Quarantine:
 
     def release(self, chunk_ids: Sequence[str] | None = None) -> int:
         """Forget these entries (all when None); return how many."""
-        with transaction(self._db, self._lock):
+        with self._transaction():
             if chunk_ids is None:
                 return int(self._db.execute("DELETE FROM quarantined_chunks").rowcount)
             return sum(
@@ -78,8 +75,3 @@ class Quarantine:
                 )
                 for c in chunk_ids
             )
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._db.close()

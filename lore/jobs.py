@@ -11,11 +11,8 @@ worker needs nothing but the job id and the document ids to redo any step.
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -23,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lore.models import Rejected, SourceDocument
-from lore.sqlite import connect, transaction
+from lore.sqlite import SQLiteTables
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -83,22 +80,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class JobStore:
+class JobStore(SQLiteTables):
     """Job tables in the store's SQLite file; safe to share between threads."""
 
     def __init__(self, path: Path) -> None:
-        self._lock = threading.RLock()
-        self._db = connect(path)
-        with self._lock:
-            self._db.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._db.close()
-
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return transaction(self._db, self._lock)
+        super().__init__(path, _SCHEMA)
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -106,7 +92,7 @@ class JobStore:
         """A new running job; returns its id."""
         job_id = uuid.uuid4().hex[:16]
         now = _now()
-        with self._write() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT INTO jobs VALUES (?, ?, 'running', ?, ?, ?, ?)",
                 (job_id, kind, epoch, json.dumps(dict(detail or {})), now, now),
@@ -161,7 +147,7 @@ class JobStore:
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         """Change a job's state, broker epoch or merge keys into its detail."""
-        with self._write() as db:
+        with self._transaction() as db:
             row = db.execute("SELECT detail FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 return
@@ -182,7 +168,7 @@ class JobStore:
         """
         staged: list[str] = []
         repeats: list[list[str]] = []
-        with self._write() as db:
+        with self._transaction() as db:
             position = int(
                 db.execute(
                     "SELECT COALESCE(MAX(position), -1) + 1 FROM job_documents WHERE job_id = ?",
@@ -267,7 +253,7 @@ class JobStore:
         lower = [s.value for s in JobStatus if _RANK[s] < _RANK[status] and s not in FINAL]
         marks = ",".join("?" * len(lower))
         keep_payload = status not in FINAL
-        with self._write() as db:
+        with self._transaction() as db:
             db.executemany(
                 "UPDATE job_documents SET status = ?, error = ?, "
                 "chunks = COALESCE(?, chunks), payload = CASE WHEN ? THEN payload END, "

@@ -12,14 +12,13 @@ import hmac
 import json
 import re
 import secrets
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from lore.errors import InvalidRequestError, NotFoundError
-from lore.sqlite import connect, transaction
+from lore.sqlite import SQLiteTables
 
 NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _KEY = re.compile(r"^lk_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
@@ -51,18 +50,16 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class KeyStore:
+class KeyStore(SQLiteTables):
     """The key table (``keys.sqlite3`` in the data directory)."""
 
     def __init__(self, path: Path) -> None:
-        self._lock = threading.RLock()
-        self._db = connect(path)
-        with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, digest TEXT NOT NULL, "
-                "name TEXT NOT NULL, namespaces TEXT NOT NULL, admin INTEGER NOT NULL, "
-                "created REAL NOT NULL, revoked REAL)"
-            )
+        super().__init__(
+            path,
+            "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, digest TEXT NOT NULL, "
+            "name TEXT NOT NULL, namespaces TEXT NOT NULL, admin INTEGER NOT NULL, "
+            "created REAL NOT NULL, revoked REAL)",
+        )
 
     def create(
         self, namespaces: Sequence[str], *, admin: bool = False, name: str = ""
@@ -74,7 +71,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         key = f"lk_{key_id}_{secrets.token_urlsafe(32)}"
         record = ApiKey(key_id, name, spaces, admin, time.time())
-        with transaction(self._db, self._lock):
+        with self._transaction():
             self._db.execute(
                 "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, NULL)",
                 (key_id, _digest(key), name, json.dumps(spaces), int(admin), record.created),
@@ -107,7 +104,7 @@ class KeyStore:
 
     def revoke(self, key_id: str) -> ApiKey:
         """Revoke a key by id (idempotent); unknown id → NotFoundError."""
-        with transaction(self._db, self._lock):
+        with self._transaction():
             changed = self._db.execute(
                 "UPDATE api_keys SET revoked = COALESCE(revoked, ?) WHERE id = ?",
                 (time.time(), key_id),
@@ -115,11 +112,6 @@ class KeyStore:
         if not changed:
             raise NotFoundError(f"no API key with id {key_id!r}")
         return next(k for k in self.list() if k.id == key_id)
-
-    def close(self) -> None:
-        """Close the file."""
-        with self._lock:
-            self._db.close()
 
 
 def _record(row: Sequence[object]) -> ApiKey:

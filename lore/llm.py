@@ -24,7 +24,6 @@ import hashlib
 import json
 import random
 import re
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -34,7 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lore.errors import BackendUnavailableError, ConfigurationError, LLMReplyError
-from lore.sqlite import connect
+from lore.sqlite import SQLiteTables
 
 ReplyT = TypeVar("ReplyT", bound=BaseModel)
 
@@ -83,17 +82,15 @@ class RateLimiter(Protocol):
         ...
 
 
-class ReplyCache:
+class ReplyCache(SQLiteTables):
     """Valid replies by prompt hash, in a SQLite file (safe across processes)."""
 
     def __init__(self, path: Path) -> None:
-        self._lock = threading.Lock()
-        self._db = connect(path)
-        with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS llm_replies (key TEXT PRIMARY KEY, "
-                "model TEXT NOT NULL, task TEXT NOT NULL, reply TEXT NOT NULL)"
-            )
+        super().__init__(
+            path,
+            "CREATE TABLE IF NOT EXISTS llm_replies (key TEXT PRIMARY KEY, "
+            "model TEXT NOT NULL, task TEXT NOT NULL, reply TEXT NOT NULL)",
+        )
 
     def get(self, key: str) -> str | None:
         """The stored reply, if any."""
@@ -107,11 +104,6 @@ class ReplyCache:
             self._db.execute(
                 "INSERT OR REPLACE INTO llm_replies VALUES (?, ?, ?, ?)", (key, model, task, reply)
             )
-
-    def close(self) -> None:
-        """Close the file."""
-        with self._lock:
-            self._db.close()
 
 
 def repair_json(text: str) -> Any:

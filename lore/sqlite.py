@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 
@@ -29,3 +29,26 @@ def transaction(db: sqlite3.Connection, lock: threading.RLock) -> Iterator[sqlit
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+class SQLiteTables:
+    """Tables in a SQLite file behind one connection that threads share under a lock.
+
+    The base of every SQLite-backed store (documents, graph, jobs, keys, quarantine,
+    LLM replies): it creates the schema, hands out write transactions, closes.
+    """
+
+    def __init__(self, path: Path, schema: str) -> None:
+        self._lock = threading.RLock()
+        self._db = connect(path)
+        with self._lock:
+            self._db.executescript(schema)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` under the lock."""
+        return transaction(self._db, self._lock)

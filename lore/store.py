@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +23,7 @@ import numpy.typing as npt
 from lore.errors import EmbeddingMismatchError, NotFoundError
 from lore.metadata import Metadata, metadata_terms
 from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
-from lore.sqlite import connect, transaction
+from lore.sqlite import SQLiteTables
 
 SCHEMA_VERSION = "1"
 
@@ -108,16 +106,14 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class Store:
+class Store(SQLiteTables):
     """SQLite-backed store; safe to share between threads of one process."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._lock = threading.RLock()
-        self._db = connect(path)
+        super().__init__(path, _SCHEMA)
         with self._lock:
-            self._db.executescript(_SCHEMA)
             self._db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
@@ -126,14 +122,6 @@ class Store:
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
                 (uuid.uuid4().hex,),
             )
-
-    def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._db.close()
-
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return transaction(self._db, self._lock)
 
     # -- settings recorded with the data ------------------------------------------------
 
@@ -145,12 +133,12 @@ class Store:
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a value with the data, replacing an earlier one."""
-        with self._write() as db:
+        with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def bind_embedder(self, model: str, dimension: int) -> None:
         """Record the embedding model on first use; refuse a different one later."""
-        with self._write() as db:
+        with self._transaction() as db:
             rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
             known_model, known_dim = rows.get("embedding_model"), rows.get("embedding_dim")
             if known_model is None:
@@ -208,7 +196,7 @@ class Store:
         or duplicated ingest of an identical document writes nothing twice.
         """
         metadata_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False)
-        with self._write() as db:
+        with self._transaction() as db:
             stored = db.execute(
                 "SELECT content_hash, status FROM documents WHERE id = ?", (doc.id,)
             ).fetchone()
@@ -270,7 +258,7 @@ class Store:
         metadata: Mapping[str, object] | None = None,
     ) -> None:
         """Record that a document failed; a previous good version stays searchable."""
-        with self._write() as db:
+        with self._transaction() as db:
             row = db.execute(
                 "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
             ).fetchone()
@@ -296,7 +284,7 @@ class Store:
         Used before a path is ingested again, so a fixed file (or JSON line) does not keep
         its old failure in ``lore status``; inputs that still fail are recorded anew.
         """
-        with self._write() as db:
+        with self._transaction() as db:
             cur = db.execute(
                 "DELETE FROM documents WHERE status = 'failed' AND chunk_count = 0 "
                 "AND substr(id, 1, ?) = ?",
@@ -306,7 +294,7 @@ class Store:
 
     def delete_document(self, document_id: str) -> int:
         """Delete a document and its chunks; return how many chunks went."""
-        with self._write() as db:
+        with self._transaction() as db:
             exists = db.execute("SELECT 1 FROM documents WHERE id = ?", (document_id,)).fetchone()
             if exists is None:
                 raise NotFoundError(f"no document with id {document_id!r}")

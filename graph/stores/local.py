@@ -9,10 +9,7 @@ whole cascade: an entity or relation no other chunk mentions is gone. Graph algo
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +23,7 @@ from graph.models import (
     entity_key,
     merge_descriptions,
 )
-from lore.sqlite import connect, transaction
+from lore.sqlite import SQLiteTables
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_mentions (
@@ -56,22 +53,11 @@ CREATE TABLE IF NOT EXISTS communities (
 """
 
 
-class LocalGraphStore:
+class LocalGraphStore(SQLiteTables):
     """GraphStore on a SQLite file (the same file as the document store)."""
 
     def __init__(self, path: Path) -> None:
-        self._lock = threading.RLock()
-        self._db = connect(path)
-        with self._lock:
-            self._db.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._db.close()
-
-    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        return transaction(self._db, self._lock)
+        super().__init__(path, _SCHEMA)
 
     def put_chunk(
         self,
