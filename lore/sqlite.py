@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -41,6 +41,7 @@ class SQLiteTables:
     def __init__(self, path: Path, schema: str) -> None:
         self._lock = threading.RLock()
         self._db = connect(path)
+        self._writes = 0
         with self._lock:
             self._db.executescript(schema)
 
@@ -49,6 +50,15 @@ class SQLiteTables:
         with self._lock:
             self._db.close()
 
-    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` under the lock."""
-        return transaction(self._db, self._lock)
+        with transaction(self._db, self._lock) as db:
+            yield db
+        self._writes += 1  # after the commit: a reader in between only recomputes
+
+    def _generation(self) -> tuple[int, int]:
+        """Changes when anything was committed to the file, by any connection."""
+        with self._lock:
+            other = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        return other, self._writes

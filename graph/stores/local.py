@@ -58,6 +58,7 @@ class LocalGraphStore(SQLiteTables):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA)
+        self._counts: tuple[tuple[int, int], dict[str, int]] | None = None
 
     def put_chunk(
         self,
@@ -225,7 +226,15 @@ class LocalGraphStore(SQLiteTables):
         return [(str(a), str(b), float(w)) for a, b, w in rows]
 
     def counts(self) -> dict[str, int]:
-        """Entities, relations, communities, extracted chunks."""
+        """Entities, relations, communities, extracted chunks (recounted after writes).
+
+        Counting distinct entities and relations scans the mention tables (~50 ms at 7k
+        chunks), and the router and metrics ask on every question and scrape.
+        """
+        generation = self._generation()
+        cached = self._counts
+        if cached is not None and cached[0] == generation:
+            return dict(cached[1])
         with self._lock:
             relations = self._db.execute(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM relation_mentions "
@@ -233,12 +242,14 @@ class LocalGraphStore(SQLiteTables):
             ).fetchone()[0]
             communities = self._db.execute("SELECT COUNT(*) FROM communities").fetchone()[0]
             extracted = self._db.execute("SELECT COUNT(*) FROM extracted_chunks").fetchone()[0]
-            return {
+            counts = {
                 "entities": self._entity_count(),
                 "relations": int(relations),
                 "communities": int(communities),
                 "extracted_chunks": int(extracted),
             }
+        self._counts = (generation, counts)
+        return dict(counts)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy."""
