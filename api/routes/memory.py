@@ -33,7 +33,7 @@ async def query_memory(
 ) -> QueryResponse:
     """Hybrid BM25 + dense search with weighted RRF and metadata filters."""
     spaces = principal.readable(namespace)
-    runtimes = [await asyncio.to_thread(namespaces.runtime, n) for n in spaces]
+    runtimes = [namespaces.runtime(n) for n in spaces]  # opened once, then a lookup
     if len(spaces) == 1:
         response = await runtimes[0].query(request)
         results = [r.model_copy(update={"namespace": spaces[0]}) for r in response.results]
