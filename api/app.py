@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.errors import install_error_handlers
 from api.limits import BodyLimit
 from api.metrics import Metrics
-from api.routes import ask, documents, graph, health, keys, memory
+from api.routes import ask, documents, graph, health, keys, memory, sync
 from lore import __version__
 from lore.keys import KeyStore
 from lore.settings import Settings
@@ -56,6 +56,7 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     app.include_router(health.router)
     app.include_router(memory.router)
+    app.include_router(sync.router)
     app.include_router(documents.router)
     app.include_router(graph.router)
     app.include_router(keys.router)

@@ -12,13 +12,15 @@ sequence before it searches.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ingest.extraction import ChunkInput, Extraction, Extractor
-from ingest.graph_build import reset_if_extractor_changed
+from ingest.graph_lifecycle import extractor_warning
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
+from lore.errors import ConfigurationError, LLMUnavailableError, LoreError
 from lore.jobs import JobStatus, JobStore
 from lore.models import Rejected, SourceDocument
 from workers.builders import build_extractor, build_llm_client
@@ -26,6 +28,7 @@ from workers.ratelimit import build_rate_limiter
 from workers.runtime import Runtime
 
 Enqueue = Callable[[str, list[str]], None]
+log = logging.getLogger(__name__)
 
 
 def extractor_for(runtime: Runtime) -> Extractor:
@@ -132,7 +135,10 @@ def extract_documents(
 ) -> int:
     """Extract the graph contributions of the documents' chunks; mark them done.
 
-    Chunks already extracted are skipped; returns how many chunks were extracted.
+    Chunks already extracted are skipped; returns how many chunks were extracted. The
+    extractor is checked first (an LLM endpoint is probed): one that cannot work raises
+    before the graph is touched. What changed documents lost (their replaced chunks)
+    is then forgotten by the graph, with the affected reports rewritten (the cascade).
     """
     statuses = jobs.statuses(job_id, document_ids)
     ready = [d for d, (s, _) in statuses.items() if s in (JobStatus.EMBEDDED, JobStatus.EXTRACTED)]
@@ -141,7 +147,10 @@ def extract_documents(
         return 0
     graph = runtime.graph()
     extractor = extractor_for(runtime)
-    reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
+    extractor.check()
+    warning = extractor_warning(runtime.store, graph, extractor.version)
+    if warning is not None:
+        log.warning("%s", warning)
     skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
     pending = [
         ChunkInput(c.id, c.document_id, c.text, c.title)
@@ -158,6 +167,9 @@ def extract_documents(
             runtime.quarantine().add(
                 chunk.chunk_id, chunk.document_id, extractor.name, result.reason
             )
+    cascade = runtime.forget_gone()
+    if cascade.removal.chunks:
+        log.info("%s", cascade.summary())
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)
@@ -173,6 +185,7 @@ def run_inline(
 ) -> IngestReport:
     """Run an ingest job in this process: the same steps a worker runs, in order."""
     total = IngestReport()
+    unusable: LoreError | None = None
     for batch in batches(document_ids, runtime.settings.workers.ingest_batch_documents * 8):
         report, ready = ingest_documents(
             runtime, jobs, job_id, batch, retry_transient=False, progress=progress
@@ -182,8 +195,18 @@ def run_inline(
         total.failed += report.failed
         total.chunks += report.chunks
         total.embedded += report.embedded
-        extract_documents(runtime, jobs, job_id, ready)
+        if unusable is None:
+            try:
+                extract_documents(runtime, jobs, job_id, ready)
+            except (LLMUnavailableError, ConfigurationError) as exc:
+                unusable = exc  # store the rest anyway: documents stay searchable
     jobs.finish_if_complete(job_id)
+    if unusable is not None:
+        runtime.sync_indexes()
+        raise type(unusable)(
+            f"{len(total.done)} documents stored and searchable, but the knowledge graph was "
+            f"not updated: {unusable} — then run `lore graph build`"
+        )
     return total
 
 

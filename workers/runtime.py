@@ -10,21 +10,36 @@ inside a process a readers-writer lock keeps searches off an index being updated
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph.reports import build_reports
+from graph.reports import ExtractiveWriter, ReportWriter, build_reports
 from graph.store import GraphStore
 from graph.stores import open_graph_store
-from ingest.graph_build import GraphBuildReport, build_communities, build_graph
+from ingest.graph_build import GraphBuildReport, build_communities, build_graph, pending_chunks
+from ingest.graph_cost import BuildEstimate, estimate_build
+from ingest.graph_lifecycle import (
+    REEXTRACT_META,
+    CascadeReport,
+    DeletionReport,
+    forget_chunks,
+    gone_chunks,
+)
+from ingest.graph_refresh import WriterSummarizer
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import ChunkingOptions, IngestPipeline, IngestReport, Progress
 from ingest.quarantine import Quarantine
 from lore.embedders import Embedder, LocalEmbedder
-from lore.errors import EmbeddingMismatchError
+from lore.errors import (
+    ConfigurationError,
+    EmbeddingMismatchError,
+    LLMUnavailableError,
+    NotFoundError,
+)
 from lore.llm import LLMStats
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
@@ -239,11 +254,68 @@ class Runtime:
         )
         return self.ingest(items, progress)
 
-    def delete(self, document_id: str) -> int:
-        """Delete a document from the store and every index; return chunks removed."""
-        removed = self.store.delete_document(document_id)
-        self.sync_indexes()
-        return removed
+    def delete(self, document_id: str) -> DeletionReport:
+        """Delete a document from the store, every index and the graph (see below)."""
+        return self.delete_documents([document_id])
+
+    def delete_documents(
+        self, document_ids: Sequence[str], *, sync_indexes: bool = True
+    ) -> DeletionReport:
+        """Delete documents from the store and the indexes, then cascade into the graph.
+
+        The store goes first (it is the truth: a crash afterwards leaves graph rows the
+        next catch-up removes); then the chunks' graph contributions are removed and the
+        reports of the communities they touched rewritten (:meth:`forget`). An unknown id
+        raises :class:`~lore.errors.NotFoundError` before anything is deleted.
+        """
+        ids = list(dict.fromkeys(document_ids))
+        for document_id in ids:
+            if self.store.get_document(document_id) is None:
+                raise NotFoundError(f"no document with id {document_id!r}")
+        lost: list[str] = []
+        removed = 0
+        for document_id in ids:
+            lost += [c.id for c in self.store.chunks_of_document(document_id)]
+            removed += self.store.delete_document(document_id)
+        if sync_indexes:
+            self.sync_indexes()
+        return DeletionReport(ids, removed, self.forget(lost))
+
+    def forget(self, chunk_ids: Sequence[str]) -> CascadeReport:
+        """Remove chunks' graph contributions; rewrite the reports that relied on them.
+
+        Reports are rewritten by the configured writer. Should an LLM writer's endpoint
+        fail its probe, they are rewritten extractively (with a warning): deleted text
+        must go even when the LLM is down.
+        """
+        client = build_llm_client(self.settings)
+        writer: ReportWriter = build_report_writer(self.settings, client)
+        warnings: list[str] = []
+        if client is not None and writer.name == "llm":
+            try:
+                client.probe()
+            except (LLMUnavailableError, ConfigurationError) as exc:
+                writer = ExtractiveWriter()
+                warnings.append(f"{exc}; the affected reports were rewritten extractively")
+        cfg = self.settings.graph
+        report = forget_chunks(
+            self.graph(),
+            self.quarantine(),
+            chunk_ids,
+            WriterSummarizer(writer, self.store.texts_by_chunk_ids),
+            max_cluster_size=cfg.max_cluster_size,
+            seed=cfg.seed,
+        )
+        report.warnings += warnings
+        return report
+
+    def forget_gone(self) -> CascadeReport:
+        """:meth:`forget` the chunks the graph holds but the store no longer has.
+
+        What a changed document lost (its replaced chunks), or what a crash between a
+        store write and its cascade left behind.
+        """
+        return self.forget(gone_chunks(self.store, self.graph()))
 
     # -- knowledge graph -------------------------------------------------------------------
 
@@ -275,15 +347,39 @@ class Runtime:
         progress: Callable[[int, int], None] | None = None,
         *,
         retry_quarantined: bool = False,
+        reextract: bool = False,
     ) -> tuple[GraphBuildReport, int]:
-        """Extract what is new, drop what is gone, recompute communities and reports."""
+        """Extract what is new, drop what is gone, recompute communities and reports.
+
+        With an LLM configured its endpoint is probed first: unreachable or refusing,
+        the build fails before touching anything. ``reextract`` extracts every chunk
+        again (the only way a new extractor replaces the old one's graph). With
+        ``llm.budget_tokens_per_run`` the extraction stops once the budget is spent;
+        communities and reports are then left as they were until a build completes.
+        """
         graph = self.graph()
         client = build_llm_client(self.settings)
         extractor = build_extractor(self.settings, client)
         writer = build_report_writer(self.settings, client)
+        if client is not None and "llm" in (extractor.name, writer.name):
+            client.probe()
         if retry_quarantined:
             self.quarantine().release()
-        report = build_graph(self.store, graph, extractor, self.quarantine(), progress)
+        budget = self.settings.llm.budget_tokens_per_run
+        report = build_graph(
+            self.store,
+            graph,
+            extractor,
+            self.quarantine(),
+            progress,
+            batch=self.settings.llm.max_concurrency if budget is not None else 64,
+            reextract=reextract,
+            budget_tokens=budget,
+        )
+        report.report_writer = writer.name
+        if report.budget_reached:
+            report.llm = client.stats if client is not None else LLMStats()
+            return report, len(graph.communities())
         cfg = self.settings.graph
         communities = build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
         existing = {r.community_id: r for r in graph.reports()}
@@ -295,9 +391,37 @@ class Runtime:
         graph.clear_touched(sorted(graph.touched_entities()))
         graph.clear_stale(sorted(graph.stale_communities()))
         report.reports_written = written
-        report.report_writer = writer.name
         report.llm = client.stats if client is not None else LLMStats()
         return report, len(communities)
+
+    def estimate_build(
+        self, *, retry_quarantined: bool = False, reextract: bool = False
+    ) -> BuildEstimate:
+        """What :meth:`build_graph` would send to the LLM (nothing is written or called)."""
+        graph = self.graph()
+        llm = self.settings.llm
+        client = build_llm_client(self.settings)
+        extractor = build_extractor(self.settings, client)
+        writer = build_report_writer(self.settings, client)
+        redo = reextract or self.store.get_meta(REEXTRACT_META) == extractor.version
+        done = set() if redo else graph.extracted_chunks()
+        held = set() if redo or retry_quarantined else self.quarantine().chunk_ids()
+        counter = self.pipeline().counter
+        factor = llm.tokens_per_word_piece
+        cfg = self.settings.graph
+        return estimate_build(
+            self.store,
+            graph,
+            extractor,
+            writer,
+            pending_chunks(self.store.chunk_refs(), done, held),
+            lambda text: math.ceil(counter.count(text) * factor),
+            tokenizer=f"{self.settings.embedding.model} word pieces x {factor:g} (approximation)",
+            max_cluster_size=cfg.max_cluster_size,
+            seed=cfg.seed,
+            prices=(llm.price_prompt_per_million, llm.price_completion_per_million),
+            budget_tokens=llm.budget_tokens_per_run,
+        )
 
     # -- questions: router, global search, answers -------------------------------------
 

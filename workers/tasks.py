@@ -27,11 +27,12 @@ from ingest.graph_refresh import (
     store_reports,
     summarize_community,
 )
-from lore.errors import TransientError
+from lore.errors import PermanentError, TransientError
 from lore.jobs import JobStore
 from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
+from workers.lifecycle import run_delete
 from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
 
@@ -110,6 +111,20 @@ def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
     except RETRYABLE as exc:
         _retry(self, exc, lambda why: fail_documents(runtime, jobs, job_id, document_ids, why))
         return 0
+
+
+@_task("lore.delete_documents", bind=True)
+def delete_documents_task(self: Any, job_id: str, document_ids: list[str]) -> None:
+    """Delete documents from the store and cascade into the graph (``workers.lifecycle``)."""
+    _, runtime, jobs = worker_state()
+    try:
+        run_delete(runtime, jobs, job_id, document_ids, sync_indexes=False)
+    except RETRYABLE as exc:
+        _retry(
+            self, exc, lambda why: jobs.update_job(job_id, state="failed", detail={"error": why})
+        )
+    except PermanentError:
+        return  # the job records why
 
 
 @_task("lore.resume_jobs")

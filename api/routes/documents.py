@@ -14,7 +14,7 @@ from pydantic.json_schema import models_json_schema
 
 from api.deps import RuntimeDep, SettingsDep
 from ingest.loaders import load_upload, make_document
-from lore.errors import InvalidRequestError, NotFoundError
+from lore.errors import InvalidRequestError, LoreError, NotFoundError
 from lore.models import Rejected, SourceDocument
 from workers import service
 from workers.service import JobView
@@ -236,9 +236,18 @@ async def get_document(document_id: DocumentId, runtime: RuntimeDep) -> Document
 
 @router.delete("/documents/{document_id:path}")
 async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[str, Any]:
-    """Delete a document from the store, the indexes and the graph's provenance."""
-    removed = await asyncio.to_thread(runtime.delete, document_id)
-    return {"id": document_id, "deleted": True, "chunks_removed": removed}
+    """Delete a document from the store, the indexes and the graph.
+
+    Its chunks' mentions, the entities and relations only they supported go too, and
+    the reports of the communities they touched are rewritten before the answer:
+    ``graph`` says what was removed and how many reports were refreshed.
+    """
+    from workers.lifecycle import delete
+
+    result = await asyncio.to_thread(delete, runtime, [document_id])
+    if result["state"] != "done":
+        raise LoreError(f"delete job {result['job_id']} {result['state']}: {result.get('error')}")
+    return {"id": document_id, **result}
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)

@@ -1,0 +1,187 @@
+"""The graph's lifecycle as a user drives it: delete, edit, sync, a bad LLM setting.
+
+Everything goes through ``lore`` subprocesses (and ``lore serve`` for the HTTP routes)
+on a copy of the demo corpus in a temporary directory, so files can be edited and
+removed; document ids are paths relative to that directory, as a user's would be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import CORPUS, ROOT
+from tests.e2e.test_cli import serving
+
+LORE = [sys.executable, "-m", "api.cli"]
+
+
+def lore(cwd: Path, data: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LORE_DATA_DIR": str(data),
+        "COLUMNS": "200",
+        **env_extra,
+    }
+    return subprocess.run(
+        [*LORE, *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=600, check=False
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo corpus under ``corpus/``, ingested and with its graph built (to copy)."""
+    home = tmp_path_factory.mktemp("lifecycle")
+    shutil.copytree(CORPUS, home / "corpus")
+    for env in ("production", "staging"):
+        ok(lore(home, home / "data", "ingest", f"corpus/{env}", "--meta", f"env={env}"))
+    ok(lore(home, home / "data", "graph", "build"))
+    return home
+
+
+@pytest.fixture
+def home(built: Path, tmp_path: Path) -> Path:
+    """A private copy of the built directory (corpus files and data)."""
+    target = tmp_path / "home"
+    shutil.copytree(built, target)
+    return target
+
+
+def mentioning(home: Path, needle: str) -> list[str]:
+    """Ids of the documents whose text mentions ``needle`` (files and JSON Lines records)."""
+    ids = []
+    for path in sorted((home / "corpus").rglob("*")):
+        if not path.is_file() or needle not in path.read_text():
+            continue
+        rel = path.relative_to(home).as_posix()
+        if path.suffix == ".jsonl":
+            ids += [
+                json.loads(line)["id"] for line in path.read_text().splitlines() if needle in line
+            ]
+        else:
+            ids.append(rel)
+    return ids
+
+
+def served_everywhere(home: Path, question: str) -> str:
+    """Everything the CLI's read routes return for an entity question, as one text."""
+    data = home / "data"
+    parts = [
+        lore(home, data, "graph", "show", "PAY-5031", "--json").stdout,
+        ok(lore(home, data, "search", question, "--json", "--top-k", "50")),
+        ok(lore(home, data, "graph", "reports", "--json")),
+        ok(lore(home, data, "graph", "communities", "--json")),
+        ok(lore(home, data, "graph", "export")),
+    ]
+    for mode in ("local", "global"):
+        answer = json.loads(ok(lore(home, data, "ask", question, "--mode", mode, "--json")))
+        answer.pop("question", None)
+        answer.pop("route", None)  # the router's reasons quote the question
+        parts.append(json.dumps(answer))
+    return "\n".join(parts)
+
+
+def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> None:
+    data = home / "data"
+    before = json.loads(ok(lore(home, data, "graph", "show", "PAY-5031", "--json")))
+    assert before["mentions"] >= 5
+    lost_chunks = before["chunk_ids"]
+    ids = mentioning(home, "PAY-5031")
+    assert len(ids) >= 5
+    result = json.loads(ok(lore(home, data, "delete", *ids, "--json")))
+    assert sorted(result["deleted"]) == sorted(ids)
+    assert result["graph"]["entities_removed"] >= 1
+    assert result["graph"]["reports_refreshed"] >= 1
+    shown = lore(home, data, "graph", "show", "PAY-5031")
+    assert shown.returncode != 0 and "no entity named 'PAY-5031'" in shown.stderr
+    everything = served_everywhere(home, "What does PAY-5031 mean for payments?")
+    assert "5031" not in everything
+    assert not [c for c in lost_chunks if c in everything]
+    with serving(data, home / "serve.log") as base:
+        assert httpx.get(f"{base}/v1/entities/PAY-5031", timeout=30).status_code == 404
+        listed = httpx.get(f"{base}/v1/communities", params={"reports": True}, timeout=30)
+        assert listed.status_code == 200 and listed.json()
+        pages = [listed.text] + [
+            httpx.get(f"{base}/v1/communities/{c['id']}", timeout=30).text for c in listed.json()
+        ]
+        query = {"search_text": "PAY-5031", "top_k": 50}
+        pages.append(httpx.post(f"{base}/v1/memory/query", json=query, timeout=60).text)
+        for mode in ("local", "global"):
+            asked = {"question": "What does PAY-5031 mean?", "mode": mode}
+            reply = httpx.post(f"{base}/v1/ask", json=asked, timeout=120).json()
+            reply.pop("question", None)
+            reply.pop("route", None)
+            pages.append(json.dumps(reply))
+        served = "\n".join(pages)
+        assert "5031" not in served
+        assert not [c for c in lost_chunks if c in served]
+
+
+def test_the_http_delete_says_what_the_graph_lost(home: Path) -> None:
+    data = home / "data"
+    doc = "corpus/production/payments-api/runbook-db-timeouts.md"
+    with serving(data, home / "serve.log") as base:
+        reply = httpx.delete(f"{base}/v1/documents/{doc}", timeout=120)
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert body["deleted"] == [doc] and body["chunks_removed"] >= 1
+        assert body["graph"]["chunks"] >= 1
+        assert body["graph"]["entity_mentions_removed"] >= 1
+        assert body["graph"]["reports_refreshed"] >= 1
+        assert httpx.get(f"{base}/v1/documents/{doc}", timeout=30).status_code == 404
+
+
+def test_an_edit_replaces_the_old_fact_with_the_new_one(home: Path) -> None:
+    data = home / "data"
+    path = home / "corpus/production/payments-api/runbook-db-timeouts.md"
+    old = "PAY-5031"
+    assert old in path.read_text()
+    others = [d for d in mentioning(home, old) if not d.endswith("runbook-db-timeouts.md")]
+    ok(lore(home, data, "delete", *others))  # only the edited runbook names it now
+    assert old in ok(lore(home, data, "graph", "show", old))
+    path.write_text(path.read_text().replace(old, "PAY-7777"))
+    ok(lore(home, data, "ingest", "corpus/production", "--meta", "env=production"))
+    assert lore(home, data, "graph", "show", old).returncode != 0
+    new = json.loads(ok(lore(home, data, "graph", "show", "PAY-7777", "--json")))
+    assert new["mentions"] >= 1
+    reports = ok(lore(home, data, "graph", "reports", "--json"))
+    assert old not in reports
+    assert "PAY-7777" in reports  # the touched communities were rewritten with the new fact
+
+
+def test_an_unreachable_llm_leaves_the_graph_intact(home: Path) -> None:
+    data = home / "data"
+    before = ok(lore(home, data, "graph", "export"))
+    counts = json.loads(ok(lore(home, data, "status", "--json")))["counts"]
+    (home / "new.md").write_text(
+        "# Kestrel\n\nThe kestrel-gateway rejects tokens with E_KESTREL_9.\n"
+    )
+    down = {"LORE_LLM__BASE_URL": "http://127.0.0.1:9/v1", "LORE_LLM__MAX_RETRIES": "0"}
+    result = lore(home, data, "ingest", "new.md", **down)
+    assert result.returncode != 0
+    assert "cannot be reached" in result.stderr and "LORE_LLM__BASE_URL" in result.stderr
+    assert "1 documents stored and searchable" in result.stderr
+    assert ok(lore(home, data, "graph", "export")) == before  # nothing in the graph touched
+    hits = json.loads(ok(lore(home, data, "search", "E_KESTREL_9", "--json")))
+    assert hits["results"][0]["source"] == "new.md"
+    again = json.loads(ok(lore(home, data, "status", "--json")))["counts"]
+    assert again["documents_done"] == counts["documents_done"] + 1
+    build = lore(home, data, "graph", "build", **down)
+    assert build.returncode != 0 and "cannot be reached" in build.stderr
+    assert ok(lore(home, data, "graph", "export")) == before
+    # the next good run (the LLM unset again) catches the graph up
+    ok(lore(home, data, "graph", "build"))
+    assert "E_KESTREL_9" in ok(lore(home, data, "graph", "show", "E_KESTREL_9"))
