@@ -111,6 +111,7 @@ def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> N
     assert "5031" not in everything
     assert not [c for c in lost_chunks if c in everything]
     with serving(data, home / "serve.log") as base:
+        assert httpx.get(f"{base}/readyz", timeout=600).status_code == 200  # model loaded
         assert httpx.get(f"{base}/v1/entities/PAY-5031", timeout=30).status_code == 404
         listed = httpx.get(f"{base}/v1/communities", params={"reports": True}, timeout=30)
         assert listed.status_code == 200 and listed.json()
@@ -118,10 +119,10 @@ def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> N
             httpx.get(f"{base}/v1/communities/{c['id']}", timeout=30).text for c in listed.json()
         ]
         query = {"search_text": "PAY-5031", "top_k": 50}
-        pages.append(httpx.post(f"{base}/v1/memory/query", json=query, timeout=60).text)
+        pages.append(httpx.post(f"{base}/v1/memory/query", json=query, timeout=300).text)
         for mode in ("local", "global"):
             asked = {"question": "What does PAY-5031 mean?", "mode": mode}
-            reply = httpx.post(f"{base}/v1/ask", json=asked, timeout=120).json()
+            reply = httpx.post(f"{base}/v1/ask", json=asked, timeout=300).json()
             reply.pop("question", None)
             reply.pop("route", None)
             pages.append(json.dumps(reply))
@@ -130,11 +131,12 @@ def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> N
         assert not [c for c in lost_chunks if c in served]
 
 
-def test_the_http_delete_says_what_the_graph_lost(home: Path) -> None:
+def test_http_delete_and_prune_say_what_the_graph_lost(home: Path) -> None:
     data = home / "data"
     doc = "corpus/production/payments-api/runbook-db-timeouts.md"
     with serving(data, home / "serve.log") as base:
-        reply = httpx.delete(f"{base}/v1/documents/{doc}", timeout=120)
+        assert httpx.get(f"{base}/readyz", timeout=600).status_code == 200  # model loaded
+        reply = httpx.delete(f"{base}/v1/documents/{doc}", timeout=300)
         assert reply.status_code == 200, reply.text
         body = reply.json()
         assert body["deleted"] == [doc] and body["chunks_removed"] >= 1
@@ -142,6 +144,70 @@ def test_the_http_delete_says_what_the_graph_lost(home: Path) -> None:
         assert body["graph"]["entity_mentions_removed"] >= 1
         assert body["graph"]["reports_refreshed"] >= 1
         assert httpx.get(f"{base}/v1/documents/{doc}", timeout=30).status_code == 404
+        assert httpx.delete(f"{base}/v1/documents/{doc}", timeout=30).status_code == 404
+
+        pages = [
+            {"id": "wiki/a", "text": "The kestrel-gateway rejects expired tokens with E_WIKI_A."},
+            {"id": "wiki/b", "text": "The osprey-cache evicts hot keys and logs E_WIKI_B."},
+        ]
+        posted = httpx.post(
+            f"{base}/v1/documents", json={"documents": pages, "wait": True}, timeout=300
+        )
+        assert posted.status_code == 200, posted.text
+        assert httpx.get(f"{base}/v1/entities/E_WIKI_B", timeout=30).status_code == 200
+        sync = {"prefix": "wiki/", "keep": ["wiki/a"]}
+        preview = httpx.post(
+            f"{base}/v1/documents/prune", json={**sync, "dry_run": True}, timeout=60
+        ).json()
+        assert preview["would_delete"] == ["wiki/b"] and preview["deleted"] == []
+        pruned = httpx.post(f"{base}/v1/documents/prune", json=sync, timeout=300)
+        assert pruned.status_code == 200, pruned.text
+        assert pruned.json()["deleted"] == ["wiki/b"]
+        assert pruned.json()["graph"]["entities_removed"] >= 1
+        assert httpx.get(f"{base}/v1/entities/E_WIKI_B", timeout=30).status_code == 404
+        assert httpx.get(f"{base}/v1/entities/E_WIKI_A", timeout=30).status_code == 200
+        kept = "corpus/production/payments-api/service-overview.md"
+        assert httpx.get(f"{base}/v1/documents/{kept}", timeout=30).status_code == 200
+        empty = httpx.post(f"{base}/v1/documents/prune", json={"prefix": ""}, timeout=30)
+        assert empty.status_code == 422
+
+
+def test_ingest_prune_deletes_what_is_gone_and_nothing_else(home: Path) -> None:
+    data = home / "data"
+    extra = home / "corpus/staging/extra.md"
+    extra.write_text("# Extra\n\nThe kestrel-gateway raises E_PRUNE_42 on expired tokens.\n")
+    outside = home / "notes.md"
+    outside.write_text("# Notes\n\nThe osprey-cache logs E_OUTSIDE_7 when it evicts.\n")
+    ok(lore(home, data, "ingest", "corpus/staging", "--meta", "env=staging"))
+    ok(lore(home, data, "ingest", "notes.md"))
+    assert "E_PRUNE_42" in ok(lore(home, data, "graph", "show", "E_PRUNE_42"))
+    extra.unlink()
+    outside.unlink()  # gone too, but not under the pruned paths: it stays
+    catalog = home / "corpus/production/alert-catalog.jsonl"
+    lines = catalog.read_text().splitlines()
+    dropped = json.loads(lines[1])["id"]
+    catalog.write_text("\n".join(lines[:1] + lines[2:]) + "\n")
+    staging = json.loads(
+        ok(
+            lore(
+                home, data, "ingest", "corpus/staging", "--meta", "env=staging", "--prune", "--json"
+            )
+        )
+    )
+    assert staging["pruned"]["deleted"] == ["corpus/staging/extra.md"]
+    assert staging["pruned"]["graph"]["entities_removed"] >= 1
+    production = lore(
+        home, data, "ingest", "corpus/production", "--meta", "env=production", "--prune"
+    )
+    assert production.returncode == 0, production.stderr
+    assert f"deleted {dropped}" in production.stdout and "pruned 1 documents" in production.stdout
+    assert "reports refreshed" in production.stdout
+    assert lore(home, data, "graph", "show", "E_PRUNE_42").returncode != 0
+    assert "E_OUTSIDE_7" in ok(lore(home, data, "graph", "show", "E_OUTSIDE_7"))
+    again = ok(lore(home, data, "ingest", "corpus/production", "--prune"))
+    assert "pruned nothing" in again
+    missing = lore(home, data, "ingest", "corpus/nope", "--prune")
+    assert missing.returncode == 2 and "does not exist; nothing was done" in missing.stderr
 
 
 def test_an_edit_replaces_the_old_fact_with_the_new_one(home: Path) -> None:
