@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from api.cli_common import err, out, runtime_context, settings_of
 from api.cli_graph import graph
+from ingest.graph_lifecycle import describe
 from ingest.pipeline import IngestReport
 from lore.jobs import JobInfo, JobStatus, JobStore
 from workers.runtime import Runtime
@@ -102,6 +103,8 @@ def _summary(
         "failed": failed,
         "store": runtime.store.counts(),
     }
+    if info and info.detail.get("graph"):
+        summary["graph"] = info.detail["graph"]  # what changed documents took out of it
     if report is not None:  # in-process: the pipeline's own counts
         summary["done"], summary["unchanged"] = len(report.done), len(report.unchanged)
         summary["chunks_written"], summary["chunks_embedded"] = report.chunks, report.embedded
@@ -126,6 +129,8 @@ def print_ingest_summary(summary: dict[str, Any]) -> None:
         f"store: {summary['store'].get('chunks', 0)} chunks",
         highlight=False,
     )
+    if summary.get("graph"):
+        out.print(f"changed documents — {describe(summary['graph'])}", highlight=False)
     for item in summary["failed"]:
         out.print(f"  [red]failed[/] {item['id']}: {item['reason']}", highlight=False)
 

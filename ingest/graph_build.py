@@ -63,6 +63,7 @@ def build_graph(
     short is continued by the next build). ``budget_tokens`` (prompt + completion)
     stops the extraction between batches once spent.
     """
+    extractor.check()  # an unreachable LLM fails here, before anything is written
     refs = store.chunk_refs()
     current = {chunk_id for _, chunk_id, _ in refs}
     done = graph.extracted_chunks()

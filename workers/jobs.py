@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ingest.extraction import ChunkInput, Extraction, Extractor
-from ingest.graph_lifecycle import extractor_warning
+from ingest.graph_lifecycle import CascadeReport, extractor_warning
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.errors import ConfigurationError, LLMUnavailableError, LoreError
@@ -167,13 +167,23 @@ def extract_documents(
             runtime.quarantine().add(
                 chunk.chunk_id, chunk.document_id, extractor.name, result.reason
             )
-    cascade = runtime.forget_gone()
-    if cascade.removal.chunks:
-        log.info("%s", cascade.summary())
+    record_cascade(jobs, job_id, runtime.forget_gone())
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)
     return extracted
+
+
+def record_cascade(jobs: JobStore, job_id: str, cascade: CascadeReport) -> None:
+    """Add what changed documents took out of the graph to the job's ``graph`` detail."""
+    if not cascade.removal.chunks:
+        return
+    log.info("%s", cascade.summary())
+    info = jobs.get(job_id)
+    total = dict(info.detail.get("graph", {})) if info else {}
+    for key, value in cascade.as_dict().items():
+        total[key] = value if key == "communities" else int(total.get(key, 0)) + value
+    jobs.update_job(job_id, detail={"graph": total})
 
 
 def run_inline(

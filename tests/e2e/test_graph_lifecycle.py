@@ -212,20 +212,28 @@ def test_ingest_prune_deletes_what_is_gone_and_nothing_else(home: Path) -> None:
 
 def test_an_edit_replaces_the_old_fact_with_the_new_one(home: Path) -> None:
     data = home / "data"
-    path = home / "corpus/production/payments-api/runbook-db-timeouts.md"
-    old = "PAY-5031"
-    assert old in path.read_text()
-    others = [d for d in mentioning(home, old) if not d.endswith("runbook-db-timeouts.md")]
-    ok(lore(home, data, "delete", *others))  # only the edited runbook names it now
+    old, new = "PAY-5031", "PAY-7777"
     assert old in ok(lore(home, data, "graph", "show", old))
-    path.write_text(path.read_text().replace(old, "PAY-7777"))
-    ok(lore(home, data, "ingest", "corpus/production", "--meta", "env=production"))
+    edited = [p for p in sorted((home / "corpus").rglob("*.*")) if old in p.read_text()]
+    assert len(edited) >= 4
+    for path in edited:  # the error code was renamed everywhere it is documented
+        path.write_text(path.read_text().replace(old, new))
+    said = [
+        json.loads(
+            ok(lore(home, data, "ingest", f"corpus/{env}", "--meta", f"env={env}", "--json"))
+        )
+        for env in ("production", "staging")
+    ]
+    assert sum(s["graph"]["entity_mentions_removed"] for s in said) >= 4
+    assert said[-1]["graph"]["entities_removed"] >= 1  # the last mention of the old code
+    assert all(s["graph"]["reports_refreshed"] >= 1 for s in said)
     assert lore(home, data, "graph", "show", old).returncode != 0
-    new = json.loads(ok(lore(home, data, "graph", "show", "PAY-7777", "--json")))
-    assert new["mentions"] >= 1
+    shown = json.loads(ok(lore(home, data, "graph", "show", new, "--json")))
+    assert shown["mentions"] >= 4 and old not in json.dumps(shown)
     reports = ok(lore(home, data, "graph", "reports", "--json"))
-    assert old not in reports
-    assert "PAY-7777" in reports  # the touched communities were rewritten with the new fact
+    assert old not in reports  # the touched communities were rewritten ...
+    assert set(shown["chunk_ids"]) & {c for r in json.loads(reports) for c in r["chunk_ids"]}
+    assert old not in ok(lore(home, data, "graph", "export"))
 
 
 def test_an_unreachable_llm_leaves_the_graph_intact(home: Path) -> None:
