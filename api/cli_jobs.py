@@ -189,10 +189,13 @@ def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> N
 
 @graph.command()
 @click.option("--rebuild", is_flag=True, help="Recompute the hierarchy from scratch first.")
+@click.option(
+    "--reextract", is_flag=True, help="Extract every chunk again with the configured extractor."
+)
 @click.option("--wait/--no-wait", default=True, help="With a broker: follow the job.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> None:
+def refresh(ctx: click.Context, rebuild: bool, reextract: bool, wait: bool, as_json: bool) -> None:
     """Re-summarise only the communities whose members or their content changed."""
     from workers.client import follow, submit_refresh
     from workers.refresh import refresh_inline
@@ -202,16 +205,16 @@ def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> Non
         store = job_store(runtime)
         try:
             if settings.broker.url:
-                job_id = submit_refresh(settings, store, rebuild=rebuild)
+                job_id = submit_refresh(settings, store, rebuild=rebuild, reextract=reextract)
                 info = follow(store, job_id) if wait else store.get(job_id)
                 result: dict[str, Any] = {"job_id": job_id, **(info.detail if info else {})}
                 result["state"] = info.state if info else "unknown"
             else:
-                result = refresh_inline(runtime, store, rebuild=rebuild)
+                result = refresh_inline(runtime, store, rebuild=rebuild, reextract=reextract)
         finally:
             store.close()
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    shown = ", ".join(f"{k} {v}" for k, v in result.items() if k != "rebuild")
+    shown = ", ".join(f"{k} {v}" for k, v in result.items() if k not in ("rebuild", "reextract"))
     out.print(f"refresh: {shown}", highlight=False)

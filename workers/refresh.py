@@ -33,10 +33,18 @@ def summarizer_for(runtime: Runtime) -> Summarizer:
     return WriterSummarizer(build_report_writer(settings, client), runtime.store.texts_by_chunk_ids)
 
 
-def prepare_refresh(runtime: Runtime, *, rebuild: bool = False) -> RefreshPlan:
-    """Catch the graph up with the store, (re)cluster, and plan the summaries."""
+def prepare_refresh(
+    runtime: Runtime, *, rebuild: bool = False, reextract: bool = False
+) -> RefreshPlan:
+    """Catch the graph up with the store, (re)cluster, and plan the summaries.
+
+    ``reextract`` first extracts every chunk again with the configured extractor (the
+    worker and HTTP form of ``lore graph build --reextract``).
+    """
     graph = runtime.graph()
-    build_graph(runtime.store, graph, extractor_for(runtime), runtime.quarantine())
+    build_graph(
+        runtime.store, graph, extractor_for(runtime), runtime.quarantine(), reextract=reextract
+    )
     cfg = runtime.settings.graph
     if rebuild:
         build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
@@ -45,10 +53,12 @@ def prepare_refresh(runtime: Runtime, *, rebuild: bool = False) -> RefreshPlan:
     return plan_refresh(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
 
 
-def refresh_inline(runtime: Runtime, jobs: JobStore, *, rebuild: bool = False) -> dict[str, Any]:
+def refresh_inline(
+    runtime: Runtime, jobs: JobStore, *, rebuild: bool = False, reextract: bool = False
+) -> dict[str, Any]:
     """A whole refresh in this process, recorded as a job; returns its counts."""
-    job_id = jobs.create("refresh", detail={"rebuild": rebuild})
-    plan = prepare_refresh(runtime, rebuild=rebuild)
+    job_id = jobs.create("refresh", detail={"rebuild": rebuild, "reextract": reextract})
+    plan = prepare_refresh(runtime, rebuild=rebuild, reextract=reextract)
     counts = run_plan(runtime.graph(), summarizer_for(runtime), plan).as_dict()
     jobs.update_job(job_id, state="done", detail=counts)
     return {"job_id": job_id, **counts}

@@ -92,16 +92,19 @@ def get_job(runtime: Runtime, job_id: str) -> JobView | None:
         jobs.close()
 
 
-def refresh(runtime: Runtime, *, rebuild: bool) -> dict[str, Any]:
+def refresh(runtime: Runtime, *, rebuild: bool, reextract: bool = False) -> dict[str, Any]:
     """Refresh stale summaries: queued with a broker, else run here (returns its counts)."""
     jobs = job_store(runtime)
     try:
         if runtime.settings.broker.url:
             return {
-                "job_id": submit_refresh(runtime.settings, jobs, rebuild=rebuild),
+                "job_id": submit_refresh(
+                    runtime.settings, jobs, rebuild=rebuild, reextract=reextract
+                ),
                 "queued": True,
             }
-        return {**refresh_inline(runtime, jobs, rebuild=rebuild), "queued": False}
+        counts = refresh_inline(runtime, jobs, rebuild=rebuild, reextract=reextract)
+        return {**counts, "queued": False}
     finally:
         jobs.close()
 

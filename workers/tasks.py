@@ -152,7 +152,9 @@ def _refresh_lock(settings: Settings) -> Any:
 
 
 @_task("lore.refresh_stale")
-def refresh_stale(job_id: str | None = None, rebuild: bool = False) -> dict[str, Any]:
+def refresh_stale(
+    job_id: str | None = None, rebuild: bool = False, reextract: bool = False
+) -> dict[str, Any]:
     """Catch the graph up, re-cluster, then summarise stale communities level by level."""
     settings, runtime, jobs = worker_state()
     job_id = job_id or jobs.create("refresh", detail={"rebuild": rebuild})
@@ -164,7 +166,7 @@ def refresh_stale(job_id: str | None = None, rebuild: bool = False) -> dict[str,
             return {"job_id": job_id, "skipped": True}
     finally:
         client.close()
-    plan = prepare_refresh(runtime, rebuild=rebuild)
+    plan = prepare_refresh(runtime, rebuild=rebuild, reextract=reextract)
     jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
     _next_level(job_id, plan_to_dict(plan), 0, 0, 0)
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}
