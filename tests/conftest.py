@@ -29,10 +29,7 @@ def make_runtime(data_dir: Path, embedder: LocalEmbedder, **sections: dict[str, 
     merged = load_settings(data_dir=data_dir).model_dump()
     for name, values in sections.items():
         merged[name] = {**merged[name], **values}
-    settings = Settings.model_validate(merged)
-    runtime = open_runtime(settings)
-    runtime.embedder = embedder
-    return runtime
+    return open_runtime(Settings.model_validate(merged), embedder)
 
 
 @pytest.fixture(scope="session")
