@@ -133,8 +133,9 @@ def build_analyzer(settings: Settings) -> Analyzer:
 
 def build_counter(embedder: Embedder) -> WordPieceCounter:
     """Word pieces of the embedding model (the packaged tokenizer for remote models)."""
-    local = isinstance(embedder, LocalEmbedder)
-    return counter_for(embedder.model_dir if local else packaged_model_dir())
+    if isinstance(embedder, LocalEmbedder):
+        return counter_for(embedder.model_dir)
+    return counter_for(packaged_model_dir())
 
 
 def build_index_set(
