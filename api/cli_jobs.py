@@ -181,13 +181,14 @@ def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> N
 @click.pass_context
 def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> None:
     """Re-summarise only the communities whose members or their content changed."""
-    from workers.client import follow
     from workers.service import refresh as start_refresh
 
     with runtime_context(ctx) as runtime:
         jobs = runtime.jobs()
         result = start_refresh(runtime, rebuild=rebuild)
         if result.pop("queued"):
+            from workers.client import follow
+
             job_id = result["job_id"]
             info = follow(jobs, job_id) if wait else jobs.get(job_id)
             result = {"job_id": job_id, **(info.detail if info else {})}
