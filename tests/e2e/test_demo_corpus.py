@@ -62,7 +62,9 @@ def test_reingest_unchanged_costs_nothing(
 ) -> None:
     monkeypatch.chdir(ROOT)
     before = demo_runtime.store.last_seq()
-    report = demo_runtime.ingest_paths([CORPUS / "staging"], {"env": "staging"})
+    report = demo_runtime.ingest_paths(
+        [CORPUS / "staging"], {"env": "staging"}, extract_graph=False
+    )
     assert report.done == [] and report.failed == [] and report.unchanged
     assert demo_runtime.store.last_seq() == before
 
