@@ -21,7 +21,10 @@ def test_a_new_extractor_version_keeps_the_graph_until_reextract(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest([SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")])
+    rt.ingest(
+        [SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")],
+        extract_graph=False,
+    )
     graph = LocalGraphStore(tmp_path / "lore.sqlite3")
     held = Quarantine(tmp_path / "lore.sqlite3")
     held.add("old-chunk", "d0", "offline", "a reason from the old extractor")

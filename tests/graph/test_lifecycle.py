@@ -15,7 +15,7 @@ from graph.models import EntityMention
 from graph.reports import ExtractiveWriter, build_reports
 from graph.store import GraphStore
 from ingest.graph_lifecycle import forget_chunks
-from ingest.graph_refresh import WriterSummarizer
+from ingest.graph_refresh import Summarizer
 from ingest.quarantine import Quarantine
 from tests.graph.test_graph_store_contract import mention, rel, store  # noqa: F401
 
@@ -96,7 +96,7 @@ def test_forgetting_rewrites_the_reports_that_cited_the_chunks(tmp_path: Path) -
     assert "PAY-5031" in json.dumps([json.loads(r.to_json()) for r in graph.reports()])
     lost = TEXTS.pop("chunk-one")  # the store lost it first
     try:
-        summarizer = WriterSummarizer(ExtractiveWriter(), texts)
+        summarizer = Summarizer(ExtractiveWriter(), texts)
         report = forget_chunks(graph, held, ["chunk-one"], summarizer)
     finally:
         TEXTS["chunk-one"] = lost
