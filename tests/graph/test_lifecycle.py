@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from graph.communities import hierarchical_communities
 from graph.lifecycle import remove_contributions
 from graph.models import EntityMention
-from graph.reports import ExtractiveWriter, build_reports
+from graph.reports import ExtractiveWriter
 from graph.store import GraphStore
 from ingest.graph_lifecycle import forget_chunks
-from ingest.graph_refresh import Summarizer
+from ingest.graph_refresh import Summarizer, plan_refresh, run_plan
 from ingest.quarantine import Quarantine
 from tests.graph.test_graph_store_contract import mention, rel, store  # noqa: F401
 
@@ -88,10 +87,8 @@ def test_forgetting_rewrites_the_reports_that_cited_the_chunks(tmp_path: Path) -
     def texts(ids: object) -> dict[str, str]:
         return {c: TEXTS[c] for c in ids if c in TEXTS}  # type: ignore[attr-defined]
 
-    communities = hierarchical_communities(graph.edges(), max_cluster_size=10)
-    graph.replace_communities(communities)
-    reports, _ = build_reports(graph, texts, communities)
-    graph.replace_reports(reports)
+    first = run_plan(graph, Summarizer(ExtractiveWriter(), texts), plan_refresh(graph))
+    assert first.refreshed >= 1
     graph.clear_touched(sorted(graph.touched_entities()))
     assert "PAY-5031" in json.dumps([json.loads(r.to_json()) for r in graph.reports()])
     lost = TEXTS.pop("chunk-one")  # the store lost it first
