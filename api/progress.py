@@ -2,8 +2,9 @@
 
 Under a process manager (systemd, a CI log, ``nohup``) stderr is not a terminal and a
 live bar would print nothing until the end, so :class:`ProgressReporter` writes one line
-every ``interval_s`` seconds instead — done / total, rate and ETA — and a last line when
-the work ends. ``quiet`` (``lore --quiet``, or ``--json``) prints nothing at all.
+every ``interval_s`` seconds instead — done / total, rate and ETA (once the total is
+known: a queued job, a graph build; a streamed directory shows the count so far) — and
+a last line when the work ends. ``quiet`` (``lore --quiet``, or ``--json``) prints nothing at all.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class ProgressReporter:
         traceback: TracebackType | None,
     ) -> None:
         self._bar.__exit__(exc_type, exc, traceback)
+        if self.total is None:  # streamed work: the count is known once it ends
+            self.total = self.done
         if not self._quiet and not self._live and exc_type is None and self.done:
             self._write(final=True)
 
@@ -86,7 +89,7 @@ class ProgressReporter:
         if self.total:
             share = f"{self.done}/{self.total} ({100 * self.done / self.total:.0f}%)"
         else:
-            share = f"{self.done}"
+            share = f"{self.done} so far"
         text = f"{self.label}: {share}, {rate:.1f}/s"
         if final:
             return f"{text}, done in {elapsed:.0f}s"
