@@ -1,12 +1,12 @@
 """The GraphStore contract, run on every backend: embedded (SQLite) and Neo4j.
 
 The Neo4j run needs a server: set ``NEO4J_URI`` (and ``NEO4J_USER``, ``NEO4J_PASSWORD``,
-optionally ``NEO4J_DATABASE``). Each test then works in a namespace of its own and
-drops it afterwards. Without ``NEO4J_URI`` the Neo4j run is skipped, with that reason.
+optionally ``NEO4J_DATABASE``), or let ``scripts/arcadedb_server.py`` start the ArcadeDB
+Bolt stand-in for Neo4j, as CI does (ids then read ``neo4j-arcadedb-stand-in``). Each
+test works in a namespace of its own and drops it afterwards. Without ``NEO4J_URI`` the
+Neo4j run is skipped, with that reason.
 """
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from graph.communities import Community
 from graph.models import CommunityReport, EntityMention, Finding, RelationMention
 from graph.store import GraphStore
 from graph.stores import open_graph_store
+from tests.neo4j_server import fresh_namespace, neo4j_param, neo4j_server
 
 
 def mention(name: str, kind: str = "service", count: int = 1) -> EntityMention:
@@ -26,25 +27,16 @@ def rel(a: str, b: str, w: float = 1.0) -> RelationMention:
     return RelationMention(a, b, w, f"{a} with {b}")
 
 
-@pytest.fixture(params=["local", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+@pytest.fixture(params=["local", neo4j_param()])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
     if request.param == "local":
         local = open_graph_store("local", path=tmp_path / "g.sqlite3")
         yield local
         local.close()
         return
-    uri = os.environ.get("NEO4J_URI")
-    if not uri:
-        pytest.skip("NEO4J_URI not set (no Neo4j server here)")
     from graph.stores.neo4j import Neo4jGraphStore
 
-    server = Neo4jGraphStore(
-        uri,
-        os.environ.get("NEO4J_USER", "neo4j"),
-        os.environ.get("NEO4J_PASSWORD", ""),
-        database=os.environ.get("NEO4J_DATABASE") or None,
-        namespace=f"contract-{uuid.uuid4().hex}",
-    )
+    server = Neo4jGraphStore(**neo4j_server().store_options(fresh_namespace("contract")))
     try:
         yield server
     finally:
