@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ingest.extraction import ChunkInput, Extraction, Extractor
-from ingest.graph_build import reset_if_extractor_changed
+from ingest.extraction import ChunkInput, Extractor
+from ingest.graph_build import reset_if_extractor_changed, store_extractions
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
@@ -149,15 +149,10 @@ def extract_documents(
         for c in runtime.store.chunks_of_document(document_id)
         if c.id not in skip
     ]
-    extracted = 0
-    for chunk, result in zip(pending, extractor.extract_batch(pending), strict=True):
-        if isinstance(result, Extraction):
-            graph.put_chunk(chunk.chunk_id, chunk.document_id, result.entities, result.relations)
-            extracted += 1
-        else:  # the document is still done: its text is searchable; the chunk waits
-            runtime.quarantine().add(
-                chunk.chunk_id, chunk.document_id, extractor.name, result.reason
-            )
+    # a quarantined chunk's document is still done: its text is searchable; the chunk waits
+    extracted, _ = store_extractions(
+        graph, runtime.quarantine(), extractor.name, pending, extractor.extract_batch(pending)
+    )
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)

@@ -175,7 +175,17 @@ class Neo4jGraphStore:
     def _detach(
         self, tx: neo4j.ManagedTransaction, chunk_ids: Sequence[str]
     ) -> tuple[set[str], set[str]]:
-        """Delete the chunks' mentions and relations: (keys they mentioned, every key affected)."""
+        """Delete the chunks' mentions and relations: (keys they mentioned, every key affected).
+
+        Only chunks stored before are looked at (their ``LoreChunk`` is written in the same
+        transaction as their relationships): a new chunk has nothing to delete, and the
+        relationship lookup by ``chunk_id``, a scan on servers without relationship
+        indexes, is skipped for it.
+        """
+        stored = self._run_batched(tx, q.STORED_CHUNKS, "chunk_ids", chunk_ids)
+        chunk_ids = sorted({str(r["id"]) for r in stored})
+        if not chunk_ids:
+            return set(), set()
         mentioned = {
             str(r["key"]) for r in self._run_batched(tx, q.DELETE_MENTIONS, "chunk_ids", chunk_ids)
         }

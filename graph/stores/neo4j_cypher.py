@@ -45,6 +45,12 @@ SCHEMA: Final = (
 
 # -- writes: a chunk's contributions ----------------------------------------------------
 
+STORED_CHUNKS: Final = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (c:LoreChunk {ns: $ns, id: chunk_id})
+RETURN c.id AS id
+"""
+
 DELETE_MENTIONS: Final = """
 UNWIND $chunk_ids AS chunk_id
 MATCH (:LoreChunk {ns: $ns, id: chunk_id})-[m:MENTIONS]->(e:LoreEntity)
