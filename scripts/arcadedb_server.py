@@ -9,7 +9,8 @@ and hands out the ``NEO4J_*`` variables the tests read::
     python -m scripts.arcadedb_server run -- pytest -q tests/graph   # start, run, stop
     python -m scripts.arcadedb_server serve                          # print exports, wait
 
-``run`` exits with the command's status. When ``NEO4J_URI`` is already set (a real Neo4j)
+``run`` exits with the command's status; ArcadeDB's own log goes to ``arcadedb.log`` in
+its directory, not to the console. When ``NEO4J_URI`` is already set (a real Neo4j)
 nothing is started and the command runs against that server. ``NEO4J_STAND_IN`` names the
 stand-in, so test ids and reports say which server they ran against. ArcadeDB is lenient
 where Neo4j is not (``MERGE`` on a null key, ``CREATE … MATCH`` without ``WITH``): the
@@ -56,6 +57,8 @@ class StandIn:
     password: str
     database: str
     name: str
+    stdout_fd: int = 1
+    stderr_fd: int = 2
 
     def env(self) -> dict[str, str]:
         """``NEO4J_URI``, ``NEO4J_USER``, ``NEO4J_PASSWORD``, ``NEO4J_DATABASE``, the name."""
@@ -88,20 +91,76 @@ def wait_for_bolt(stand_in: StandIn, timeout_s: float = 60) -> None:
 
 
 @contextmanager
+def _output_to(log: Path) -> Iterator[tuple[int, int]]:
+    """Send file descriptors 1 and 2 (where the JVM logs) to ``log`` until the block ends.
+
+    Yields duplicates of the original two, for what must still reach the console.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    out, err = os.dup(1), os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield out, err
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.close(out)
+        os.close(err)
+
+
+@contextmanager
 def arcadedb(root: Path | None = None, heap: str = "1g") -> Iterator[StandIn]:
     """An ArcadeDB server with Bolt on a free loopback port until the block ends.
 
-    ``root`` holds the databases and ArcadeDB's logs (a temporary directory, removed
-    afterwards, when None). Every listener binds ``127.0.0.1``.
+    ``root`` holds the databases and ArcadeDB's log, ``arcadedb.log`` (a temporary
+    directory, removed afterwards, when None). Every listener binds ``127.0.0.1``. The
+    JVM's console output goes to that log, so the caller's output stays its own: the
+    stand-in's ``stdout_fd``/``stderr_fd`` are the console's while the block runs.
     """
     import arcadedb_embedded
-    from arcadedb_embedded.jvm import start_jvm
 
     own_root = root is None
     where = Path(tempfile.mkdtemp(prefix="lore-arcadedb-")) if root is None else root
     where.mkdir(parents=True, exist_ok=True)
+    log = where / "arcadedb.log"
     bolt_port, http_port = free_port(), free_port()
     password = secrets.token_hex(12)
+    try:
+        with _output_to(log) as (out, err):
+            server = _start(where, bolt_port, http_port, password, heap, log, err)
+            try:
+                server.create_database(DATABASE)
+                stand_in = StandIn(
+                    uri=f"bolt://{HOST}:{bolt_port}",
+                    user=USER,
+                    password=password,
+                    database=DATABASE,
+                    name=f"ArcadeDB {arcadedb_embedded.__version__} Bolt stand-in for Neo4j",
+                    stdout_fd=out,
+                    stderr_fd=err,
+                )
+                wait_for_bolt(stand_in)
+                yield stand_in
+            finally:
+                server.stop()
+    finally:
+        if own_root:
+            shutil.rmtree(where, ignore_errors=True)
+
+
+def _start(
+    where: Path, bolt_port: int, http_port: int, password: str, heap: str, log: Path, err: int
+) -> Any:
+    """Start the JVM and the server; on failure the log's tail goes to the console."""
+    import arcadedb_embedded
+    from arcadedb_embedded.jvm import start_jvm
+
     previous = Path.cwd()
     os.chdir(where)  # ArcadeDB writes ./log relative to the JVM's working directory
     try:
@@ -119,23 +178,17 @@ def arcadedb(root: Path | None = None, heap: str = "1g") -> Iterator[StandIn]:
             },
         )
         server.start()
+        return server
+    except BaseException:
+        sys.stdout.flush()
+        os.write(err, log.read_bytes()[-4000:])
+        raise
     finally:
         os.chdir(previous)
-    try:
-        server.create_database(DATABASE)
-        stand_in = StandIn(
-            uri=f"bolt://{HOST}:{bolt_port}",
-            user=USER,
-            password=password,
-            database=DATABASE,
-            name=f"ArcadeDB {arcadedb_embedded.__version__} Bolt stand-in for Neo4j",
-        )
-        wait_for_bolt(stand_in)
-        yield stand_in
-    finally:
-        server.stop()
-        if own_root:
-            shutil.rmtree(where, ignore_errors=True)
+
+
+def _say(fd: int, line: str) -> None:
+    os.write(fd, (line + "\n").encode())
 
 
 def _exports(env: dict[str, str]) -> str:
@@ -151,22 +204,26 @@ def run(command: Sequence[str], root: Path | None, heap: str) -> int:
         return subprocess.run(list(command), check=False).returncode
     started = time.monotonic()
     with arcadedb(root, heap) as stand_in:
-        print(
+        _say(
+            stand_in.stdout_fd,
             f"{stand_in.name} at {stand_in.uri} (database {stand_in.database}), "
-            f"up in {time.monotonic() - started:.1f} s",
-            flush=True,
+            f"up in {time.monotonic() - started:.1f} s; then: {' '.join(command)}",
         )
-        code = subprocess.run(list(command), env={**os.environ, **stand_in.env()}, check=False)
-        stopping = time.monotonic()
-    print(f"ArcadeDB stopped in {time.monotonic() - stopping:.1f} s", flush=True)
+        code = subprocess.run(
+            list(command),
+            env={**os.environ, **stand_in.env()},
+            stdout=stand_in.stdout_fd,
+            stderr=stand_in.stderr_fd,
+            check=False,
+        )
     return code.returncode
 
 
 def serve(root: Path | None, heap: str) -> int:
     """Start the stand-in, print its ``export`` lines, wait for Ctrl-C (or SIGTERM)."""
     with arcadedb(root, heap) as stand_in:
-        print(f"# {stand_in.name}; Ctrl-C stops it", file=sys.stderr, flush=True)
-        print(_exports(stand_in.env()), end="", flush=True)
+        _say(stand_in.stderr_fd, f"# {stand_in.name}; Ctrl-C stops it")
+        _say(stand_in.stdout_fd, _exports(stand_in.env()).rstrip("\n"))
         with suppress(KeyboardInterrupt):
             threading.Event().wait()
     return 0
