@@ -56,10 +56,10 @@ def chunk_inputs(docs: Sequence[SourceDocument], scratch: Path) -> list[ChunkInp
         drafts = chunk_text(
             doc.text,
             pipeline.counter,
-            size=pipeline.chunking.size,
-            overlap=pipeline.chunking.overlap,
+            size=pipeline.chunking.size_tokens,
+            overlap=pipeline.chunking.overlap_tokens,
             title=doc.title,
-            max_model_tokens=pipeline.chunking.max_model_tokens,
+            max_model_tokens=pipeline.max_model_tokens,
         )
         chunks += [ChunkInput(f"{doc.id}#{d.ordinal}", doc.id, d.text, doc.title) for d in drafts]
     runtime.close()
