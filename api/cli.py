@@ -25,12 +25,14 @@ from api.cli_common import (
     settings_of,
     validation_message,
 )
+from api.cli_config import config, init
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
 from ingest.graph_lifecycle import describe
 from ingest.loaders import document_id_for
-from lore.errors import LoreError
+from lore.errors import LoreError, MissingExtraError
+from lore.extras import require
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
 from workers.namespaces import namespace_settings
@@ -48,18 +50,37 @@ from workers.namespaces import namespace_settings
     default=None,
     help="Work in this namespace (a data directory of its own; default: the default one).",
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Settings file, TOML or YAML (env LORE_CONFIG, default ./lore.toml if present).",
+)
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress output (results and errors still print)."
+)
 @click.version_option(package_name="lorekeeper")
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, namespace: str | None) -> None:
+def main(
+    ctx: click.Context,
+    data_dir: Path | None,
+    namespace: str | None,
+    config_file: Path | None,
+    quiet: bool,
+) -> None:
     """Lorekeeper: a memory that finds exact identifiers and paraphrased concepts."""
+    overrides = {"data_dir": data_dir}
     try:
-        settings = load_settings(data_dir=data_dir)
+        settings = load_settings(config_file, **overrides)
         root = settings.data_dir
         if namespace is not None:
             settings = namespace_settings(settings, namespace)
     except (ValidationError, LoreError) as exc:
         raise click.ClickException(f"invalid settings: {exc}") from exc
-    ctx.obj = {"settings": settings, "root": root}
+    ctx.obj = {"settings": settings, "root": root, "config_file": config_file}
+    ctx.obj["overrides"] = overrides
+    ctx.obj["quiet"] = quiet
 
 
 @main.command()
@@ -382,9 +403,9 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
 def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
     """Serve the memory to agents over MCP (stdio, or streamable HTTP at /mcp)."""
     try:
-        from api.integrations.mcp_server import build_mcp_server
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise click.ClickException("the MCP server needs `pip install lorekeeper[mcp]`") from exc
+        build_mcp_server = require("api.integrations.mcp_server", "the MCP server").build_mcp_server
+    except MissingExtraError as exc:
+        raise click.ClickException(str(exc)) from exc
     with runtime_context(ctx) as runtime:
         server = build_mcp_server(runtime)
         if transport == "stdio":
@@ -394,6 +415,8 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
 
 
 main.add_command(graph)
+main.add_command(init)
+main.add_command(config)
 main.add_command(keys)
 main.add_command(ask)
 main.add_command(jobs)

@@ -10,12 +10,23 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 
+from api.progress import ProgressReporter
 from lore.errors import LoreError
 from lore.settings import Settings
 from workers.runtime import Runtime, open_runtime
 
 out = Console()
 err = Console(stderr=True)
+
+
+def progress_reporter(ctx: click.Context, label: str, quiet: bool = False) -> ProgressReporter:
+    """A progress reporter for a long command (silent with ``--quiet`` or when ``quiet``)."""
+    return ProgressReporter(
+        label,
+        quiet=quiet or bool(ctx.obj.get("quiet")),
+        console=err,
+        interval_s=settings_of(ctx).cli.progress_interval_s,
+    )
 
 
 def settings_of(ctx: click.Context) -> Settings:

@@ -8,9 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from api.cli_common import err, out, runtime_context
+from api.cli_common import err, out, progress_reporter, runtime_context
 from ingest.graph_build import GraphBuildReport
 from ingest.graph_cost import BuildEstimate
 
@@ -56,20 +55,11 @@ def build(
         return
     with (
         runtime_context(ctx) as runtime,
-        Progress(
-            TextColumn("extracting"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            transient=True,
-            disable=as_json,
-        ) as bar,
+        progress_reporter(ctx, "extracting", quiet=as_json) as bar,
     ):
-        task = bar.add_task("extract", total=None)
 
         def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            bar.update(done, total)
 
         report, communities = runtime.build_graph(
             progress, retry_quarantined=retry_quarantined, reextract=reextract

@@ -14,26 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from api.cli_common import err, out, runtime_context
+from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
 from ingest.graph_lifecycle import describe
 from ingest.pipeline import IngestReport
 from lore.jobs import JobInfo, JobStatus, JobStore
 from workers.runtime import Runtime
-
-
-def _bar(disabled: bool, label: str) -> Progress:
-    return Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=disabled,
-    )
 
 
 def ingest_command(
@@ -48,15 +35,14 @@ def ingest_command(
 
     with (
         runtime_context(ctx) as runtime,
-        _bar(as_json or not err.is_terminal, "ingest") as bar,
+        progress_reporter(ctx, "ingest", quiet=as_json) as bar,
     ):
-        task = bar.add_task("ingest", total=None, last="")
 
         def followed(info: JobInfo) -> None:
-            bar.update(task, total=info.total, completed=info.finished, last=_line(info))
+            bar.update(info.finished, info.total, last=_line(info))
 
         def progress(outcome: tuple[str, str, str]) -> None:
-            bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
+            bar.advance(1, last=f"{outcome[1]}: {outcome[0][-50:]}")
 
         is_queued = queued(runtime.settings)
         result = ingest_paths(

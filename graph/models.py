@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 
@@ -26,6 +26,16 @@ class RelationMention:
     target: str
     weight: float
     description: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkMentions:
+    """Everything one chunk contributes to the graph (what ``put_chunks`` stores)."""
+
+    chunk_id: str
+    document_id: str
+    entities: Sequence[EntityMention]
+    relations: Sequence[RelationMention]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ path of its operation: ingest (``workers.ingest``), delete and its graph cascade
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from ingest.graph_cost import BuildEstimate
 from ingest.graph_lifecycle import CascadeReport, DeletionReport
 from ingest.pipeline import IngestPipeline, IngestReport, Progress
 from ingest.quarantine import Quarantine
+from lore.aio import run_sync
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
 from lore.jobs import JobStore
@@ -159,8 +159,8 @@ class Runtime:
         return await self.queries().query(request)
 
     def query_sync(self, request: QueryRequest) -> QueryResponse:
-        """Catch up, then search (blocking, for the CLI and benchmarks)."""
-        return asyncio.run(self.query(request))
+        """Catch up, then search (blocking; also works inside a running event loop)."""
+        return run_sync(lambda: self.query(request))
 
     async def ask(
         self,
@@ -193,9 +193,9 @@ class Runtime:
         budget: int | None = None,
         level: int | None = None,
     ) -> AskResponse:
-        """Blocking :meth:`ask` for the CLI, scripts and benchmarks."""
-        return asyncio.run(
-            self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
+        """Blocking :meth:`ask` for the CLI, scripts and notebooks (inside a loop too)."""
+        return run_sync(
+            lambda: self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
         )
 
     def ingest(
