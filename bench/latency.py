@@ -17,6 +17,7 @@ import argparse
 import json
 import shutil
 import sqlite3
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     queries = queries[: args.n_queries]
     if args.query_runtimes:
         out["query_runtimes"] = compare_runtimes(work, args.query_runtimes.split(","), queries)
+        print(json.dumps({"query_runtimes": out["query_runtimes"]}), file=sys.stderr, flush=True)
     for name, fields in MODES.items():
         out[name] = measure(runtime, queries, fields)
     out["filtered_hybrid_1pct"] = measure(runtime, queries, {"metadata_filter": {"bucket": 7}})
