@@ -54,6 +54,10 @@ def build_embedder(settings: Settings) -> Embedder:
         batch_size=cfg.batch_size,
         max_seq_length=cfg.max_seq_length,
         threads=cfg.threads,
+        query_runtime=cfg.query_runtime,
+        query_threads=cfg.query_threads,
+        onnx_cache_dir=cfg.onnx_cache_dir,
+        query_cache_size=cfg.query_cache_size,
     )
 
 
