@@ -278,15 +278,33 @@ class Store(SQLiteTables):
                 ),
             )
 
+    def mark_skipped(self, document_id: str, source: str, reason: str) -> None:
+        """Record an input with nothing to index (not a failure); a stored version stays."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+            if row is not None and int(row[0]) > 0:
+                reason = (
+                    f"{reason} (the previous version, {row[0]} chunks, is kept: "
+                    "`lore delete` removes it)"
+                )
+            db.execute(
+                "INSERT INTO documents(id, source, title, metadata, status, error, updated_at) "
+                "VALUES (?, ?, '', '{}', 'skipped', ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "status = 'skipped', error = excluded.error, updated_at = excluded.updated_at",
+                (document_id, source, reason, _now()),
+            )
+
     def clear_failures(self, prefix: str) -> int:
-        """Forget failed inputs whose id starts with ``prefix`` and that hold no chunks.
+        """Forget failed or skipped inputs whose id starts with ``prefix`` and hold no chunks.
 
         Used before a path is ingested again, so a fixed file (or JSON line) does not keep
         its old failure in ``lore status``; inputs that still fail are recorded anew.
         """
         with self._transaction() as db:
             cur = db.execute(
-                "DELETE FROM documents WHERE status = 'failed' AND chunk_count = 0 "
+                "DELETE FROM documents WHERE status IN ('failed', 'skipped') AND chunk_count = 0 "
                 "AND substr(id, 1, ?) = ?",
                 (len(prefix), prefix),
             )

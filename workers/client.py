@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from lore.jobs import JobInfo, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from lore.settings import Settings
 from workers.celery_app import broker_epoch, create_app
 from workers.jobs import batches, stage_documents, stage_paths
@@ -52,7 +52,7 @@ def submit_documents(
     settings: Settings,
     runtime: Runtime,
     jobs: JobStore,
-    items: Iterable[SourceDocument | Rejected],
+    items: Iterable[Loaded],
 ) -> str:
     """Stage documents into a new job and queue it; returns the job id."""
     job_id, staged = stage_documents(runtime, jobs, items, epoch=broker_epoch(settings))

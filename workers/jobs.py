@@ -20,7 +20,7 @@ from ingest.graph_build import reset_if_extractor_changed
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Rejected, Skipped, SourceDocument
 from workers.builders import build_extractor, build_llm_client
 from workers.ratelimit import build_rate_limiter
 from workers.runtime import Runtime
@@ -43,20 +43,23 @@ def batches(ids: Sequence[str], size: int) -> list[list[str]]:
 def stage_documents(
     runtime: Runtime,
     jobs: JobStore,
-    items: Iterable[SourceDocument | Rejected],
+    items: Iterable[SourceDocument | Rejected | Skipped],
     *,
     epoch: str = "",
     detail: Mapping[str, object] | None = None,
 ) -> tuple[str, list[str]]:
     """Create an ingest job holding ``items``; return its id and the documents to process.
 
-    Inputs rejected while loading are recorded as failed, in the job and in the store.
+    Inputs rejected while loading are recorded as failed, in the job and in the store;
+    inputs with nothing to index as skipped.
     """
     job_id = jobs.create("ingest", epoch=epoch, detail=detail)
-    loaded: list[SourceDocument | Rejected] = []
+    loaded: list[SourceDocument | Rejected | Skipped] = []
     for item in items:
         if isinstance(item, Rejected):
             runtime.store.mark_failed(item.id, item.source, item.reason)
+        elif isinstance(item, Skipped):
+            runtime.store.mark_skipped(item.id, item.source, item.reason)
         loaded.append(item)
     return job_id, jobs.stage(job_id, loaded)
 
@@ -180,6 +183,7 @@ def run_inline(
         total.done += report.done
         total.unchanged += report.unchanged
         total.failed += report.failed
+        total.skipped += report.skipped
         total.chunks += report.chunks
         total.embedded += report.embedded
         extract_documents(runtime, jobs, job_id, ready)

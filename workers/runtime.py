@@ -26,7 +26,7 @@ from ingest.quarantine import Quarantine
 from lore.embedders import Embedder, LocalEmbedder
 from lore.errors import EmbeddingMismatchError
 from lore.llm import LLMStats
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from lore.settings import Settings
 from lore.store import Store
 from lore.tokens import counter_for, packaged_model_dir
@@ -211,9 +211,7 @@ class Runtime:
             batch_texts=max(64, self.settings.embedding.batch_size * 2),
         )
 
-    def ingest(
-        self, items: Iterable[SourceDocument | Rejected], progress: Progress | None = None
-    ) -> IngestReport:
+    def ingest(self, items: Iterable[Loaded], progress: Progress | None = None) -> IngestReport:
         """Store the items, then bring the indexes up to date."""
         report = self.pipeline().run(items, progress)
         self.sync_indexes()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lore.jobs import JobInfo, JobStatus, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from workers.client import follow, submit_documents, submit_refresh
 from workers.jobs import run_inline, stage_documents
 from workers.refresh import refresh_inline
@@ -46,9 +46,7 @@ def view(jobs: JobStore, info: JobInfo, document_ids: Sequence[str] | None = Non
     return JobView(info.id, info.kind, info.state, dict(info.counts), documents, info.detail)
 
 
-def stage(
-    runtime: Runtime, items: Sequence[SourceDocument | Rejected]
-) -> tuple[str, list[str], bool]:
+def stage(runtime: Runtime, items: Sequence[Loaded]) -> tuple[str, list[str], bool]:
     """Create the job: queued on the workers (True) or staged to run here (False)."""
     settings = runtime.settings
     jobs = job_store(runtime)
@@ -106,4 +104,4 @@ def refresh(runtime: Runtime, *, rebuild: bool) -> dict[str, Any]:
         jobs.close()
 
 
-FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value}
+FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.SKIPPED.value}
