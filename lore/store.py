@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS changes (
 """
 
 Vector = npt.NDArray[np.float32]
+_IN_BATCH = 500  # values per SQL IN-list
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,19 +462,48 @@ class Store(SQLiteTables):
             rows = self._db.execute("SELECT DISTINCT key FROM doc_meta").fetchall()
         return {str(r[0]) for r in rows}
 
+    def metadata_values(self, key: str) -> list[str]:
+        """The distinct canonical values stored under ``key``, sorted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT value FROM doc_meta WHERE key = ? ORDER BY value", (key,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def row_ids_matching(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
-        """Row ids of chunks whose document matches every clause (key in values)."""
+        """Row ids of chunks whose document matches every clause (key in exact values)."""
+        if not clauses:
+            return set(self.all_row_ids())
+        if any(not values for values in clauses.values()):
+            return set()
+        if sum(len(values) for values in clauses.values()) > _IN_BATCH:
+            return self._row_ids_matching_many(clauses)
         parts: list[str] = []
         args: list[str] = []
         for key, values in sorted(clauses.items()):
             marks = ",".join("?" * len(values))
             parts.append(f"SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks})")
             args.extend([key, *values])
-        if not parts:
-            return set(self.all_row_ids())
         sql = "SELECT row_id FROM chunks WHERE document_id IN (" + " INTERSECT ".join(parts) + ")"
         with self._lock:
             return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    def _row_ids_matching_many(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
+        """:meth:`row_ids_matching` for long clauses (a prefix matching many paths)."""
+        documents: set[str] | None = None
+        for key, values in sorted(clauses.items(), key=lambda kv: len(kv[1])):
+            found: set[str] = set()
+            for start in range(0, len(values), _IN_BATCH):
+                batch = list(values[start : start + _IN_BATCH])
+                sql = "SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({})"
+                with self._lock:
+                    rows = self._db.execute(sql.format(",".join("?" * len(batch))), [key, *batch])
+                    found.update(str(r[0]) for r in rows)
+            documents = found if documents is None else documents & found
+            if not documents:
+                return set()
+        sql = "SELECT row_id FROM chunks WHERE document_id IN ({marks})"
+        return {int(row[0]) for row in self._lookup(sql, sorted(documents or ()))}
 
     # -- status --------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ Order of work for one request:
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -43,7 +42,13 @@ from retrieval.contract import (
 )
 from retrieval.dense import DenseIndex
 from retrieval.dense import Hits as DenseHits
-from retrieval.filters import ResolvedFilter, parse_filter
+from retrieval.filters import (
+    ResolvedFilter,
+    clauses_key,
+    empty_result_hints,
+    parse_filter,
+    resolve_values,
+)
 from retrieval.fusion import relative_score_fusion, weighted_rrf
 from retrieval.graph_search import GraphExpander
 from retrieval.rerank import Reranker
@@ -117,10 +122,13 @@ class HybridSearcher:
         clauses = parse_filter(raw, self.store.metadata_keys() if raw else set())
         if not clauses:
             return None
-        key = (self.store.last_seq(), json.dumps(clauses, sort_keys=True))
+        key = (self.store.last_seq(), clauses_key(clauses))
         cached = self._filter_cache.get(key)
         if cached is None:
-            cached = ResolvedFilter(clauses, frozenset(self.store.row_ids_matching(clauses)))
+            exact, value_hints = resolve_values(clauses, self.store.metadata_values)
+            allowed = frozenset(self.store.row_ids_matching(exact))
+            hints = () if allowed else empty_result_hints(clauses, value_hints)
+            cached = ResolvedFilter(exact, allowed, hints)
             self._filter_cache[key] = cached
             while len(self._filter_cache) > FILTER_CACHE_SIZE:
                 self._filter_cache.popitem(last=False)
@@ -220,6 +228,8 @@ class HybridSearcher:
             for row, score in top
             if (chunk := chunks.get(row)) is not None
         ]
+        if not results and flt is not None:
+            shaped.warnings.extend(flt.hints)
         return QueryResponse(
             query_id=request.query_id or uuid.uuid4().hex,
             results=results,
