@@ -28,7 +28,8 @@ from api.cli_common import (
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
-from ingest.loaders import document_id_for
+from api.cli_status import status
+from ingest.resolve import resolve_document_id
 from lore.errors import LoreError
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
@@ -92,8 +93,9 @@ def ingest(
 
     Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
     the workers and its id printed, or followed with a progress bar (--wait).
-    Every document ends done or failed with a reason; the batch goes on past failures.
-    Exit status: 0 when nothing failed, 3 when some documents failed (listed).
+    Every document ends done, unchanged, skipped (nothing to index, e.g. a page of front
+    matter only) or failed, with a reason; the batch goes on past failures.
+    Exit status: 0 when nothing failed (skips included), 3 when some failed (listed).
     """
     metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
     settings = settings_of(ctx)
@@ -128,7 +130,7 @@ INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
     "filters",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Metadata filter; repeat a key to match any of its values.",
+    help="Metadata filter (case-insensitive); repeat a key for any of its values; VALUE* = prefix.",
 )
 @click.option("--dense-weight", type=float, default=None)
 @click.option("--sparse-weight", type=float, default=None)
@@ -223,41 +225,15 @@ def print_results(response: QueryResponse) -> None:
 @click.argument("document_id")
 @click.pass_context
 def delete(ctx: click.Context, document_id: str) -> None:
-    """Delete a document from the store and every index."""
+    """Delete a document from the store and every index.
+
+    DOCUMENT_ID may be a document id, a source as printed in results (``file.jsonl#id``)
+    or a path to the ingested file.
+    """
     with runtime_context(ctx) as runtime:
-        if runtime.store.get_document(document_id) is None and Path(document_id).exists():
-            document_id = document_id_for(Path(document_id))  # e.g. ./docs/a.md
+        document_id = resolve_document_id(runtime.store, document_id)
         removed = runtime.delete(document_id)
     out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
-
-
-@main.command()
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
-    """Counts of documents and chunks, failures with reasons, index state."""
-    with runtime_context(ctx) as runtime:
-        counts = runtime.store.counts()
-        failed = [
-            {"id": d.id, "error": d.error}
-            for d in runtime.store.list_documents()
-            if d.status.value == "failed"
-        ]
-        model = runtime.store.get_meta("embedding_model")
-    info = {
-        "data_dir": str(runtime.data_dir),
-        "counts": counts,
-        "embedding_model": model,
-        "failed": failed,
-    }
-    if as_json:
-        click.echo(json.dumps(info, indent=2))
-        return
-    out.print(f"data dir: {info['data_dir']}  embedding model: {model}", highlight=False)
-    for key, value in sorted(counts.items()):
-        out.print(f"  {key}: {value}")
-    for item in failed:
-        out.print(f"  [red]failed[/] {item['id']}: {item['error']}", highlight=False)
 
 
 @main.command()
@@ -301,7 +277,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
         from api.integrations.mcp_server import build_mcp_server
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise click.ClickException("the MCP server needs `pip install lorekeeper[mcp]`") from exc
-    with runtime_context(ctx) as runtime:
+    with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
         if transport == "stdio":
             server.run("stdio")
@@ -309,6 +285,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
             server.run("streamable-http", host=host, port=port)
 
 
+main.add_command(status)
 main.add_command(graph)
 main.add_command(keys)
 main.add_command(ask)

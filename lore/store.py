@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS documents (
     chunk_count INTEGER NOT NULL DEFAULT 0,
     updated_at TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS documents_by_source ON documents(source);
 CREATE TABLE IF NOT EXISTS doc_meta (
     key TEXT NOT NULL,
     value TEXT NOT NULL,
@@ -164,6 +165,14 @@ class Store(SQLiteTables):
                 (document_id,),
             ).fetchone()
         return None if row is None else _document_info(row)
+
+    def document_ids_by_source(self, source: str) -> list[str]:
+        """Ids of the documents recorded with exactly this ``source``, sorted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM documents WHERE source = ? ORDER BY id", (source,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def list_documents(self, status: DocumentStatus | None = None) -> list[DocumentInfo]:
         """All document rows, optionally of one status, ordered by id."""

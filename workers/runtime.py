@@ -130,6 +130,17 @@ class Runtime:
             or (self._sparse.applied_seq != head or self._dense.applied_seq != head)
         )
 
+    def index_state(self) -> dict[str, object]:
+        """Each index's engine and applied change sequence against the store's (read only)."""
+        sparse, dense = self._indexes()
+        head = self.store.last_seq()
+        return {
+            "store_seq": head,
+            "sparse": {"engine": self.settings.sparse.engine, "applied_seq": sparse.applied_seq},
+            "dense": {"engine": "hnswlib", "applied_seq": dense.applied_seq},
+            "current": sparse.applied_seq == head and dense.applied_seq == head,
+        }
+
     def sync_indexes(self) -> dict[str, int]:
         """Catch both indexes up with the store; return the changes each applied."""
         sparse, dense = self._indexes()
