@@ -8,7 +8,8 @@ Directories are walked recursively with include/exclude globs. Anything unreadab
 returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
 MkDocs ``_index.md``) is ``Skipped`` with the reason; loading never stops the batch.
 
-Every document loaded from a file carries path metadata relative to the ingest root
+Every document loaded from a file on disk (not an upload, which has no tree to be
+relative to) carries path metadata relative to the ingest root
 (the directory given, or the file's own directory for a file given by name): ``path``
 (``alerts/etcd/high-latency.md``), ``dir`` (``alerts/etcd``, ``.`` at the root) and
 ``ext`` (``md``). A document's own keys (front matter, JSON fields) win over these, and
@@ -147,7 +148,6 @@ def load_upload(
     """Load an uploaded file's bytes as if it were a file called ``name``."""
     suffix = Path(name).suffix.lower()
     source = f"upload:{name}"
-    file_meta = path_metadata(PurePosixPath(name.replace("\\", "/").lstrip("/")))
     if suffix not in SUPPORTED:
         yield Rejected(
             doc_id,
@@ -158,7 +158,7 @@ def load_upload(
         with tempfile.TemporaryDirectory() as tmp:
             staged = Path(tmp) / "upload.jsonl"
             staged.write_bytes(raw)
-            yield from _jsonl(staged, doc_id, extra_metadata or {}, max_bytes, file_meta)
+            yield from _jsonl(staged, doc_id, extra_metadata or {}, max_bytes, {})
     elif len(raw) > max_bytes:
         yield Rejected(
             doc_id,
@@ -167,7 +167,7 @@ def load_upload(
             "(ingest.max_document_bytes)",
         )
     else:
-        yield from_bytes(raw, suffix, Path(name).stem, doc_id, source, extra_metadata, file_meta)
+        yield from_bytes(raw, suffix, Path(name).stem, doc_id, source, extra_metadata)
 
 
 def from_bytes(
