@@ -3,10 +3,11 @@
 The tables live in the store's SQLite file, so job state is as durable as the data and
 survives a broker that forgets everything (Redis here keeps nothing on disk). A document
 moves ``pending → chunked → embedded → extracted → done``, or ends ``failed`` (or
-``skipped``: nothing to index, e.g. a page of front matter only) with a reason; a status
-only ever moves forward, so a re-delivered task cannot undo progress. An ingest job
-stages each loaded document (its JSON) until the document is done, so a worker needs
-nothing but the job id and the document ids to redo any step.
+``skipped``: nothing to index, e.g. front matter only) with a reason; a status only
+ever moves forward, so a re-delivered task cannot undo progress. An ingest job for the
+workers stages each loaded document (its JSON) until the document is done, so a worker
+needs nothing but the job id and the document ids to redo any step; a job run
+in-process records statuses only.
 """
 
 from __future__ import annotations
@@ -162,12 +163,21 @@ class JobStore(SQLiteTables):
 
     # -- documents -------------------------------------------------------------------------
 
-    def stage(self, job_id: str, items: Iterable[SourceDocument | Rejected | Skipped]) -> list[str]:
+    def stage(
+        self,
+        job_id: str,
+        items: Iterable[SourceDocument | Rejected | Skipped],
+        *,
+        keep_text: bool = True,
+    ) -> list[str]:
         """Record every input of a job; return the ids of the documents to process.
 
         A rejected input is recorded ``failed`` with its reason, a skipped one ``skipped``
         with its reason; an id seen twice in one
-        job is processed once and the repeat is noted in the job's detail.
+        job is processed once and the repeat is noted in the job's detail. With
+        ``keep_text`` (a job for the workers) each document is kept until it is done;
+        without it (run in this process, which still holds the documents) only its
+        status is.
         """
         staged: list[str] = []
         repeats: list[list[str]] = []
@@ -187,7 +197,9 @@ class JobStore(SQLiteTables):
                     if isinstance(item, Skipped)
                     else JobStatus.PENDING
                 )
-                payload = None if isinstance(item, Rejected | Skipped) else _dump(item)
+                payload = (
+                    None if isinstance(item, Rejected | Skipped) or not keep_text else _dump(item)
+                )
                 cur = db.execute(
                     "INSERT OR IGNORE INTO job_documents VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
                     (
