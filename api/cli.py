@@ -29,7 +29,8 @@ from api.cli_config import config, init
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
-from ingest.loaders import document_id_for
+from api.cli_status import status
+from ingest.resolve import resolve_document_id
 from lore.errors import LoreError, MissingExtraError
 from lore.extras import require
 from lore.settings import load_settings
@@ -113,8 +114,9 @@ def ingest(
 
     Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
     the workers and its id printed, or followed with a progress bar (--wait).
-    Every document ends done or failed with a reason; the batch goes on past failures.
-    Exit status: 0 when nothing failed, 3 when some documents failed (listed).
+    Every document ends done, unchanged, skipped (nothing to index, e.g. a page of front
+    matter only) or failed, with a reason; the batch goes on past failures.
+    Exit status: 0 when nothing failed (skips included), 3 when some failed (listed).
     """
     metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
     settings = settings_of(ctx)
@@ -151,7 +153,7 @@ INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
     "filters",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Metadata filter; repeat a key to match any of its values.",
+    help="Metadata filter (case-insensitive); repeat a key for any of its values; VALUE* = prefix.",
 )
 @click.option("--dense-weight", type=float, default=None)
 @click.option("--sparse-weight", type=float, default=None)
@@ -246,41 +248,15 @@ def print_results(response: QueryResponse) -> None:
 @click.argument("document_id")
 @click.pass_context
 def delete(ctx: click.Context, document_id: str) -> None:
-    """Delete a document from the store and every index."""
+    """Delete a document from the store and every index.
+
+    DOCUMENT_ID may be a document id, a source as printed in results (``file.jsonl#id``)
+    or a path to the ingested file.
+    """
     with runtime_context(ctx) as runtime:
-        if runtime.store.get_document(document_id) is None and Path(document_id).exists():
-            document_id = document_id_for(Path(document_id))  # e.g. ./docs/a.md
+        document_id = resolve_document_id(runtime.store, document_id)
         removed = runtime.delete(document_id)
     out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
-
-
-@main.command()
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
-    """Counts of documents and chunks, failures with reasons, index state."""
-    with runtime_context(ctx) as runtime:
-        counts = runtime.store.counts()
-        failed = [
-            {"id": d.id, "error": d.error}
-            for d in runtime.store.list_documents()
-            if d.status.value == "failed"
-        ]
-        model = runtime.store.get_meta("embedding_model")
-    info = {
-        "data_dir": str(runtime.data_dir),
-        "counts": counts,
-        "embedding_model": model,
-        "failed": failed,
-    }
-    if as_json:
-        click.echo(json.dumps(info, indent=2))
-        return
-    out.print(f"data dir: {info['data_dir']}  embedding model: {model}", highlight=False)
-    for key, value in sorted(counts.items()):
-        out.print(f"  {key}: {value}")
-    for item in failed:
-        out.print(f"  [red]failed[/] {item['id']}: {item['error']}", highlight=False)
 
 
 @main.command()
@@ -326,7 +302,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
         build_mcp_server = require("api.integrations.mcp_server", "the MCP server").build_mcp_server
     except MissingExtraError as exc:
         raise click.ClickException(str(exc)) from exc
-    with runtime_context(ctx) as runtime:
+    with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
         if transport == "stdio":
             server.run("stdio")
@@ -334,6 +310,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
             server.run("streamable-http", host=host, port=port)
 
 
+main.add_command(status)
 main.add_command(graph)
 main.add_command(init)
 main.add_command(config)

@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS documents (
     chunk_count INTEGER NOT NULL DEFAULT 0,
     updated_at TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS documents_by_source ON documents(source);
 CREATE TABLE IF NOT EXISTS doc_meta (
     key TEXT NOT NULL,
     value TEXT NOT NULL,
@@ -68,6 +69,7 @@ CREATE TABLE IF NOT EXISTS changes (
 """
 
 Vector = npt.NDArray[np.float32]
+_IN_BATCH = 500  # values per SQL IN-list
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,14 @@ class Store(SQLiteTables):
                 (document_id,),
             ).fetchone()
         return None if row is None else _document_info(row)
+
+    def document_ids_by_source(self, source: str) -> list[str]:
+        """Ids of the documents recorded with exactly this ``source``, sorted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM documents WHERE source = ? ORDER BY id", (source,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def list_documents(self, status: DocumentStatus | None = None) -> list[DocumentInfo]:
         """All document rows, optionally of one status, ordered by id."""
@@ -278,15 +288,33 @@ class Store(SQLiteTables):
                 ),
             )
 
+    def mark_skipped(self, document_id: str, source: str, reason: str) -> None:
+        """Record an input with nothing to index (not a failure); a stored version stays."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+            if row is not None and int(row[0]) > 0:
+                reason = (
+                    f"{reason} (the previous version, {row[0]} chunks, is kept: "
+                    "`lore delete` removes it)"
+                )
+            db.execute(
+                "INSERT INTO documents(id, source, title, metadata, status, error, updated_at) "
+                "VALUES (?, ?, '', '{}', 'skipped', ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "status = 'skipped', error = excluded.error, updated_at = excluded.updated_at",
+                (document_id, source, reason, _now()),
+            )
+
     def clear_failures(self, prefix: str) -> int:
-        """Forget failed inputs whose id starts with ``prefix`` and that hold no chunks.
+        """Forget failed or skipped inputs whose id starts with ``prefix`` and hold no chunks.
 
         Used before a path is ingested again, so a fixed file (or JSON line) does not keep
         its old failure in ``lore status``; inputs that still fail are recorded anew.
         """
         with self._transaction() as db:
             cur = db.execute(
-                "DELETE FROM documents WHERE status = 'failed' AND chunk_count = 0 "
+                "DELETE FROM documents WHERE status IN ('failed', 'skipped') AND chunk_count = 0 "
                 "AND substr(id, 1, ?) = ?",
                 (len(prefix), prefix),
             )
@@ -443,19 +471,48 @@ class Store(SQLiteTables):
             rows = self._db.execute("SELECT DISTINCT key FROM doc_meta").fetchall()
         return {str(r[0]) for r in rows}
 
+    def metadata_values(self, key: str) -> list[str]:
+        """The distinct canonical values stored under ``key``, sorted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT value FROM doc_meta WHERE key = ? ORDER BY value", (key,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def row_ids_matching(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
-        """Row ids of chunks whose document matches every clause (key in values)."""
+        """Row ids of chunks whose document matches every clause (key in exact values)."""
+        if not clauses:
+            return set(self.all_row_ids())
+        if any(not values for values in clauses.values()):
+            return set()
+        if sum(len(values) for values in clauses.values()) > _IN_BATCH:
+            return self._row_ids_matching_many(clauses)
         parts: list[str] = []
         args: list[str] = []
         for key, values in sorted(clauses.items()):
             marks = ",".join("?" * len(values))
             parts.append(f"SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks})")
             args.extend([key, *values])
-        if not parts:
-            return set(self.all_row_ids())
         sql = "SELECT row_id FROM chunks WHERE document_id IN (" + " INTERSECT ".join(parts) + ")"
         with self._lock:
             return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    def _row_ids_matching_many(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
+        """:meth:`row_ids_matching` for long clauses (a prefix matching many paths)."""
+        documents: set[str] | None = None
+        for key, values in sorted(clauses.items(), key=lambda kv: len(kv[1])):
+            found: set[str] = set()
+            for start in range(0, len(values), _IN_BATCH):
+                batch = list(values[start : start + _IN_BATCH])
+                sql = "SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({})"
+                with self._lock:
+                    rows = self._db.execute(sql.format(",".join("?" * len(batch))), [key, *batch])
+                    found.update(str(r[0]) for r in rows)
+            documents = found if documents is None else documents & found
+            if not documents:
+                return set()
+        sql = "SELECT row_id FROM chunks WHERE document_id IN ({marks})"
+        return {int(row[0]) for row in self._lookup(sql, sorted(documents or ()))}
 
     # -- status --------------------------------------------------------------------------
 

@@ -88,6 +88,8 @@ class Asker:
                 allowed_chunks=allowed,
             )
             warnings.extend(found.warnings)
+            if flt is not None and not flt.allowed:
+                warnings.extend(w for w in flt.hints if w not in warnings)
         points = found.points if found else []
         cited = sorted({c for p in points for c in p.chunk_ids})
         written = await self.writer.write(

@@ -27,7 +27,7 @@ from lore.aio import run_sync
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
 from lore.jobs import JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from lore.settings import Settings
 from lore.store import Store
 from lore.tokens import WordPieceCounter
@@ -141,6 +141,17 @@ class Runtime:
 
     # -- indexes ---------------------------------------------------------------------------
 
+    def index_state(self) -> dict[str, object]:
+        """Each index's engine and applied change sequence against the store's (read only)."""
+        sparse, dense = self.indexes.open()
+        head = self.store.last_seq()
+        return {
+            "store_seq": head,
+            "sparse": {"engine": self.settings.sparse.engine, "applied_seq": sparse.applied_seq},
+            "dense": {"engine": "hnswlib", "applied_seq": dense.applied_seq},
+            "current": sparse.applied_seq == head and dense.applied_seq == head,
+        }
+
     def sync_indexes(self) -> dict[str, int]:
         """Catch both indexes up with the store; return the changes each applied."""
         return self.indexes.catch_up()
@@ -197,7 +208,7 @@ class Runtime:
 
     def ingest(
         self,
-        items: Iterable[SourceDocument | Rejected],
+        items: Iterable[Loaded],
         progress: Progress | None = None,
         *,
         extract_graph: bool = True,

@@ -15,7 +15,7 @@ from pydantic.json_schema import models_json_schema
 from api.deps import RuntimeDep, SettingsDep
 from ingest.loaders import load_upload, make_document
 from lore.errors import InvalidRequestError, NotFoundError
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from workers import service
 from workers.ingest import ingest
 from workers.service import JobView
@@ -145,7 +145,7 @@ def _out(job: JobView) -> JobOut:
     )
 
 
-async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument | Rejected], bool]:
+async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
         async with request.form() as form:  # closes the spooled upload files
@@ -158,7 +158,7 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument 
             uploads = [f for f in form.getlist("file") if not isinstance(f, str)]
             if not uploads:
                 raise InvalidRequestError("multipart upload without a `file` part")
-            items: list[SourceDocument | Rejected] = []
+            items: list[Loaded] = []
             for upload in uploads:
                 name = upload.filename or "upload.txt"
                 raw = await upload.read()
