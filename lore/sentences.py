@@ -1,0 +1,187 @@
+"""One sentence splitter for the whole service: reports, answers, extractor and chunker.
+
+Text in the wild is hard-wrapped Markdown, plain transcripts and flattened records, so
+splitting at every line break cuts sentences in half ("…down in a 3-member cluster,
+it"). :func:`segments` first reads the text's *blocks*: a paragraph's soft-wrapped
+lines are joined with spaces; a list item (``-``, ``*``, ``+``, ``1.``, ``1)``) with
+its continuation lines is one block; a heading, a table row, a field line
+(``Severity: critical``) and a fenced or indented code block each stand alone. Prose
+blocks and list items are then cut at sentence ends: ``.``, ``!`` or ``?`` (and any
+closing quote or bracket) followed by space and something that can open a sentence —
+but not after an abbreviation ("e.g.", "Dr.") or a lone initial ("Albert S. Rogell").
+
+:func:`is_whole` tells a whole sentence from a fragment (a chunk cut mid-sentence
+starts lower-case or ends without a full stop), so callers that show sentences to a
+reader can keep whole ones only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["prose", "item", "heading", "table", "field", "code"]  # field: a label
+
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
+_ITEM = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+(?=\S)")
+_TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
+_TABLE_RULE = re.compile(r"^[ \t|:\-]+$")
+# "Severity: critical", "**Impact**: ...", "Summary -" at line start: a field, not prose
+_FIELD = re.compile(
+    r"^[ \t]*(?:\*\*|__)?([A-Z][\w/()'-]*(?: [\w/()'-]+){0,3}?)(?:\*\*|__)?[ \t]*:(?:[ \t]+|$)"
+)
+_RULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(?:\n|\Z)", re.DOTALL)
+_END = re.compile(r"[.!?…]+[\"'\u201d\u2019)\]*_`]*(?=\s+[\"'\u201c\u2018(\[*_`]*[A-Z0-9\u00c0-\u024f])")
+ABBREVIATIONS = frozenset(
+    "e.g i.e etc vs cf al approx dr mr mrs ms prof st jr sr inc ltd co corp no fig eq vol "
+    "pp ch sec dept est min max avg resp incl".split()
+)
+_TERMINAL = re.compile(r"[.!?…:][\"'\u201d\u2019)\]*_`]*$")
+_OPENING = re.compile(r"^[\"'\u201c\u2018(\[*_`]*[A-Z0-9\u00c0-\u024f$/@#~<`]")
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One sentence (or a heading, table row, field line, code block) and its kind."""
+
+    text: str
+    kind: Kind
+
+
+def blocks(text: str) -> list[Segment]:
+    """The text's blocks, soft-wrapped lines joined (see the module docstring)."""
+    text = _FRONT_MATTER.sub("", text.replace("\r\n", "\n"))
+    out: list[Segment] = []
+    lines: list[str] = []
+    kind: Kind = "prose"
+    fence: str | None = None
+    code: list[str] = []
+
+    def flush() -> None:
+        nonlocal kind
+        if lines:
+            joined = " ".join(part.strip() for part in lines)
+            out.append(Segment(" ".join(joined.split()), kind))
+        lines.clear()
+        kind = "prose"
+
+    for line in text.split("\n"):
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if opening and opening.group(1)[0] == fence[0] and not line.strip(" `~\t"):
+                out.append(Segment("\n".join(code).strip("\n"), "code"))
+                code.clear()
+                fence = None
+            else:
+                code.append(line)
+            continue
+        if opening:
+            flush()
+            fence = opening.group(1)
+            continue
+        if not line.strip() or _RULE.match(line):
+            flush()
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            if heading.group(1).strip():
+                out.append(Segment(heading.group(1).strip(), "heading"))
+            continue
+        if _TABLE.match(line):
+            flush()
+            if not _TABLE_RULE.match(line):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                out.append(Segment(" | ".join(c for c in cells if c), "table"))
+            continue
+        if line.startswith(("    ", "\t")) and not lines and kind == "prose":
+            out.append(Segment(line.strip(), "code"))  # an indented code line
+            continue
+        item = _ITEM.match(line)
+        if item:
+            flush()
+            kind = "item"
+            lines.append(line[item.end() :])
+            continue
+        field = _FIELD.match(line)
+        if field and not (kind == "item" and line[:1].isspace()) and "://" not in line[:12]:
+            flush()  # "Label: value" -- the label stands alone, the value reads as prose
+            out.append(Segment(field.group(1), "field"))
+            lines.append(line[field.end() :])
+            continue
+        lines.append(line)
+    flush()
+    if code:
+        out.append(Segment("\n".join(code).strip("\n"), "code"))
+    return [s for s in out if s.text]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of one prose block (no line structure left to read)."""
+    out: list[str] = []
+    start = 0
+    for match in _END.finditer(text):
+        end = match.end()
+        if _abbreviation_before(text, match.start()):
+            continue
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def _abbreviation_before(text: str, dot: int) -> bool:
+    if text[dot] != ".":
+        return False
+    word = re.search(r"([A-Za-z][A-Za-z.]*)$", text[:dot])
+    if word is None:
+        return False
+    token = word.group(1)
+    if len(token) == 1 and token.isupper():
+        return True  # an initial: "Albert S. Rogell"
+    return token.lower().rstrip(".") in ABBREVIATIONS
+
+
+def segments(text: str) -> list[Segment]:
+    """Sentences of prose blocks and list items; other blocks whole, in text order."""
+    out: list[Segment] = []
+    for block in blocks(text):
+        if block.kind in ("prose", "item"):
+            out.extend(Segment(s, block.kind) for s in split_sentences(block.text))
+        else:
+            out.append(block)
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences a reader would see: prose, list items, headings, fields and rows."""
+    return [s.text for s in segments(text) if s.kind != "code"]
+
+
+def is_whole(sentence: str) -> bool:
+    """True for a sentence that starts like one and ends with a full stop (or ``:``)."""
+    clean = sentence.strip()
+    return bool(_OPENING.match(clean)) and bool(_TERMINAL.search(clean))
+
+
+def whole_sentences(text: str, *, min_chars: int = 20) -> list[str]:
+    """Prose and list sentences of ``text`` that are whole (see :func:`is_whole`).
+
+    A list item counts as whole when it starts like a sentence, even without a stop.
+    """
+    out = []
+    for segment in segments(text):
+        if segment.kind not in ("prose", "item") or len(segment.text) < min_chars:
+            continue
+        if is_whole(segment.text) or (
+            segment.kind == "item" and _OPENING.match(segment.text) is not None
+        ):
+            out.append(segment.text)
+    return out
