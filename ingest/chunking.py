@@ -3,8 +3,8 @@
 The text is cut into sections at Markdown headings; each section into blocks
 (paragraphs and fenced code, never split inside a fence unless the fence alone is too
 big); blocks are packed greedily into chunks of at most ``size`` word pieces. A block
-that is too big is cut at sentence ends, then (for one huge sentence or fence) into
-overlapping token windows. A new chunk within a section starts with the tail of the
+that is too big is cut at sentence ends (:func:`lore.sentences.cut_points`), then (for
+one huge sentence or fence) into overlapping token windows. A new chunk within a section starts with the tail of the
 previous one (up to ``overlap`` word pieces of whole sentences). Each chunk carries its
 heading path (``Runbook > Mitigation``), which the indexes and the embedder also see.
 """
@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass
 
 from lore.models import ChunkDraft
+from lore.sentences import cut_points
 from lore.tokens import WordPieceCounter
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9`*_-])")
 _MIN_BUDGET = 32
 
 
@@ -121,7 +121,7 @@ def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: i
             units.append(_Unit(block, tokens, number))
             continue
         is_code = bool(_FENCE.match(block))
-        parts = block.splitlines() if is_code else _SENTENCE_END.split(block)
+        parts = block.splitlines() if is_code else cut_points(block)
         for part in parts:
             if not part.strip():
                 continue

@@ -17,6 +17,7 @@ reader can keep whole ones only.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -30,14 +31,51 @@ _TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _TABLE_RULE = re.compile(r"^[ \t|:\-]+$")
 # "Severity: critical", "**Impact**: ...", "Summary -" at line start: a field, not prose
 _FIELD = re.compile(
-    r"^[ \t]*(?:\*\*|__)?([A-Z][\w/()'-]*(?: [\w/()'-]+){0,3}?)(?:\*\*|__)?[ \t]*:(?:[ \t]+|$)"
+    r"^[ \t]*(?:\*\*|__)?([A-Z][\w/()'-]*(?: [\w/()'-]+){0,3}?)"
+    r"(?:(?:\*\*|__)?[ \t]*:|:(?:\*\*|__))(?:[ \t]+|$)"
 )
+_QUOTE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+")
 _RULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(?:\n|\Z)", re.DOTALL)
-_END = re.compile(r"[.!?…]+[\"'\u201d\u2019)\]*_`]*(?=\s+[\"'\u201c\u2018(\[*_`]*[A-Z0-9\u00c0-\u024f])")
+_END = re.compile(
+    r"[.!?…]+[\"'\u201d\u2019)\]*_`]*(?=\s+[\"'\u201c\u2018(\[*_`]*[A-Z0-9\u00c0-\u024f])"
+)
 ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al approx dr mr mrs ms prof st jr sr inc ltd co corp no fig eq vol "
-    "pp ch sec dept est min max avg resp incl".split()
+    [
+        "e.g",
+        "i.e",
+        "etc",
+        "vs",
+        "cf",
+        "al",
+        "approx",
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "prof",
+        "st",
+        "jr",
+        "sr",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "no",
+        "fig",
+        "eq",
+        "vol",
+        "pp",
+        "ch",
+        "sec",
+        "dept",
+        "est",
+        "min",
+        "max",
+        "avg",
+        "resp",
+        "incl",
+    ]
 )
 _TERMINAL = re.compile(r"[.!?…:][\"'\u201d\u2019)\]*_`]*$")
 _OPENING = re.compile(r"^[\"'\u201c\u2018(\[*_`]*[A-Z0-9\u00c0-\u024f$/@#~<`]")
@@ -62,13 +100,13 @@ def blocks(text: str) -> list[Segment]:
 
     def flush() -> None:
         nonlocal kind
-        if lines:
-            joined = " ".join(part.strip() for part in lines)
-            out.append(Segment(" ".join(joined.split()), kind))
+        for piece in _unwrap(lines):
+            out.append(Segment(piece, kind))
         lines.clear()
         kind = "prose"
 
-    for line in text.split("\n"):
+    for raw in text.split("\n"):
+        line = _QUOTE.sub("", raw)
         opening = _FENCE.match(line)
         if fence is not None:
             if opening and opening.group(1)[0] == fence[0] and not line.strip(" `~\t"):
@@ -104,7 +142,12 @@ def blocks(text: str) -> list[Segment]:
         if item:
             flush()
             kind = "item"
-            lines.append(line[item.end() :])
+            rest = line[item.end() :]
+            label = _FIELD.match(rest)
+            if label:  # "- **Severity:** warning"
+                out.append(Segment(label.group(1), "field"))
+                rest = rest[label.end() :]
+            lines.append(rest)
             continue
         field = _FIELD.match(line)
         if field and not (kind == "item" and line[:1].isspace()) and "://" not in line[:12]:
@@ -117,6 +160,32 @@ def blocks(text: str) -> list[Segment]:
     if code:
         out.append(Segment("\n".join(code).strip("\n"), "code"))
     return [s for s in out if s.text]
+
+
+def _unwrap(lines: list[str]) -> list[str]:
+    """Join soft-wrapped lines; keep apart lines that are records of their own.
+
+    A line is continued by the next when it ends with a full stop (the splitter cuts
+    there anyway), when the next starts in lower case, or when it is nearly as long as
+    the paragraph's longest line (a wrap). A short line without a stop followed by a
+    capitalised one is a line of its own: a title over its description, a record field.
+    """
+    stripped = [" ".join(line.split()) for line in lines if line.strip()]
+    if not stripped:
+        return []
+    width = max(len(line) for line in stripped)
+    pieces = [stripped[0]]
+    for previous, line in itertools.pairwise(stripped):
+        wraps = (
+            _TERMINAL.search(previous) is not None
+            or not line[:1].isupper()
+            or len(previous) >= 0.6 * width
+        )
+        if wraps:
+            pieces[-1] += " " + line
+        else:
+            pieces.append(line)
+    return pieces
 
 
 def split_sentences(text: str) -> list[str]:
@@ -185,3 +254,19 @@ def whole_sentences(text: str, *, min_chars: int = 20) -> list[str]:
         ):
             out.append(segment.text)
     return out
+
+
+def cut_points(block: str) -> list[str]:
+    """Pieces to cut an oversized block at, text kept: sentences of prose, else lines.
+
+    For the chunker: a prose paragraph (soft-wrapped lines joined) is cut at sentence
+    ends; a block holding list items, table rows or fields keeps its line structure.
+    """
+    lines = [line for line in block.split("\n") if line.strip()]
+    structured = any(
+        _ITEM.match(line) or _TABLE.match(line) or _FIELD.match(line) or _HEADING.match(line)
+        for line in lines
+    )
+    if structured:
+        return lines
+    return split_sentences(" ".join(block.split()))

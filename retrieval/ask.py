@@ -31,6 +31,7 @@ class AskDefaults:
     reduce_tokens: int = 1500
     map_batch_tokens: int = 2000
     local_top_k: int = 8
+    local_diversity: float = 0.3  # MMR in ask: one passage twice says nothing new
 
 
 @dataclass
@@ -80,6 +81,7 @@ class Asker:
                     search_text=request.question,
                     top_k=request.top_k or self.defaults.local_top_k,
                     metadata_filter=request.filters,
+                    diversity=self.defaults.local_diversity,
                 )
             )
             warnings.extend(response.warnings)

@@ -50,5 +50,6 @@ def refresh_inline(runtime: Runtime, jobs: JobStore, *, rebuild: bool = False) -
     job_id = jobs.create("refresh", detail={"rebuild": rebuild})
     plan = prepare_refresh(runtime, rebuild=rebuild)
     counts = run_plan(runtime.graph(), summarizer_for(runtime), plan).as_dict()
+    runtime.embed_reports()
     jobs.update_job(job_id, state="done", detail=counts)
     return {"job_id": job_id, **counts}

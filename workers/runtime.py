@@ -42,6 +42,7 @@ from retrieval.hybrid import HybridSearcher, SearchDefaults
 from retrieval.indexes import catch_up, index_lock
 from retrieval.keypoints import KeyPointMapper
 from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
+from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 from retrieval.router import HeuristicRouteClassifier, Mode, RouteClassifier
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
@@ -70,6 +71,7 @@ class Runtime:
     _graph: GraphStore | None = field(default=None, init=False)
     _quarantine: Quarantine | None = field(default=None, init=False)
     _asker: Asker | None = field(default=None, init=False)
+    _report_vectors: ReportVectorIndex | None = field(default=None, init=False)
 
     @property
     def data_dir(self) -> Path:
@@ -264,6 +266,17 @@ class Runtime:
             self._graph = open_graph_store(cfg.backend, **options)
         return self._graph
 
+    def report_vectors(self) -> ReportVectorIndex:
+        """Report embeddings (a table in the SQLite store, whatever the graph backend)."""
+        if self._report_vectors is None:
+            store = ReportVectorStore(self.data_dir / "lore.sqlite3")
+            self._report_vectors = ReportVectorIndex(store, self.embedder)
+        return self._report_vectors
+
+    def embed_reports(self) -> int:
+        """Embed the reports written since the last call (run after reports are stored)."""
+        return self.report_vectors().catch_up(self.graph().reports())
+
     def quarantine(self) -> Quarantine:
         """Chunks whose extraction failed, with reasons."""
         if self._quarantine is None:
@@ -291,6 +304,7 @@ class Runtime:
             graph, self.store.texts_by_chunk_ids, communities, existing, writer
         )
         graph.replace_reports(reports)
+        self.embed_reports()
         # a full build answers every mark: the next refresh starts from a clean slate
         graph.clear_touched(sorted(graph.touched_entities()))
         graph.clear_stale(sorted(graph.stale_communities()))
@@ -331,6 +345,7 @@ class Runtime:
                 counter=counter,
                 executor=searcher.embed_executor,
                 mapper=mapper,
+                vectors=self.report_vectors(),
             ),
             graph=self.graph(),
             store=self.store,
@@ -395,6 +410,8 @@ class Runtime:
             self._graph.close()
         if self._quarantine is not None:
             self._quarantine.close()
+        if self._report_vectors is not None:
+            self._report_vectors.store.close()
         self.store.close()
 
 

