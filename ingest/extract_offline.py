@@ -287,6 +287,8 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
                 ordinary(words[0]) or (run_start == 0 and (len(words) == 1 or _inflected(words[0])))
             ):
                 words = words[1:]
+            if run_start == 0 and len(words) > 2 and words[1] in _CONNECTORS:
+                words = words[1:]  # "Review the Grafana …": an imperative, not "X the Elder"
             while words and words[0].lower() in _CONNECTORS:
                 words = words[1:]
             if len(words) >= 2 or (
