@@ -4,9 +4,10 @@ The text is cut into sections at Markdown headings; each section into blocks
 (paragraphs and fenced code, never split inside a fence unless the fence alone is too
 big); blocks are packed greedily into chunks of at most ``size`` word pieces. A block
 that is too big is cut at sentence ends (:func:`lore.sentences.cut_points`), then (for
-one huge sentence or fence) into overlapping token windows. A new chunk within a section starts with the tail of the
-previous one (up to ``overlap`` word pieces of whole sentences). Each chunk carries its
-heading path (``Runbook > Mitigation``), which the indexes and the embedder also see.
+one huge sentence or fence) into overlapping token windows. A new chunk within a
+section starts with the tail of the previous one (up to ``overlap`` word pieces of
+whole sentences). Each chunk carries its heading path (``Runbook > Mitigation``), which
+the indexes and the embedder also see.
 """
 
 from __future__ import annotations

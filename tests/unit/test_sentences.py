@@ -71,4 +71,7 @@ def test_whole_sentences_drop_fragments_of_a_cut_chunk() -> None:
 
 def test_cut_points_keep_line_structure_of_lists_and_split_prose() -> None:
     assert cut_points("- one\n- two") == ["- one", "- two"]
-    assert cut_points("First one is\nwrapped. Second one.") == ["First one is wrapped.", "Second one."]
+    assert cut_points("First one is\nwrapped. Second one.") == [
+        "First one is wrapped.",
+        "Second one.",
+    ]
