@@ -30,13 +30,16 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "3"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "4"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){2,}$")
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
-_MARKUP = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\$\{[^}]*\}|\$\(|<[^<>\s][^<>]*>|\]\([^)]*\)")
+_MARKUP = re.compile(
+    r"\{\{.*?\}\}|\{%.*?%\}|\$\{[^}]*\}|\$\(|<[^<>\s][^<>]*>|\]\([^)]*\)"
+    r"|\[[A-Z][A-Za-z ]{0,30}\](?!\()|\([A-Z][a-z]+\)"  # [MUSIC], (Laughter): directions
+)
 _CODE_SPAN = re.compile(r"`([^`]+)`")
 _CONNECTORS = {
     *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
@@ -274,6 +277,8 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
 
     def ordinary(word: str) -> bool:
         bare = word.rstrip(".").lower()
+        if re.search(r"['\u2019](?:ve|re|ll|d|m|s|t)$", bare) and bare[:1] == "i":
+            return True  # "I've", "I'm": a pronoun, capitalised by grammar
         return bare in _FUNCTION_WORDS or (
             bare in lowered and (not word.isupper() or bare.isalpha())
         )

@@ -34,6 +34,10 @@ _FIELD = re.compile(
     r"^[ \t]*(?:\*\*|__)?([A-Z][\w/()'-]*(?: [\w/()'-]+){0,3}?)"
     r"(?:(?:\*\*|__)?[ \t]*:|:(?:\*\*|__))(?:[ \t]+|$)"
 )
+_FILE_HEADER = re.compile(
+    r"^[ \t]*(\S.{0,150}?\.(?:txt|md|markdown|rst|html?|pdf|docx?|json|ya?ml|csv|log))"
+    r"(?:[ \t]+\.\./)?(?:[ \t]{2,}|[ \t]*$)"
+)
 _QUOTE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+")
 _RULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -149,6 +153,12 @@ def blocks(text: str) -> list[Segment]:
                 rest = rest[label.end() :]
             lines.append(rest)
             continue
+        header = _FILE_HEADER.match(line)
+        if header and not lines:  # "notes-part3.txt  …": an export's file header
+            out.append(Segment(header.group(1), "field"))
+            line = line[header.end() :]
+            if not line.strip():
+                continue
         field = _FIELD.match(line)
         if field and not (kind == "item" and line[:1].isspace()) and "://" not in line[:12]:
             flush()  # "Label: value" -- the label stands alone, the value reads as prose

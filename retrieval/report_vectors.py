@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,9 +98,14 @@ class ReportVectorIndex:
     batch: int = 256
     _vectors: dict[str, tuple[str, Matrix]] = field(default_factory=dict, init=False)
     _generation: tuple[int, int] | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def catch_up(self, reports: Sequence[CommunityReport]) -> int:
         """Embed reports whose texts changed, drop vanished ones; return reports embedded."""
+        with self._lock:  # two questions at once embed a new report once
+            return self._catch_up(reports)
+
+    def _catch_up(self, reports: Sequence[CommunityReport]) -> int:
         self._reload()
         model = self.embedder.name
         wanted = {r.community_id: report_texts(r) for r in reports}
