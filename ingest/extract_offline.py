@@ -9,7 +9,7 @@ where a word stands rather than from a list of one corpus's words:
 
 - a field label (``Severity: critical``), a table row, a heading or a code block never
   yields a *name* — title case there is layout, not evidence; identifiers count
-  everywhere, in the chunk's headings and title too;
+  everywhere, in the chunk's own heading (and an outer heading that is one identifier);
 - a capitalised word opening a sentence or list item is not a name on its own, and a
   capitalised word the same text also writes in lower case is an ordinary word;
 - template and placeholder spans (``{{ $labels.x }}``, ``<image-name>``, ``${VAR}``) and
@@ -19,7 +19,8 @@ where a word stands rather than from a list of one corpus's words:
 
 Each entity gets the first sentence it appears in as description. Relations link
 entities of one sentence; their weight counts the sentences that pair them in the chunk.
-The chunk's title (and the identifiers of its headings) relate to everything it mentions.
+The chunk's title (an entity of its own) and heading identifiers relate to everything
+the chunk mentions.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "4"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "5"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -197,7 +198,7 @@ def extract(
                 pairs[(a, b)] += 1
                 pair_sentence.setdefault((a, b), segment.text)
     anchors: list[str] = []
-    for part in [p.strip() for p in heading.split(" > ")] + [title.strip()]:
+    for part in _naming_headings(heading):
         for key, (name, kind) in _identifiers(part, code=True).items():
             counts[key] += 1
             first.setdefault(key, (name, kind, part))
@@ -223,6 +224,20 @@ def extract(
         for (a, b), n in sorted(pairs.items())
     ]
     return entities, relations
+
+
+def _naming_headings(heading: str) -> list[str]:
+    """The heading parts whose identifiers are mentions of this chunk.
+
+    The chunk's own section heading always; an outer heading only when it *is* one
+    identifier ("# KubeHpaMaxedOut"): an outer heading's words otherwise describe the
+    whole document and would make its identifiers seem to cover every chunk.
+    """
+    parts = [p.strip() for p in heading.split(" > ") if p.strip()]
+    if not parts:
+        return []
+    outer = [p for p in parts[:-1] if re.fullmatch(r"`?[\w.\-/:]+`?(?:\(\))?", p)]
+    return [*outer, parts[-1]]
 
 
 def _first_sentence(text: str) -> str:
