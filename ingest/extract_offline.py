@@ -31,7 +31,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "5"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "6"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -303,9 +303,7 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
             run.pop()
         if run:
             words = [*run[:-1], re.sub(r"['\u2019]s$", "", run[-1].rstrip("."))]
-            while words and (
-                ordinary(words[0]) or (run_start == 0 and (len(words) == 1 or _inflected(words[0])))
-            ):
+            while words and (ordinary(words[0]) or (run_start == 0 and len(words) == 1)):
                 words = words[1:]
             if run_start == 0 and len(words) > 2 and words[1] in _CONNECTORS:
                 words = words[1:]  # "Review the Grafana …": an imperative, not "X the Elder"
@@ -331,11 +329,6 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
             close()
     close()
     return out
-
-
-def _inflected(word: str) -> bool:
-    """A verb or adverb form ("Using", "Depending", "Enabled", "Finally") opening a sentence."""
-    return len(word) > 4 and word.lower().endswith(("ing", "ed", "ly"))
 
 
 def _shouting(word: str) -> bool:

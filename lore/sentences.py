@@ -31,7 +31,7 @@ _TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _TABLE_RULE = re.compile(r"^[ \t|:\-]+$")
 # "Severity: critical", "**Impact**: ...", "Summary -" at line start: a field, not prose
 _FIELD = re.compile(
-    r"^[ \t]*(?:\*\*|__)?([A-Z][\w/()'-]*(?: [\w/()'-]+){0,3}?)"
+    r"^[ \t]*(?:\*\*|__)?([A-Z][\w/'-]*(?: [\w/'-]+){0,3}?)"
     r"(?:(?:\*\*|__)?[ \t]*:|:(?:\*\*|__))(?:[ \t]+|$)"
 )
 _FILE_HEADER = re.compile(
