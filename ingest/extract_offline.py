@@ -242,7 +242,7 @@ def _naming_headings(heading: str) -> list[str]:
 
 def _first_sentence(text: str) -> str:
     for segment in segments(text):
-        if segment.kind in ("prose", "item"):
+        if segment.kind in ("prose", "item", "value"):
             return segment.text
     return " ".join(text.split())
 
@@ -257,7 +257,7 @@ def _entities_in(segment: Segment, lowered: set[str]) -> dict[str, tuple[str, st
         return {}  # a label ("Severity", "Comments") is layout
     code = segment.kind == "code"
     found = _identifiers(segment.text, code=code)
-    if segment.kind in ("prose", "item"):
+    if segment.kind in ("prose", "item", "value"):
         for name in _names(_MARKUP.sub(" , ", _CODE_SPAN.sub(" , ", segment.text)), lowered):
             found.setdefault(entity_key(name), (name, "name"))
     return found

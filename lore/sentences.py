@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["prose", "item", "heading", "table", "field", "code"]  # field: a label
+# field: a label ("Severity"); value: the sentence its line goes on with
+Kind = Literal["prose", "item", "heading", "table", "field", "value", "code"]
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
@@ -163,6 +164,7 @@ def blocks(text: str) -> list[Segment]:
         if field and not (kind == "item" and line[:1].isspace()) and "://" not in line[:12]:
             flush()  # "Label: value" -- the label stands alone, the value reads as prose
             out.append(Segment(field.group(1), "field"))
+            kind = "value"
             lines.append(line[field.end() :])
             continue
         lines.append(line)
@@ -232,8 +234,17 @@ def segments(text: str) -> list[Segment]:
     """Sentences of prose blocks and list items; other blocks whole, in text order."""
     out: list[Segment] = []
     for block in blocks(text):
-        if block.kind in ("prose", "item"):
-            out.extend(Segment(s, block.kind) for s in split_sentences(block.text))
+        if block.kind in ("prose", "item", "value"):
+            parts = split_sentences(block.text)
+            out.extend(
+                Segment(
+                    s,
+                    "value"
+                    if block.kind == "value" and i == 0
+                    else ("prose" if block.kind == "value" else block.kind),
+                )
+                for i, s in enumerate(parts)
+            )
         else:
             out.append(block)
     return out
@@ -253,14 +264,17 @@ def is_whole(sentence: str) -> bool:
 def whole_sentences(text: str, *, min_chars: int = 20) -> list[str]:
     """Prose and list sentences of ``text`` that are whole (see :func:`is_whole`).
 
-    A list item counts as whole when it starts like a sentence, even without a stop.
+    A list item counts as whole when it starts like a sentence, even without a stop; a
+    field's value ("Note: check the logs.") when it ends like one — its label opened it.
     """
     out = []
     for segment in segments(text):
-        if segment.kind not in ("prose", "item") or len(segment.text) < min_chars:
+        if segment.kind not in ("prose", "item", "value") or len(segment.text) < min_chars:
             continue
-        if is_whole(segment.text) or (
-            segment.kind == "item" and _OPENING.match(segment.text) is not None
+        if (
+            is_whole(segment.text)
+            or (segment.kind == "item" and _OPENING.match(segment.text) is not None)
+            or (segment.kind == "value" and _TERMINAL.search(segment.text) is not None)
         ):
             out.append(segment.text)
     return out
