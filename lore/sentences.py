@@ -96,82 +96,99 @@ class Segment:
 
 def blocks(text: str) -> list[Segment]:
     """The text's blocks, soft-wrapped lines joined (see the module docstring)."""
-    text = _FRONT_MATTER.sub("", text.replace("\r\n", "\n"))
-    out: list[Segment] = []
-    lines: list[str] = []
-    kind: Kind = "prose"
-    fence: str | None = None
-    code: list[str] = []
+    reader = _BlockReader()
+    for raw in _FRONT_MATTER.sub("", text.replace("\r\n", "\n")).split("\n"):
+        reader.read(_QUOTE.sub("", raw))
+    reader.flush()
+    if reader.code:
+        reader.out.append(Segment("\n".join(reader.code).strip("\n"), "code"))
+    return [s for s in reader.out if s.text]
 
-    def flush() -> None:
-        nonlocal kind
-        for piece in _unwrap(lines):
-            out.append(Segment(piece, kind))
-        lines.clear()
-        kind = "prose"
 
-    for raw in text.split("\n"):
-        line = _QUOTE.sub("", raw)
+class _BlockReader:
+    """Line-by-line state of :func:`blocks`: the open paragraph, item or fence."""
+
+    def __init__(self) -> None:
+        self.out: list[Segment] = []
+        self.lines: list[str] = []
+        self.kind: Kind = "prose"
+        self.fence: str | None = None
+        self.code: list[str] = []
+
+    def flush(self) -> None:
+        for piece in _unwrap(self.lines):
+            self.out.append(Segment(piece, self.kind))
+        self.lines.clear()
+        self.kind = "prose"
+
+    def read(self, line: str) -> None:
         opening = _FENCE.match(line)
-        if fence is not None:
-            if opening and opening.group(1)[0] == fence[0] and not line.strip(" `~\t"):
-                out.append(Segment("\n".join(code).strip("\n"), "code"))
-                code.clear()
-                fence = None
-            else:
-                code.append(line)
-            continue
-        if opening:
-            flush()
-            fence = opening.group(1)
-            continue
-        if not line.strip() or _RULE.match(line):
-            flush()
-            continue
+        if self.fence is not None:
+            self._in_fence(line, opening)
+        elif opening:
+            self.flush()
+            self.fence = opening.group(1)
+        elif not line.strip() or _RULE.match(line):
+            self.flush()
+        elif not self._layout(line):
+            self._text(line)
+
+    def _in_fence(self, line: str, opening: re.Match[str] | None) -> None:
+        assert self.fence is not None
+        if opening and opening.group(1)[0] == self.fence[0] and not line.strip(" `~\t"):
+            self.out.append(Segment("\n".join(self.code).strip("\n"), "code"))
+            self.code.clear()
+            self.fence = None
+        else:
+            self.code.append(line)
+
+    def _layout(self, line: str) -> bool:
+        """Headings, table rows and indented code: blocks of their own."""
         heading = _HEADING.match(line)
         if heading:
-            flush()
+            self.flush()
             if heading.group(1).strip():
-                out.append(Segment(heading.group(1).strip(), "heading"))
-            continue
+                self.out.append(Segment(heading.group(1).strip(), "heading"))
+            return True
         if _TABLE.match(line):
-            flush()
+            self.flush()
             if not _TABLE_RULE.match(line):
                 cells = [c.strip() for c in line.strip().strip("|").split("|")]
-                out.append(Segment(" | ".join(c for c in cells if c), "table"))
-            continue
-        if line.startswith(("    ", "\t")) and not lines and kind == "prose":
-            out.append(Segment(line.strip(), "code"))  # an indented code line
-            continue
+                self.out.append(Segment(" | ".join(c for c in cells if c), "table"))
+            return True
+        if line.startswith(("    ", "\t")) and not self.lines and self.kind == "prose":
+            self.out.append(Segment(line.strip(), "code"))  # an indented code line
+            return True
+        return False
+
+    def _text(self, line: str) -> None:
+        """List items, fields, file headers and prose lines."""
         item = _ITEM.match(line)
         if item:
-            flush()
-            kind = "item"
+            self.flush()
+            self.kind = "item"
             rest = line[item.end() :]
             label = _FIELD.match(rest)
             if label:  # "- **Severity:** warning"
-                out.append(Segment(label.group(1), "field"))
+                self.out.append(Segment(label.group(1), "field"))
                 rest = rest[label.end() :]
-            lines.append(rest)
-            continue
+            self.lines.append(rest)
+            return
         header = _FILE_HEADER.match(line)
-        if header and not lines:  # "notes-part3.txt  …": an export's file header
-            out.append(Segment(header.group(1), "field"))
+        if header and not self.lines:  # "notes-part3.txt  …": an export's file header
+            self.out.append(Segment(header.group(1), "field"))
             line = line[header.end() :]
             if not line.strip():
-                continue
+                return
         field = _FIELD.match(line)
-        if field and not (kind == "item" and line[:1].isspace()) and "://" not in line[:12]:
-            flush()  # "Label: value" -- the label stands alone, the value reads as prose
-            out.append(Segment(field.group(1), "field"))
-            kind = "value"
-            lines.append(line[field.end() :])
-            continue
-        lines.append(line)
-    flush()
-    if code:
-        out.append(Segment("\n".join(code).strip("\n"), "code"))
-    return [s for s in out if s.text]
+        indented_item = self.kind == "item" and line[:1].isspace()
+        if field and not indented_item and "://" not in line[:12]:
+            self.flush()  # "Label: value" -- the label stands alone, the value reads as prose
+            self.out.append(Segment(field.group(1), "field"))
+            self.kind = "value"
+            self.lines.append(line[field.end() :])
+            return
+        self.lines.append(line)
 
 
 def _unwrap(lines: list[str]) -> list[str]:

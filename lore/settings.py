@@ -113,6 +113,9 @@ class SearchSettings(BaseModel):
     graph_weight: float = Field(
         0.0, ge=0, description="weight of the knowledge-graph list (0 = off)"
     )
+    graph_seeds: int = Field(
+        5, ge=1, le=100, description="best fused chunks the graph walk starts from"
+    )
     candidate_multiplier: int = Field(4, ge=1, le=100)
     min_candidates: int = Field(50, ge=1)
     max_candidates: int = Field(2000, ge=1)
@@ -213,6 +216,9 @@ class AskSettings(BaseModel):
     )
     reduce_tokens: int = Field(
         1500, ge=50, le=200_000, description="key-point tokens kept by the global reduce step"
+    )
+    local_diversity: float = Field(
+        0.3, ge=0, le=1, description="MMR diversity of the local passages an answer shows"
     )
     map_batch_tokens: int = Field(
         2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"
