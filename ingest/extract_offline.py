@@ -31,7 +31,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "6"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "7"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -167,15 +167,22 @@ def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
         r"[a-z][A-Z]|[A-Z]{2}[a-z]", bare
     ):
         return "identifier"  # CamelCase / camelCase: KubeHpaMaxedOut, etcdMembersDown
-    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare) and (
-        code or any(ch.isdigit() for ch in bare)
-    ):
+    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare) and (code or _not_a_compound(bare)):
         return (
             "service"
             if re.search(rf"{re.escape(bare)}`? (?:service|api)\b", sentence)
             else ("identifier")
         )
     return None
+
+
+def _not_a_compound(word: str) -> bool:
+    """A kebab-case word that is no English compound ("split-brain", "read-only").
+
+    A digit, three or more parts, or a short part ("api", "db", "k8s") says it is a name.
+    """
+    parts = word.split("-")
+    return any(ch.isdigit() for ch in word) or len(parts) >= 3 or min(map(len, parts)) <= 3
 
 
 def extract(
