@@ -29,7 +29,7 @@ from typing import Protocol
 from graph.communities import Community
 from graph.models import CommunityReport, Entity, Finding, Relation, entity_key
 from graph.store import GraphStore
-from lore.sentences import whole_sentences
+from lore.sentences import statements, whole_sentences
 
 MAX_FINDINGS = 8
 REPORT_VERSION = "2"  # bump when what a report says changes: every report is then rewritten
@@ -105,6 +105,10 @@ def extractive_report(
                 weight[c] += 1.0 + degree[key]
         read = sorted(chunk_ids, key=lambda c: (-weight[c], c))[:max_chunks]
         findings = central_sentences(entities, degree, relations, read, chunk_texts)
+        if not findings:  # nothing ends with a stop (records, terse notes): their lines
+            findings = central_sentences(
+                entities, degree, relations, read, chunk_texts, split=statements
+            )
     summary = " ".join(f.text for f in findings[:2]) or (
         "Mentions " + ", ".join(entities[k].name for k in central[:5]) + "."
     )
@@ -141,6 +145,7 @@ def central_sentences(
     relations: Sequence[Relation],
     chunk_ids: Sequence[str],
     chunk_texts: ChunkTexts,
+    split: Callable[[str], list[str]] = whole_sentences,
 ) -> list[Finding]:
     """Whole sentences of the chunks, ranked by the centrality of the members they name."""
     texts = chunk_texts(chunk_ids)
@@ -149,7 +154,7 @@ def central_sentences(
     scored: list[tuple[float, str, str, tuple[str, ...]]] = []
     seen: set[str] = set()
     for chunk_id in chunk_ids:
-        for sentence in whole_sentences(texts.get(chunk_id, "")):
+        for sentence in split(texts.get(chunk_id, "")):
             key = " ".join(sentence.lower().split())
             if key in seen:
                 continue

@@ -278,6 +278,20 @@ def is_whole(sentence: str) -> bool:
     return bool(_OPENING.match(clean)) and bool(_TERMINAL.search(clean))
 
 
+def statements(text: str, *, min_chars: int = 20) -> list[str]:
+    """Prose lines and items that stand alone though no stop ends them (records, notes).
+
+    The fallback of a text with no whole sentence ("payments-api returns HTTP 504").
+    """
+    return [
+        s.text
+        for s in segments(text)
+        if s.kind in ("prose", "item", "value")
+        and len(s.text) >= min_chars
+        and s.text[:1].isalnum()
+    ]
+
+
 def whole_sentences(text: str, *, min_chars: int = 20) -> list[str]:
     """Prose and list sentences of ``text`` that are whole (see :func:`is_whole`).
 
