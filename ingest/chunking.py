@@ -4,12 +4,13 @@ The text is cut into sections at Markdown headings; each section into blocks
 (paragraphs, fenced code and tables, never split inside a fence or a table unless it
 alone is too big); blocks are packed greedily into chunks of at most ``size`` word
 pieces, and a block that fits is never cut across two chunks. A paragraph that is too
-big is cut at sentence ends; a fence or a table that is too big is cut between lines
-(rows), each piece re-wrapped in its fence or under its table's header row, so every
-piece still reads as code or as a table; one huge line or sentence is cut into
-overlapping token windows. A new chunk within a section starts with the tail of the
-previous one (up to ``overlap`` word pieces of whole sentences). Each chunk carries its
-heading path (``Runbook > Mitigation``), which the indexes and the embedder also see.
+big is cut at sentence ends (:func:`lore.sentences.cut_points`); a fence or a table
+that is too big is cut between lines (rows), each piece re-wrapped in its fence or
+under its table's header row, so every piece still reads as code or as a table; one
+huge line or sentence is cut into overlapping token windows. A new chunk within a
+section starts with the tail of the previous one (up to ``overlap`` word pieces of
+whole sentences). Each chunk carries its heading path (``Runbook > Mitigation``), which
+the indexes and the embedder also see.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import re
 from dataclasses import dataclass
 
 from lore.models import ChunkDraft
+from lore.sentences import cut_points
 from lore.tokens import WordPieceCounter
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9`*_-])")
 _MIN_BUDGET = 32
 
 
@@ -130,7 +131,7 @@ def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: i
             head, body, tail = frame
             units.extend(_line_pieces(head, body, tail, counter, budget, overlap, number))
             continue
-        for part in _SENTENCE_END.split(block):
+        for part in cut_points(block):
             if not part.strip():
                 continue
             part_tokens = counter.count(part)

@@ -299,6 +299,9 @@ class AskSettings(Section):
     reduce_tokens: int = Field(
         1500, ge=50, le=200_000, description="key-point tokens kept by the global reduce step"
     )
+    local_diversity: float = Field(
+        0.3, ge=0, le=1, description="MMR diversity of the local passages an answer shows"
+    )
     map_batch_tokens: int = Field(
         2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"
     )

@@ -71,6 +71,7 @@ class Asker:
                     search_text=request.question,
                     top_k=request.top_k or self.settings.local_top_k,
                     metadata_filter=request.filters,
+                    diversity=self.settings.local_diversity,
                 )
             )
             warnings.extend(response.warnings)

@@ -136,7 +136,7 @@ def extract_ready(runtime: Runtime, extractor: Extractor, document_ids: Sequence
     reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
     skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
     pending = [
-        ChunkInput(c.id, c.document_id, c.text, c.title)
+        ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
         for document_id in document_ids
         for c in runtime.store.chunks_of_document(document_id)
         if c.id not in skip

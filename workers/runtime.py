@@ -38,6 +38,7 @@ from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import IndexSet
 from retrieval.queries import QueryService
+from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 from retrieval.router import Mode
 from workers import ingest as ingesting
 from workers.builders import (
@@ -68,6 +69,7 @@ class Runtime:
     _jobs: JobStore | None = field(default=None, init=False)
     _counter: WordPieceCounter | None = field(default=None, init=False)
     _queries: QueryService | None = field(default=None, init=False)
+    _report_vectors: ReportVectorIndex | None = field(default=None, init=False)
 
     @property
     def data_dir(self) -> Path:
@@ -90,6 +92,18 @@ class Runtime:
                 self._quarantine = Quarantine(self.data_dir / "lore.sqlite3")
             return self._quarantine
 
+    def report_vectors(self) -> ReportVectorIndex:
+        """Report embeddings (a table in the SQLite store, whatever the graph backend)."""
+        with self._lock:
+            if self._report_vectors is None:
+                store = ReportVectorStore(self.data_dir / "lore.sqlite3")
+                self._report_vectors = ReportVectorIndex(store, self.embedder)
+            return self._report_vectors
+
+    def embed_reports(self) -> int:
+        """Embed the reports written since the last call (run after reports are stored)."""
+        return self.report_vectors().catch_up(self.graph().reports())
+
     def jobs(self) -> JobStore:
         """The job tables of this store."""
         with self._lock:
@@ -111,7 +125,9 @@ class Runtime:
                 searcher = build_searcher(
                     self.settings, self.store, self.indexes, self.embedder, self.graph()
                 )
-                asker = build_asker(self.settings, searcher, self.graph(), self.counter())
+                asker = build_asker(
+                    self.settings, searcher, self.graph(), self.counter(), self.report_vectors()
+                )
                 self._queries = QueryService(self.indexes, searcher, asker)
             return self._queries
 
@@ -262,6 +278,8 @@ class Runtime:
         for opened in (self._graph, self._quarantine, self._jobs):
             if opened is not None:
                 opened.close()
+        if self._report_vectors is not None:
+            self._report_vectors.store.close()
         self.store.close()
 
 

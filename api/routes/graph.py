@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import RuntimeDep
 from graph.models import CommunityReport
+from graph.reports import ranked_members
 from lore.errors import NotFoundError
 from workers import service
 
@@ -138,13 +139,16 @@ async def list_communities(
         if reports
         else {}
     )
+    ranked = await asyncio.to_thread(
+        lambda: {c.id: ranked_members(graph, c.members) for c in found}
+    )
     return [
         CommunityOut(
             id=c.id,
             level=c.level,
             parent=c.parent,
             size=len(c.members),
-            members=list(c.members),
+            members=ranked[c.id],
             stale=c.id in stale,
             report=_report(by_id.get(c.id)),
         )
@@ -176,7 +180,7 @@ async def get_community(
         level=found.level,
         parent=found.parent,
         size=len(found.members),
-        members=list(found.members),
+        members=await asyncio.to_thread(ranked_members, graph, found.members),
         stale=found.id in await asyncio.to_thread(graph.stale_communities),
         report=_report(report),
     )
