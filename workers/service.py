@@ -82,6 +82,24 @@ def wait_for(runtime: Runtime, job_id: str, timeout_s: float) -> JobView:
         jobs.close()
 
 
+def ingest_waiting(
+    runtime: Runtime, items: Sequence[SourceDocument | Rejected], timeout_s: float = 600.0
+) -> JobView:
+    """Ingest and return once the job ended and its documents are searchable.
+
+    The one entry point of a waiting ingest (HTTP ``wait``, the MCP ``ingest`` tool):
+    queued on the workers or run here, graph extraction included either way.
+    """
+    job_id, staged, queued = stage(runtime, items)
+    if queued:
+        return wait_for(runtime, job_id, timeout_s)
+    run_staged(runtime, job_id, staged)
+    job = get_job(runtime, job_id)
+    if job is None:  # pragma: no cover - the job was just created
+        raise RuntimeError(f"job {job_id} vanished")
+    return job
+
+
 def get_job(runtime: Runtime, job_id: str) -> JobView | None:
     """A job of this namespace, or None."""
     jobs = job_store(runtime)
