@@ -288,6 +288,8 @@ def _filter(raw: str | None) -> dict[str, Any] | None:
         parsed = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(f"`filter` is not JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidRequestError("`filter` is nested too deeply") from None
     if not isinstance(parsed, dict):
         raise InvalidRequestError("`filter` must be a JSON object")
     return parsed

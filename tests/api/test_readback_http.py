@@ -47,6 +47,8 @@ def test_documents_are_listed_by_page_status_prefix_and_metadata(client: TestCli
     assert prefixed["total"] == 5 and len(prefixed["documents"]) == 2
     bad = client.get("/v1/documents", params={"filter": "{nope"})
     assert bad.status_code == 422 and set(bad.json()) == {"error", "detail", "request_id"}
+    deep = client.get("/v1/documents", params={"filter": "[" * 4000 + "]" * 4000})
+    assert deep.status_code == 422 and "nested too deeply" in deep.json()["detail"]
     unknown = client.get("/v1/documents", params={"filter": '{"colour": "red"}'})
     assert unknown.status_code == 422 and "unknown filter key 'colour'" in unknown.json()["detail"]
 

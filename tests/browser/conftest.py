@@ -35,13 +35,19 @@ if MISSING and os.environ.get("CI") == "true":  # CI installs them: missing ther
     raise RuntimeError(f"browser tests cannot run in CI: {MISSING}")
 
 
+_SHOTS: list[Path] = []
+
+
 @pytest.fixture(scope="session")
-def screenshots(request: pytest.FixtureRequest) -> Path:
+def screenshots() -> Path:
     directory = Path(tempfile.mkdtemp(prefix="lore-console-screens-"))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"console screenshots: {directory}")
+    _SHOTS.append(directory)
     return directory
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for directory in _SHOTS:
+        terminalreporter.write_line(f"console screenshots: {directory}")
 
 
 def new_driver(profile: Path) -> webdriver.Chrome:

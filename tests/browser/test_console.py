@@ -19,7 +19,7 @@ if MISSING is None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.remote.webelement import WebElement
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
 WAIT_S = 120
 
@@ -96,6 +96,15 @@ def test_ask_shows_citations_that_open_the_chunk(
     text = visible(driver, "#doc-text")
     wait_for(driver, lambda d: "PAY-5031" in text.text)
     assert "done" in visible(driver, "#doc-status").text
+    # a corpus-wide question: global route, citations that open community reports
+    driver.get(f"{demo}/#ask")
+    fill(driver, "#ask-q", "How do the services handle database timeouts?")
+    Select(visible(driver, "#ask-mode")).select_by_value("global")
+    visible(driver, "#ask-go").click()
+    visible(driver, "#ask-answer a.cite").click()
+    visible(driver, "#viewer .report")
+    assert "GLOBAL" in visible(driver, "#ask-route").text.upper()
+    shoot(driver, screenshots, "3b-ask-global-report")
 
 
 def test_an_uploaded_file_becomes_searchable(
@@ -144,13 +153,14 @@ def test_the_graph_view_draws_an_identifier_entity(
     visible(driver, "#communities-list li.community")
     before = len(names)
     driver.execute_script(
-        "const g = window.loreGraph; "
-        "g.nodes().filter(n => !n.hasClass('expanded'))[0].emit('tap');"
+        "const g = window.loreGraph; g.nodes().filter(n => !n.hasClass('expanded'))[0].emit('tap');"
     )
     wait_for(
         driver,
-        lambda d: d.execute_script("return window.loreGraph.nodes().length") > before
-        or d.execute_script("return window.loreGraph.nodes('.expanded').length") > 1,
+        lambda d: (
+            d.execute_script("return window.loreGraph.nodes().length") > before
+            or d.execute_script("return window.loreGraph.nodes('.expanded').length") > 1
+        ),
     )
     shoot(driver, screenshots, "6-graph")
 
@@ -177,7 +187,10 @@ def test_with_auth_the_console_asks_for_a_key_and_keeps_namespaces_apart(
             fill(driver, "#key-input", key)
             visible(driver, "#key-save").click()
             visible(driver, "#docs-list tr.doc-row")
-            ids = [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "tr.doc-row")]
+            ids = [
+                r.get_attribute("data-id")
+                for r in driver.find_elements(By.CSS_SELECTOR, "tr.doc-row")
+            ]
             assert ids and all("payments-api" in (i or "") for i in ids), ids
             driver.get(f"{base}/#search")
             fill(driver, "#search-q", "reindex backlog shard timeouts")
