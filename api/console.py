@@ -24,6 +24,12 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 STATIC = Path(str(files("api") / "static"))
+# The pages may load nothing from elsewhere: the browser refuses it without trying
+# (ReDoc's bundle, for one, links a logo on its CDN).
+LOCAL_ONLY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; worker-src 'self' blob:; connect-src 'self'"
+)
 DOCS_ASSETS = Path(str(files("fastapi_offline") / "static"))
 
 
@@ -42,7 +48,11 @@ def install_console(app: FastAPI) -> None:
 
     @app.get("/", include_in_schema=False)
     async def console() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+        return FileResponse(
+            STATIC / "index.html",
+            media_type="text/html",
+            headers={"Content-Security-Policy": LOCAL_ONLY},
+        )
 
 
 def install_docs(app: FastAPI) -> None:
@@ -50,13 +60,15 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — API",
-            swagger_js_url="/static/docs/swagger-ui-bundle.js",
-            swagger_css_url="/static/docs/swagger-ui.css",
-            swagger_favicon_url="/static/docs/favicon.png",
-            oauth2_redirect_url="/docs/oauth2-redirect",
+        return _local_only(
+            get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title=f"{app.title} — API",
+                swagger_js_url="/static/docs/swagger-ui-bundle.js",
+                swagger_css_url="/static/docs/swagger-ui.css",
+                swagger_favicon_url="/static/docs/favicon.png",
+                oauth2_redirect_url="/docs/oauth2-redirect",
+            )
         )
 
     @app.get("/docs/oauth2-redirect", include_in_schema=False)
@@ -65,13 +77,20 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — API",
-            redoc_js_url="/static/docs/redoc.standalone.js",
-            redoc_favicon_url="/static/docs/favicon.png",
-            with_google_fonts=False,
+        return _local_only(
+            get_redoc_html(
+                openapi_url="/openapi.json",
+                title=f"{app.title} — API",
+                redoc_js_url="/static/docs/redoc.standalone.js",
+                redoc_favicon_url="/static/docs/favicon.png",
+                with_google_fonts=False,
+            )
         )
+
+
+def _local_only(page: HTMLResponse) -> HTMLResponse:
+    page.headers["Content-Security-Policy"] = LOCAL_ONLY
+    return page
 
 
 _ERROR_RESPONSES = {
@@ -84,7 +103,8 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
     """Make the OpenAPI error responses say what the handlers in ``api.errors`` send.
 
     FastAPI documents ``{"detail": [...]}`` for 422; ours is ``{"error", "detail",
-    "request_id"}`` for every error, so each operation gets that body for 422 and 4XX.
+    "request_id"}`` for every error. Each 422 gets that body, and every operation that
+    takes input or a key (parameters, a body, security) documents 4XX with it too.
     """
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components["ErrorBody"] = ErrorBody.model_json_schema(
@@ -95,11 +115,13 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
         for operation in path_item.values():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
+            takes_input = any(k in operation for k in ("parameters", "requestBody", "security"))
             for code, description in _ERROR_RESPONSES.items():
-                operation["responses"][code] = {
-                    "description": description,
-                    "content": {"application/json": {"schema": ref}},
-                }
+                if code in operation["responses"] or takes_input:
+                    operation["responses"][code] = {
+                        "description": description,
+                        "content": {"application/json": {"schema": ref}},
+                    }
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     return schema

@@ -136,8 +136,10 @@ def test_ingest_metrics_count_documents_finished_after_a_202(client: TestClient)
 
 
 def test_docs_console_and_error_schemas_are_local_and_true(client: TestClient) -> None:
-    docs = client.get("/docs").text
+    page = client.get("/docs")
+    docs = page.text
     assert "/static/docs/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
     assert client.get("/static/docs/swagger-ui-bundle.js").status_code == 200
     redoc = client.get("/redoc").text
     assert "/static/docs/redoc.standalone.js" in redoc and "googleapis" not in redoc
@@ -152,6 +154,7 @@ def test_docs_console_and_error_schemas_are_local_and_true(client: TestClient) -
         "detail",
         "request_id",
     }
+    assert "422" not in schema["paths"]["/healthz"]["get"]["responses"]
     query = schema["paths"]["/v1/memory/query"]["post"]["responses"]
     assert query["422"]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorBody")
     real = client.post("/v1/memory/query", json={"search_text": ""})

@@ -165,6 +165,17 @@ def test_the_graph_view_draws_an_identifier_entity(
     shoot(driver, screenshots, "6-graph")
 
 
+def test_api_docs_render_from_local_assets(
+    demo: str, driver: WebDriver, screenshots: Path
+) -> None:
+    driver.get(f"{demo}/docs")
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) > 10)
+    shoot(driver, screenshots, "9-docs-swagger")
+    driver.get(f"{demo}/redoc")
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-section-id]")) > 10)
+    shoot(driver, screenshots, "10-docs-redoc")
+
+
 def test_with_auth_the_console_asks_for_a_key_and_keeps_namespaces_apart(
     tmp_path: Path, screenshots: Path
 ) -> None:
