@@ -165,9 +165,7 @@ def test_the_graph_view_draws_an_identifier_entity(
     shoot(driver, screenshots, "6-graph")
 
 
-def test_api_docs_render_from_local_assets(
-    demo: str, driver: WebDriver, screenshots: Path
-) -> None:
+def test_api_docs_render_from_local_assets(demo: str, driver: WebDriver, screenshots: Path) -> None:
     driver.get(f"{demo}/docs")
     wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) > 10)
     shoot(driver, screenshots, "9-docs-swagger")
