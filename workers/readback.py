@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lore.jobs import JobInfo, JobStore
+from lore.jobs import JobInfo
 from lore.models import DocumentStatus
 from lore.readback import DocumentPage, list_documents
 from workers.runtime import Runtime
@@ -42,17 +42,10 @@ def job_page(
     runtime: Runtime, *, offset: int = 0, limit: int = 20, state: str | None = None
 ) -> tuple[int, list[JobInfo]]:
     """How many jobs there are, and one page of them, newest first."""
-    jobs = JobStore(runtime.data_dir / "lore.sqlite3")
-    try:
-        return jobs.count_jobs(state), jobs.list_jobs(limit, state, offset)
-    finally:
-        jobs.close()
+    jobs = runtime.jobs()
+    return jobs.count_jobs(state), jobs.list_jobs(limit, state, offset)
 
 
 def ingest_counts(runtime: Runtime) -> dict[str, int]:
     """Documents that ended in this namespace's jobs, by status (workers' included)."""
-    jobs = JobStore(runtime.data_dir / "lore.sqlite3")
-    try:
-        return jobs.final_document_counts()
-    finally:
-        jobs.close()
+    return runtime.jobs().final_document_counts()

@@ -23,6 +23,7 @@ from lore.models import DocumentStatus
 from lore.readback import MAX_PAGE, read_document
 from retrieval.contract import QueryRequest
 from workers import service
+from workers.ingest import ingest as ingest_documents
 from workers.readback import document_page
 from workers.runtime import Runtime
 
@@ -99,7 +100,10 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
         On return it is searchable and its entities are in the knowledge graph.
         """
         document = make_document(id, f"mcp:{id}", text, title or id, dict(metadata or {}))
-        job = await asyncio.to_thread(service.ingest_waiting, runtime, [document])
+        result = await asyncio.to_thread(ingest_documents, runtime, [document], wait=True)
+        job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
+        if job is None:  # pragma: no cover - the job was just created
+            raise NotFoundError(f"job {result.job_id} vanished")
         entry = next((d for d in job.documents if d["id"] == id), None)
         stored = await asyncio.to_thread(runtime.store.get_document, id)
         status = entry["status"] if entry else "failed"

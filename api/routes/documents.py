@@ -19,8 +19,8 @@ from lore.errors import InvalidRequestError, NotFoundError
 from lore.models import DocumentInfo, DocumentStatus, Rejected, SourceDocument
 from lore.readback import MAX_PAGE, DocumentView, read_chunk, read_document
 from workers import service
+from workers.ingest import ingest
 from workers.readback import document_page
-from workers.service import JobView
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -243,16 +243,12 @@ async def post_documents(
             f"{len(items)} documents in one request; the limit is "
             f"{settings.api.max_batch_documents} (LORE_API__MAX_BATCH_DOCUMENTS)"
         )
-    job: JobView | None
-    if wait:
-        job = await asyncio.to_thread(service.ingest_waiting, runtime, items)
-    else:
-        job_id, staged, queued = await asyncio.to_thread(service.stage, runtime, items)
-        if not queued:
-            background.add_task(service.run_staged, runtime, job_id, staged)
-        job = await asyncio.to_thread(service.get_job, runtime, job_id)
-        if job is None:  # pragma: no cover - the job was just created
-            raise NotFoundError(f"job {job_id} vanished")
+    result = await asyncio.to_thread(
+        ingest, runtime, items, wait=wait, defer=background.add_task, timeout_s=600.0
+    )
+    job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
+    if job is None:  # pragma: no cover - the job was just created
+        raise NotFoundError(f"job {result.job_id} vanished")
     out = job_out(job)
     status = 200 if wait else 202
     return JSONResponse(out.model_dump(mode="json"), status_code=status)
@@ -338,7 +334,10 @@ async def get_document(
 
 @router.delete("/documents/{document_id:path}")
 async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[str, Any]:
-    """Delete a document from the store, the indexes and the graph's provenance."""
+    """Delete a document from the store and the search indexes.
+
+    The graph drops its contributions at the next ``graph build`` or refresh.
+    """
     resolved = await asyncio.to_thread(runtime.store.resolve_document_id, document_id)
     target = resolved or document_id
     removed = await asyncio.to_thread(runtime.delete, target)
