@@ -1,4 +1,4 @@
-"""The ``lore`` command line: ingest, search, delete, status, reindex, serve.
+"""The ``lore`` command line: ingest, search, show, delete, status, reindex, serve.
 
 Every command reads settings once (environment ``LORE_*``, ``--data-dir``), builds a
 runtime and calls it; nothing here knows how search or ingestion work.
@@ -257,6 +257,44 @@ def delete(ctx: click.Context, document_id: str) -> None:
         document_id = resolve_document_id(runtime.store, document_id)
         removed = runtime.delete(document_id)
     out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
+
+
+@main.command()
+@click.argument("document_id")
+@click.option("--chunks", "with_chunks", is_flag=True, help="List the stored chunks too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
+@click.pass_context
+def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool) -> None:
+    """Read a document back: status, metadata, text (and chunks). Takes an id or a source."""
+    from api.routes.documents import document_out
+    from lore.readback import read_document
+
+    with runtime_context(ctx) as runtime:
+        ref = resolve_document_id(runtime.store, document_id)
+        view = read_document(runtime.store, ref, text=True, chunks=with_chunks or as_json)
+    if view is None:
+        raise click.ClickException(f"no document {document_id!r} (ids and sources are accepted)")
+    if as_json:
+        click.echo(document_out(view.info, view).model_dump_json(indent=2))
+        return
+    info = view.info
+    out.print(
+        f"[bold]{info.id}[/]  {info.status.value}  {info.chunk_count} chunks", highlight=False
+    )
+    out.print(
+        f"source: {info.source}  title: {info.title}  updated: {info.updated_at}", highlight=False
+    )
+    if info.error:
+        out.print(f"[red]failed:[/] {info.error}", highlight=False)
+    for key, value in sorted(info.metadata.items()):
+        out.print(f"  {key}: {value}", highlight=False)
+    if view.text is not None:
+        note = " (joined from the chunks)" if view.text_reconstructed else ""
+        out.print(f"[dim]--- text{note} ---[/]")
+        click.echo(view.text)
+    for chunk in view.chunks or []:
+        out.print(f"[dim]--- chunk {chunk.ordinal} {chunk.id} {chunk.heading}[/]", highlight=False)
+        click.echo(chunk.text)
 
 
 @main.command()

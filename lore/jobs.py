@@ -107,10 +107,30 @@ class JobStore(SQLiteTables):
         found = self._jobs("WHERE id = ?", (job_id,))
         return found[0] if found else None
 
-    def list_jobs(self, limit: int = 20, state: str | None = None) -> list[JobInfo]:
+    def list_jobs(
+        self, limit: int = 20, state: str | None = None, offset: int = 0
+    ) -> list[JobInfo]:
         """The newest jobs first."""
         where, args = ("WHERE state = ?", (state,)) if state else ("", ())
-        return self._jobs(f"{where} ORDER BY created_at DESC, id LIMIT {int(limit)}", args)
+        return self._jobs(
+            f"{where} ORDER BY created_at DESC, id LIMIT {int(limit)} OFFSET {int(offset)}", args
+        )
+
+    def count_jobs(self, state: str | None = None) -> int:
+        """How many jobs there are (of one state)."""
+        where, args = ("WHERE state = ?", (state,)) if state else ("", ())
+        with self._lock:
+            return int(self._db.execute(f"SELECT COUNT(*) FROM jobs {where}", args).fetchone()[0])
+
+    def final_document_counts(self) -> dict[str, int]:
+        """Documents that ended, over every job, by status (``done``, ``failed``)."""
+        finals = [s.value for s in FINAL]
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT status, COUNT(*) FROM job_documents WHERE status IN (?, ?) GROUP BY status",
+                finals,
+            ).fetchall()
+        return {str(s): int(n) for s, n in rows}
 
     def _jobs(self, tail: str, args: Sequence[object]) -> list[JobInfo]:
         with self._lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS documents (
     status TEXT NOT NULL,
     error TEXT,
     chunk_count INTEGER NOT NULL DEFAULT 0,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    text TEXT
 );
 CREATE INDEX IF NOT EXISTS documents_by_source ON documents(source);
 CREATE TABLE IF NOT EXISTS doc_meta (
@@ -124,6 +125,9 @@ class Store(SQLiteTables):
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
                 (uuid.uuid4().hex,),
             )
+            columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(documents)")}
+            if "text" not in columns:  # stores made before documents kept their text
+                self._db.execute("ALTER TABLE documents ADD COLUMN text TEXT")
 
     # -- settings recorded with the data ------------------------------------------------
 
@@ -188,6 +192,63 @@ class Store(SQLiteTables):
             rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
         return [_document_info(row) for row in rows]
 
+    def page_documents(
+        self,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        status: DocumentStatus | None = None,
+        among: Collection[str] | None = None,
+        prefix: str = "",
+    ) -> tuple[int, list[DocumentInfo]]:
+        """One page of document rows by id, and how many match in all.
+
+        ``among`` keeps only those ids (a metadata filter resolved by the caller),
+        ``prefix`` only ids starting with it.
+        """
+        where: list[str] = ["1"]
+        args: list[object] = []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status.value)
+        if among is not None:
+            where.append("id IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(sorted(among)))
+        if prefix:
+            where.append("substr(id, 1, ?) = ?")
+            args.extend([len(prefix), prefix])
+        clause = " AND ".join(where)
+        with self._lock:
+            total = int(
+                self._db.execute(f"SELECT COUNT(*) FROM documents WHERE {clause}", args).fetchone()[
+                    0
+                ]
+            )
+            rows = self._db.execute(
+                "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
+                f"updated_at FROM documents WHERE {clause} ORDER BY id LIMIT ? OFFSET ?",
+                [*args, int(limit), int(offset)],
+            ).fetchall()
+        return total, [_document_info(row) for row in rows]
+
+    def document_text(self, document_id: str) -> str | None:
+        """The text a document was stored with (None: unknown, or stored before texts were kept)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def resolve_document_id(self, ref: str) -> str | None:
+        """The id of the document ``ref`` names: its id, or the ``source`` printed for it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id FROM documents WHERE id = ? UNION ALL "
+                "SELECT id FROM documents WHERE source = ? LIMIT 1",
+                (ref, ref),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
     def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
         """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""
         with self._lock:
@@ -241,11 +302,11 @@ class Store(SQLiteTables):
                 db.execute("INSERT INTO changes(op, row_id) VALUES ('upsert', ?)", (cur.lastrowid,))
             db.execute(
                 "INSERT INTO documents(id, source, title, metadata, content_hash, status, error, "
-                "chunk_count, updated_at) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?) "
+                "chunk_count, updated_at, text) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET source = excluded.source, title = excluded.title, "
                 "metadata = excluded.metadata, content_hash = excluded.content_hash, "
                 "status = 'done', error = NULL, chunk_count = excluded.chunk_count, "
-                "updated_at = excluded.updated_at",
+                "updated_at = excluded.updated_at, text = excluded.text",
                 (
                     doc.id,
                     doc.source,
@@ -254,6 +315,7 @@ class Store(SQLiteTables):
                     doc.content_hash(),
                     len(chunks),
                     _now(),
+                    doc.text,
                 ),
             )
         return True
