@@ -1,4 +1,4 @@
-"""The ``lore`` command line: ingest, search, delete, status, reindex, serve.
+"""The ``lore`` command line: ingest, search, show, delete, status, reindex, serve.
 
 Every command reads settings once (environment ``LORE_*``, ``--data-dir``), builds a
 runtime and calls it; nothing here knows how search or ingestion work.
@@ -29,8 +29,9 @@ from api.cli_config import config, init
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
+from api.cli_status import status
 from ingest.graph_lifecycle import describe
-from ingest.loaders import document_id_for
+from ingest.resolve import resolve_document_id
 from lore.errors import LoreError, MissingExtraError
 from lore.extras import require
 from lore.settings import load_settings
@@ -121,10 +122,11 @@ def ingest(
 
     Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
     the workers and its id printed, or followed with a progress bar (--wait).
-    Every document ends done or failed with a reason; the batch goes on past failures.
+    Every document ends done, unchanged, skipped (nothing to index, e.g. a page of front
+    matter only) or failed, with a reason; the batch goes on past failures.
     With --prune, documents from under PATHS that are no longer there are deleted
     afterwards (never anything outside PATHS; a PATH that does not exist prunes nothing).
-    Exit status: 0 when nothing failed, 3 when some documents failed (listed).
+    Exit status: 0 when nothing failed (skips included), 3 when some failed (listed).
     """
     metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
     settings = settings_of(ctx)
@@ -195,7 +197,7 @@ INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
     "filters",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Metadata filter; repeat a key to match any of its values.",
+    help="Metadata filter (case-insensitive); repeat a key for any of its values; VALUE* = prefix.",
 )
 @click.option("--dense-weight", type=float, default=None)
 @click.option("--sparse-weight", type=float, default=None)
@@ -298,17 +300,14 @@ def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wai
 
     Their chunks' mentions, the entities and relations only they supported go too, and
     the reports of the communities they touched are rewritten in the same job (on the
-    workers when a broker is set). An unknown id deletes nothing.
+    workers when a broker is set). Each may be a document id, a source as printed in
+    results (``file.jsonl#id``) or a path to the ingested file; an unknown one deletes
+    nothing.
     """
     from workers.lifecycle import delete as delete_documents
 
     with runtime_context(ctx) as runtime:
-        ids = [
-            document_id_for(Path(d))  # e.g. ./docs/a.md
-            if runtime.store.get_document(d) is None and Path(d).exists()
-            else d
-            for d in document_ids
-        ]
+        ids = [resolve_document_id(runtime.store, d) for d in document_ids]
         result = delete_documents(runtime, ids, wait=wait)
     print_deletion(result, as_json)
 
@@ -335,32 +334,41 @@ def print_deletion(result: dict[str, Any], as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.argument("document_id")
+@click.option("--chunks", "with_chunks", is_flag=True, help="List the stored chunks too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
-    """Counts of documents and chunks, failures with reasons, index state."""
+def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool) -> None:
+    """Read a document back: status, metadata, text (and chunks). Takes an id or a source."""
+    from api.routes.documents import document_out
+    from lore.readback import read_document
+
     with runtime_context(ctx) as runtime:
-        counts = runtime.store.counts()
-        failed = [
-            {"id": d.id, "error": d.error}
-            for d in runtime.store.list_documents()
-            if d.status.value == "failed"
-        ]
-        model = runtime.store.get_meta("embedding_model")
-    info = {
-        "data_dir": str(runtime.data_dir),
-        "counts": counts,
-        "embedding_model": model,
-        "failed": failed,
-    }
+        ref = resolve_document_id(runtime.store, document_id)
+        view = read_document(runtime.store, ref, text=True, chunks=with_chunks or as_json)
+    if view is None:
+        raise click.ClickException(f"no document {document_id!r} (ids and sources are accepted)")
     if as_json:
-        click.echo(json.dumps(info, indent=2))
+        click.echo(document_out(view.info, view).model_dump_json(indent=2))
         return
-    out.print(f"data dir: {info['data_dir']}  embedding model: {model}", highlight=False)
-    for key, value in sorted(counts.items()):
-        out.print(f"  {key}: {value}")
-    for item in failed:
-        out.print(f"  [red]failed[/] {item['id']}: {item['error']}", highlight=False)
+    info = view.info
+    out.print(
+        f"[bold]{info.id}[/]  {info.status.value}  {info.chunk_count} chunks", highlight=False
+    )
+    out.print(
+        f"source: {info.source}  title: {info.title}  updated: {info.updated_at}", highlight=False
+    )
+    if info.error:
+        out.print(f"[red]failed:[/] {info.error}", highlight=False)
+    for key, value in sorted(info.metadata.items()):
+        out.print(f"  {key}: {value}", highlight=False)
+    if view.text is not None:
+        note = " (joined from the chunks)" if view.text_reconstructed else ""
+        out.print(f"[dim]--- text{note} ---[/]")
+        click.echo(view.text)
+    for chunk in view.chunks or []:
+        out.print(f"[dim]--- chunk {chunk.ordinal} {chunk.id} {chunk.heading}[/]", highlight=False)
+        click.echo(chunk.text)
 
 
 @main.command()
@@ -406,7 +414,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
         build_mcp_server = require("api.integrations.mcp_server", "the MCP server").build_mcp_server
     except MissingExtraError as exc:
         raise click.ClickException(str(exc)) from exc
-    with runtime_context(ctx) as runtime:
+    with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
         if transport == "stdio":
             server.run("stdio")
@@ -414,6 +422,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
             server.run("streamable-http", host=host, port=port)
 
 
+main.add_command(status)
 main.add_command(graph)
 main.add_command(init)
 main.add_command(config)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 
 from api.cli_common import err, out, progress_reporter, runtime_context
+from graph.reports import ranked_members
 from ingest.graph_build import GraphBuildReport
 from ingest.graph_cost import BuildEstimate
 
@@ -192,7 +193,11 @@ def quarantined(ctx: click.Context, as_json: bool) -> None:
 def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
     """List communities (id, level, parent, size, first members)."""
     with runtime_context(ctx) as runtime:
-        found = runtime.graph().communities(level)
+        graph = runtime.graph()
+        found = [
+            replace(c, members=tuple(ranked_members(graph, c.members)))
+            for c in graph.communities(level)
+        ]
     if as_json:
         click.echo(
             json.dumps(

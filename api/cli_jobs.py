@@ -34,7 +34,7 @@ def ingest_command(
     from workers.ingest import ingest_paths, queued
 
     with (
-        runtime_context(ctx) as runtime,
+        runtime_context(ctx, create=True) as runtime,
         progress_reporter(ctx, "ingest", quiet=as_json) as bar,
     ):
 
@@ -74,6 +74,11 @@ def _summary(
         for d, (status, reason) in statuses.items()
         if status is JobStatus.FAILED
     ]
+    skipped = [
+        {"id": d, "reason": reason or ""}
+        for d, (status, reason) in statuses.items()
+        if status is JobStatus.SKIPPED
+    ]
     repeated = info.detail.get("repeated", []) if info else []
     failed += [{"id": d, "reason": reason} for d, reason in repeated]
     done = sum(status is JobStatus.DONE for status, _ in statuses.values())
@@ -82,6 +87,7 @@ def _summary(
         "state": info.state if info else "unknown",
         "done": done,
         "failed": failed,
+        "skipped": skipped,
         "store": runtime.store.counts(),
     }
     if info and info.detail.get("graph"):
@@ -104,12 +110,16 @@ def print_ingest_summary(summary: dict[str, Any]) -> None:
     if chunks is not None:
         written = f" — {chunks} chunks written ({summary['chunks_embedded']} embedded)"
     unchanged = f", {summary['unchanged']} unchanged" if "unchanged" in summary else ""
+    skipped = summary.get("skipped", [])
     out.print(
         f"job {summary['job_id']}: [green]{summary['done']} done[/]{unchanged}, "
+        f"[yellow]{len(skipped)} skipped[/], "
         f"[red]{len(summary['failed'])} failed[/]{written}; "
         f"store: {summary['store'].get('chunks', 0)} chunks",
         highlight=False,
     )
+    for item in skipped:
+        out.print(f"  [yellow]skipped[/] {item['id']}: {item['reason']}", highlight=False)
     if summary.get("graph"):
         out.print(f"changed documents — {describe(summary['graph'])}", highlight=False)
     for item in summary["failed"]:

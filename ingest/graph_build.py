@@ -141,7 +141,7 @@ def build_graph(
         rows = pending[start : start + batch]
         by_row = store.chunks_by_row_ids(rows)
         chunks = [
-            ChunkInput(c.id, c.document_id, c.text, c.title)
+            ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
             for row in rows
             if (c := by_row.get(row)) is not None  # deleted meanwhile: the next build sees it
         ]

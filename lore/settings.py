@@ -58,6 +58,18 @@ class EmbeddingSettings(Section):
     max_seq_length: int = Field(256, ge=16, le=8192, description="word pieces the model reads")
     threads: int = Field(2, ge=1, le=256, description="torch CPU threads")
     timeout_s: float = Field(30.0, gt=0, description="openai backend: seconds per request")
+    query_runtime: Literal["auto", "torch"] = Field(
+        "auto",
+        description="local: 'auto' embeds queries with ONNX Runtime (exported from the same "
+        "weights on first use, PyTorch if that fails); 'torch' always uses PyTorch",
+    )
+    query_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime threads per query")
+    onnx_cache_dir: Path | None = Field(
+        None, description="where exported ONNX graphs are cached (default ~/.cache/lorekeeper/onnx)"
+    )
+    query_cache_size: int = Field(
+        1024, ge=0, le=1_000_000, description="query vectors kept in an LRU cache (0: off)"
+    )
 
 
 class ChunkSettings(Section):
@@ -304,6 +316,9 @@ class AskSettings(Section):
     )
     reduce_tokens: int = Field(
         1500, ge=50, le=200_000, description="key-point tokens kept by the global reduce step"
+    )
+    local_diversity: float = Field(
+        0.3, ge=0, le=1, description="MMR diversity of the local passages an answer shows"
     )
     map_batch_tokens: int = Field(
         2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"

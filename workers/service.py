@@ -57,4 +57,4 @@ def refresh(runtime: Runtime, *, rebuild: bool, reextract: bool = False) -> dict
     return {**counts, "queued": False}
 
 
-FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value}
+FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.SKIPPED.value}
