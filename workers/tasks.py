@@ -4,12 +4,14 @@ The steps live in ``workers.jobs`` and ``workers.refresh``. Each task takes ids 
 id and document ids, or a community id), is idempotent, retries only transient errors
 (exponential backoff with jitter, up to ``workers.max_retries``; then the documents fail
 with the reason), and runs under the app's time limits. Each worker process builds one
-:class:`Runtime` from the settings when it starts and warms its embedding model, so the
-first task does not pay for it.
+:class:`Runtime` from the settings when it starts and warms its embedding model in a
+background thread (the pool child reports up at once), so the first task does not pay
+for it.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import sqlite3
 import threading
@@ -35,6 +37,7 @@ from workers.jobs import extract_documents, fail_documents, ingest_documents, re
 from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
 
+log = logging.getLogger(__name__)
 RETRYABLE = (TransientError, sqlite3.OperationalError)
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -64,10 +67,23 @@ def _task(
     return decorator
 
 
+def _warm() -> None:
+    try:
+        _, runtime, _ = worker_state()
+        runtime.embedder.embed_documents(["warm up"])
+    except Exception:  # the first task meets (and reports) the same error
+        log.warning("warm-up failed; the first task will load the model", exc_info=True)
+
+
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm_up(**kwargs: Any) -> None:
-    _, runtime, _ = worker_state()
-    runtime.embedder.embed_documents(["warm up"])
+    """Warm in a thread: the pool child must report up before Celery's start-up limit.
+
+    Loading the model takes longer than ``worker_proc_alive_timeout``; done inline, every
+    replacement child was killed before it could take a task. A task that arrives
+    during warm-up waits for it on the state lock.
+    """
+    threading.Thread(target=_warm, name="lore-warm-up", daemon=True).start()
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]
