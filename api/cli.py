@@ -29,7 +29,8 @@ from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
 from ingest.loaders import document_id_for
-from lore.errors import LoreError
+from lore import jsonsafe
+from lore.errors import InvalidRequestError, LoreError
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
 from workers.namespaces import namespace_settings
@@ -163,9 +164,9 @@ def search(
     try:
         if request_file is not None:
             try:
-                payload = json.load(request_file)
-            except json.JSONDecodeError as exc:
-                raise click.ClickException(f"request is not valid JSON: {exc}") from exc
+                payload = jsonsafe.loads(request_file.read(), what="request")
+            except InvalidRequestError as exc:
+                raise click.ClickException(str(exc)) from exc
             request = QueryRequest.model_validate(payload)
             as_json = True
         elif text is None:

@@ -47,6 +47,10 @@ class Principal:
             raise NotFoundError(f"no namespace {requested!r}")
         return requested
 
+    def held(self, namespace: str) -> bool:
+        """Whether the key names this namespace (an admin key reaches others too)."""
+        return namespace in self.namespaces
+
     def readable(self, requested: list[str] | None) -> list[str]:
         """Namespaces a search covers: the requested ones, else every one the key holds."""
         if not requested:
@@ -101,12 +105,32 @@ async def require_admin(principal: PrincipalDep) -> Principal:
     return principal
 
 
+def existing_runtime(principal: Principal, namespaces: Namespaces, namespace: str) -> Runtime:
+    """The runtime of a namespace: one an admin key does not hold must exist already.
+
+    Only an ingest creates a namespace: a read (or an admin's probe) of a name that has
+    no store answers 404 and leaves no directory and no runtime behind. A key's own
+    namespaces read as empty until their first write.
+    """
+    if not principal.held(namespace) and not namespaces.exists(namespace):
+        raise NotFoundError(f"no namespace {namespace!r}")
+    return namespaces.runtime(namespace)
+
+
 async def get_runtime(
     principal: PrincipalDep, namespaces: NamespacesDep, namespace: NamespaceQuery = None
 ) -> Runtime:
-    """The runtime of the namespace this request works in."""
+    """The runtime of the namespace this request works in (never created here)."""
+    return existing_runtime(principal, namespaces, principal.namespace(namespace))
+
+
+async def get_ingest_runtime(
+    principal: PrincipalDep, namespaces: NamespacesDep, namespace: NamespaceQuery = None
+) -> Runtime:
+    """The runtime documents are written to (the namespace is created on first write)."""
     return namespaces.runtime(principal.namespace(namespace))
 
 
 AdminDep = Annotated[Principal, Depends(require_admin)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+IngestRuntimeDep = Annotated[Runtime, Depends(get_ingest_runtime)]

@@ -59,6 +59,15 @@ class Namespaces:
             self._runtimes[namespace] = runtime
             return runtime
 
+    def exists(self, namespace: str) -> bool:
+        """Whether the namespace has a store (or is the default, or open already)."""
+        if namespace == self.settings.auth.default_namespace:
+            return True
+        with self._lock:
+            if namespace in self._runtimes:
+                return True
+        return (namespace_dir(self.settings, namespace) / "lore.sqlite3").exists()
+
     def opened(self) -> dict[str, Runtime]:
         """The runtimes opened so far, by namespace."""
         with self._lock:

@@ -16,8 +16,8 @@ from typing import Any, ParamSpec, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ingest.loaders import make_document
 from lore.errors import LoreError
-from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
 from workers.runtime import Runtime
 
@@ -87,7 +87,12 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
         id: str, text: str, title: str = "", metadata: dict[str, str] | None = None
     ) -> dict[str, Any]:
         """Store a text under an id (the same id again replaces it); searchable on return."""
-        document = SourceDocument(id, f"mcp:{id}", text, title or id, dict(metadata or {}))
+        if not id.strip():
+            raise ToolError("id must have a character that is not whitespace")
+        limit = runtime.settings.ingest.max_document_bytes
+        document = make_document(
+            id, f"mcp:{id}", text, title or id, dict(metadata or {}), max_bytes=limit
+        )
         report = await asyncio.to_thread(runtime.ingest, [document])
         return {
             "id": id,

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
 
-from api.deps import RuntimeDep, SettingsDep
+from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
 from ingest.loaders import load_upload, make_document
+from lore import jsonsafe
 from lore.errors import InvalidRequestError, NotFoundError
 from lore.models import Rejected, SourceDocument
 from workers import service
@@ -24,10 +24,19 @@ router = APIRouter(prefix="/v1", tags=["documents"])
 MetadataValue = str | int | float | bool | list[str] | list[int] | list[float]
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an id must have a character that is not whitespace")
+    return value
+
+
+DocumentIdIn = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_not_blank)]
+
+
 class DocumentIn(BaseModel):
     """One document to store (the same id again replaces it)."""
 
-    id: str = Field(min_length=1, max_length=1000)
+    id: DocumentIdIn
     text: str = Field(max_length=50_000_000)
     title: str = Field("", max_length=1000)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
@@ -49,7 +58,7 @@ class IngestRequest(BaseModel):
         }
     }
 
-    id: str | None = Field(None, min_length=1, max_length=1000)
+    id: DocumentIdIn | None = None
     text: str | None = Field(None, max_length=50_000_000)
     title: str = Field("", max_length=1000)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
@@ -148,10 +157,7 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument 
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
         async with request.form() as form:  # closes the spooled upload files
-            try:
-                extra = json.loads(str(form.get("metadata") or "{}"))
-            except json.JSONDecodeError as exc:
-                raise InvalidRequestError(f"form field `metadata` is not JSON: {exc}") from None
+            extra = jsonsafe.loads(str(form.get("metadata") or "{}"), what="form field `metadata`")
             if not isinstance(extra, dict):
                 raise InvalidRequestError("form field `metadata` must be a JSON object")
             uploads = [f for f in form.getlist("file") if not isinstance(f, str)]
@@ -170,7 +176,10 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument 
         body = IngestRequest.model_validate_json(await request.body())
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False)) from None
-    docs = [make_document(d.id, d.id, d.text, d.title, d.metadata) for d in body.items()]
+    docs = [
+        make_document(d.id, d.id, d.text, d.title, d.metadata, max_bytes=max_bytes)
+        for d in body.items()
+    ]
     return docs, body.wait
 
 
@@ -182,7 +191,10 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument 
     responses={200: {"model": JobOut, "description": "with wait: the job has ended"}},
 )
 async def post_documents(
-    request: Request, runtime: RuntimeDep, settings: SettingsDep, background: BackgroundTasks
+    request: Request,
+    runtime: IngestRuntimeDep,
+    settings: SettingsDep,
+    background: BackgroundTasks,
 ) -> Any:
     """Store documents (JSON, or files as multipart); returns the job, or waits for it."""
     items, wait = await _parse(request, settings.ingest.max_document_bytes)
