@@ -288,6 +288,8 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
     settings = settings_of(ctx).model_copy(update={"data_dir": ctx.obj["root"]})
     if auth is not None:
         settings.auth.enabled = auth
+    with runtime_context(ctx):  # a damaged store is a clear error here, not a traceback
+        pass
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from lore.errors import LoreError
 from lore.settings import Settings
+from lore.sqlite import damaged
 from workers.runtime import Runtime, open_runtime
 
 out = Console()
@@ -35,6 +37,8 @@ def runtime_context(ctx: click.Context) -> Iterator[Runtime]:
         yield runtime
     except LoreError as exc:
         raise click.ClickException(str(exc)) from exc
+    except sqlite3.DatabaseError as exc:  # damage found past the first pages
+        raise click.ClickException(str(damaged(runtime.store.path, exc))) from exc
     finally:
         runtime.close()
 

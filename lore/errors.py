@@ -14,6 +14,7 @@ class to one HTTP status (``api/errors.py``)::
     │   ├── UnauthorizedError           no key, or an unknown or revoked one (HTTP 401)
     │   ├── ForbiddenError              a valid key without the right (HTTP 403)
     │   ├── ConfigurationError          settings that cannot work together
+    │   ├── StorageError                a store file damaged, or a path of the wrong kind
     │   ├── EmbeddingMismatchError      the store was built with another embedding model
     │   └── LLMReplyError               the model's reply stayed invalid after repair and
     │                                   one re-prompt (the chunk is quarantined)
@@ -62,6 +63,13 @@ class ForbiddenError(PermanentError):
 
 class ConfigurationError(PermanentError):
     """Settings that cannot work, e.g. an unknown engine name."""
+
+
+class StorageError(PermanentError):
+    """A file of the data directory cannot be used: damaged, truncated, or misplaced.
+
+    A file where a directory belongs (or the reverse) is reported, never deleted.
+    """
 
 
 class EmbeddingMismatchError(PermanentError):

@@ -112,7 +112,6 @@ class Store(SQLiteTables):
     """SQLite-backed store; safe to share between threads of one process."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         super().__init__(path, _SCHEMA)
         with self._lock:

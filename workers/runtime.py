@@ -28,6 +28,7 @@ from lore.errors import EmbeddingMismatchError
 from lore.llm import LLMStats
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
+from lore.sqlite import ensure_dir
 from lore.store import Store
 from lore.tokens import counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
@@ -400,7 +401,7 @@ class Runtime:
 
 def open_runtime(settings: Settings) -> Runtime:
     """Open the data directory named in ``settings`` (created when missing)."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    ensure_dir(settings.data_dir)
     store = Store(settings.data_dir / "lore.sqlite3")
     embedder = build_embedder(settings)
     recorded = store.get_meta("embedding_model")

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.errors import EmbeddingMismatchError
+from lore.sqlite import ensure_dir
 from lore.store import IndexRow
 from retrieval.dense import Hits
 from retrieval.filters import ResolvedFilter
@@ -42,7 +43,7 @@ class HnswIndex:
         exact_scan_max_rows: int = 20_000,
         threads: int = 1,
     ) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(directory)
         self._file = directory / "index.bin"
         self._state_path = directory / "state.json"
         self._dim, self._m, self._efc = dimension, m, ef_construction

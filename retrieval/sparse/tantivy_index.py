@@ -14,6 +14,7 @@ from pathlib import Path
 
 import tantivy
 
+from lore.sqlite import ensure_dir
 from lore.store import IndexRow
 from retrieval.analyzer import Analyzer
 from retrieval.filters import ResolvedFilter, filter_term
@@ -39,7 +40,7 @@ class TantivyIndex:
         self._analyzer = analyzer
         self._state_path = directory / "state.json"
         self._schema = _schema()
-        directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(directory)
         state = read_state(self._state_path)
         if state.get("analyzer") != analyzer.config.key():
             # Built with another analyzer (or never finished): rebuild from the store.
