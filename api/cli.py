@@ -245,10 +245,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
             if d.status.value == "failed"
         ]
         model = runtime.store.get_meta("embedding_model")
+        indexes = runtime.index_health()
     info = {
         "data_dir": str(runtime.data_dir),
         "counts": counts,
         "embedding_model": model,
+        "indexes": indexes,
         "failed": failed,
     }
     if as_json:
@@ -257,6 +259,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     out.print(f"data dir: {info['data_dir']}  embedding model: {model}", highlight=False)
     for key, value in sorted(counts.items()):
         out.print(f"  {key}: {value}")
+    for name, state in indexes.items():
+        colour = "green" if state == "ok" else "yellow"
+        out.print(f"  {name} index: [{colour}]{state}[/]", highlight=False)
     for item in failed:
         out.print(f"  [red]failed[/] {item['id']}: {item['error']}", highlight=False)
 

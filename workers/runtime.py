@@ -139,6 +139,16 @@ class Runtime:
         with index_lock(self.data_dir / "indexes.lock"), self._guard.write():
             return {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
 
+    def index_health(self) -> dict[str, str]:
+        """Each index's state after a catch-up: ``ok``, or why it was rebuilt at open."""
+        sparse, dense = self._indexes()
+        self.sync_indexes()
+        out: dict[str, str] = {}
+        for name, index in (("sparse", sparse), ("dense", dense)):
+            reason = getattr(index, "repaired", None)  # only on-disk indexes check files
+            out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
+        return out
+
     def reindex(self) -> dict[str, int]:
         """Rebuild both indexes from the stored chunks."""
         sparse, dense = self._indexes()

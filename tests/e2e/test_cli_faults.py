@@ -94,3 +94,20 @@ def test_9_paths_of_the_wrong_kind_are_clear_errors(store: Path, tmp_path: Path)
     out = lore(store_dir, "status")
     no_traceback(out.stdout, out.stderr)
     assert out.returncode == 1 and "is a directory" in out.stderr
+
+
+def test_6_a_tantivy_index_without_meta_json_is_rebuilt_and_reported(
+    store: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    (next(copy.glob("sparse-*")) / "meta.json").unlink()
+    out = lore(copy, "status", "--json")
+    assert out.returncode == 0, out.stderr
+    sparse = json.loads(out.stdout)["indexes"]["sparse"]
+    assert sparse.startswith("rebuilt from the store") and "meta.json" in sparse
+    again = json.loads(lore(copy, "status", "--json").stdout)["indexes"]
+    assert again == {"sparse": "ok", "dense": "ok"}
+    keyword_only = lore(copy, "search", "E_FAULT_ONE", "--dense-weight", "0", "--json")
+    results = json.loads(keyword_only.stdout)["results"]
+    assert results and "E_FAULT_ONE" in results[0]["text"]
