@@ -11,6 +11,7 @@ exactly like one that does not exist, so keys cannot probe for other tenants.
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -131,6 +132,24 @@ async def get_ingest_runtime(
     return namespaces.runtime(principal.namespace(namespace))
 
 
+async def require_metrics_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    """``/metrics`` lists every namespace: open with auth off, else an admin or the token."""
+    settings: Settings = request.app.state.settings
+    if not settings.auth.enabled:
+        return
+    token = settings.auth.metrics_token
+    given = credentials.credentials if credentials is not None else ""
+    if token is not None and hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+        return
+    principal = await get_principal(request, credentials)
+    if not principal.admin:
+        raise ForbiddenError("/metrics needs an admin key or LORE_AUTH__METRICS_TOKEN")
+
+
 AdminDep = Annotated[Principal, Depends(require_admin)]
+MetricsReaderDep = Annotated[None, Depends(require_metrics_reader)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 IngestRuntimeDep = Annotated[Runtime, Depends(get_ingest_runtime)]

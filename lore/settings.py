@@ -190,6 +190,11 @@ class AuthSettings(BaseModel):
 
     enabled: bool = Field(False, description="require `Authorization: Bearer <key>`")
     default_namespace: str = Field("default", pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="with auth on, /metrics needs an admin key or this bearer token "
+        "(for a Prometheus scraper that should hold no data key)",
+    )
 
 
 class ApiSettings(BaseModel):
