@@ -257,11 +257,17 @@ class Store(SQLiteTables):
         title: str = "",
         metadata: Mapping[str, object] | None = None,
     ) -> None:
-        """Record that a document failed; a previous good version stays searchable."""
+        """Record that a document failed; a previous good version stays searchable.
+
+        A stored document from another source is left alone: the failed input only
+        claimed its id (the failure is the job's to report, not that document's).
+        """
         with self._transaction() as db:
             row = db.execute(
-                "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
+                "SELECT chunk_count, source FROM documents WHERE id = ?", (document_id,)
             ).fetchone()
+            if row is not None and int(row[0]) > 0 and str(row[1]) != source:
+                return
             if row is not None and int(row[0]) > 0:
                 reason = f"{reason} (the previous version, {row[0]} chunks, is kept)"
             db.execute(

@@ -182,3 +182,13 @@ def test_9_an_admin_read_of_an_unknown_namespace_creates_nothing(
         assert wrote.status_code == 200 and (root / "namespaces" / "new" / "lore.sqlite3").exists()
         found = c.get("/v1/documents/a.md?namespace=new", headers=headers)
         assert found.status_code == 200
+
+
+def test_8_a_failed_upload_does_not_reserve_its_id(client: TestClient) -> None:
+    files = {"file": ("reserved.md", b"\x89PNG\x00\x00", "application/octet-stream")}
+    failed = client.post("/v1/documents", files=files, data={"wait": "true"})
+    assert statuses(failed.json())["reserved.md"][0] == "failed"
+    body = {"id": "reserved.md", "text": "E_NOT_RESERVED is a valid text", "wait": True}
+    found = statuses(client.post("/v1/documents", json=body).json())
+    assert found["reserved.md"][0] == "done", found
+    assert client.get("/v1/documents/reserved.md").json()["status"] == "done"

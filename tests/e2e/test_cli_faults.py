@@ -111,3 +111,17 @@ def test_6_a_tantivy_index_without_meta_json_is_rebuilt_and_reported(
     keyword_only = lore(copy, "search", "E_FAULT_ONE", "--dense-weight", "0", "--json")
     results = json.loads(keyword_only.stdout)["results"]
     assert results and "E_FAULT_ONE" in results[0]["text"]
+
+
+def test_8_a_rejected_write_leaves_the_other_document_alone(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"id": "shared", "text": "E_OWNED_BY_A text of a"}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": "shared", "text": "E_CLAIMED_BY_B text"}\n')
+    data = tmp_path / "data"
+    assert lore(data, "ingest", str(tmp_path / "a.jsonl")).returncode == 0
+    refused = lore(data, "ingest", str(tmp_path / "b.jsonl"), "--json")
+    assert refused.returncode != 0 and "already belongs to" in refused.stdout
+    status = json.loads(lore(data, "status", "--json").stdout)
+    assert status["counts"].get("documents_done") == 1, status
+    assert not status["counts"].get("documents_failed"), status
+    hit = json.loads(lore(data, "search", "E_OWNED_BY_A", "--json").stdout)["results"][0]
+    assert hit["document_id"] == "shared" and "E_OWNED_BY_A" in hit["text"]
