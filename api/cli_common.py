@@ -14,6 +14,7 @@ from rich.console import Console
 from lore.errors import LoreError
 from lore.settings import Settings
 from lore.sqlite import damaged
+from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
 out = Console()
@@ -31,6 +32,7 @@ def runtime_context(ctx: click.Context) -> Iterator[Runtime]:
     """Open the runtime of the command's settings; LoreErrors become clean CLI errors."""
     try:
         runtime = open_runtime(settings_of(ctx))
+        end_orphaned_jobs(runtime)  # a job whose process died never reads "running"
     except LoreError as exc:
         raise click.ClickException(str(exc)) from exc
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from lore.embedders import Embedder
 from lore.keys import check_namespace
 from lore.settings import Settings
+from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
 
@@ -52,6 +53,7 @@ class Namespaces:
                 return found
             settings = namespace_settings(self.settings, namespace)
             runtime = open_runtime(settings)
+            end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
             if self.embedder is None:
                 self.embedder = runtime.embedder
             elif self.embedder.name == runtime.embedder.name:

@@ -34,6 +34,7 @@ from lore.jobs import JobStore
 from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
+from workers.orphans import end_orphaned_jobs
 from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
 
@@ -131,7 +132,8 @@ def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
 @_task("lore.resume_jobs")
 def resume_jobs() -> dict[str, int]:
     """Re-enqueue unfinished documents of jobs whose tasks a broker restart lost."""
-    settings, _, jobs = worker_state()
+    settings, runtime, jobs = worker_state()
+    end_orphaned_jobs(runtime)
     return resume(
         jobs,
         broker_epoch(settings),
