@@ -98,10 +98,12 @@ def ingest(
     """
     metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
     settings = settings_of(ctx)
+    loading = settings.ingest
     if include:
-        settings.ingest.include = list(include)
+        loading = loading.model_copy(update={"include": list(include)})
     if exclude:
-        settings.ingest.exclude = [*settings.ingest.exclude, *exclude]
+        loading = loading.model_copy(update={"exclude": [*loading.exclude, *exclude]})
+    ctx.obj["settings"] = settings.model_copy(update={"ingest": loading})
     summary = ingest_command(ctx, list(paths), metadata, wait, as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -290,9 +292,11 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
 
     from api.app import create_app
 
-    settings = settings_of(ctx).model_copy(update={"data_dir": ctx.obj["root"]})
+    settings = settings_of(ctx)
+    auth_settings = settings.auth
     if auth is not None:
-        settings.auth.enabled = auth
+        auth_settings = auth_settings.model_copy(update={"enabled": auth})
+    settings = settings.model_copy(update={"data_dir": ctx.obj["root"], "auth": auth_settings})
     with runtime_context(ctx):  # a damaged store is a clear error here, not a traceback
         pass
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

@@ -1,9 +1,10 @@
 """Jobs on the command line: ``lore ingest`` through jobs, ``lore jobs``, ``lore graph refresh``.
 
-With a broker configured (``LORE_BROKER__URL``) ``lore ingest`` queues a job for the
-workers and prints its id, or follows it with a live progress bar (``--wait``); without
-one the same steps run in this process. Either way the job is recorded, so ``lore jobs``
-lists it with per-status counts.
+``lore ingest`` calls the one ingest entry point (``workers.ingest``): with a broker
+configured (``LORE_BROKER__URL``) it queues a job for the workers and prints its id, or
+follows it with a live progress bar (``--wait``); without one the same steps run in this
+process. Either way the job is recorded, so ``lore jobs`` lists it with per-status
+counts.
 """
 
 from __future__ import annotations
@@ -15,16 +16,11 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from api.cli_common import err, out, runtime_context, settings_of
+from api.cli_common import err, out, runtime_context
 from api.cli_graph import graph
 from ingest.pipeline import IngestReport
 from lore.jobs import JobInfo, JobStatus, JobStore
 from workers.runtime import Runtime
-
-
-def job_store(runtime: Runtime) -> JobStore:
-    """The job tables of the runtime's store."""
-    return JobStore(runtime.data_dir / "lore.sqlite3")
 
 
 def _bar(disabled: bool, label: str) -> Progress:
@@ -42,40 +38,39 @@ def _bar(disabled: bool, label: str) -> Progress:
 def ingest_command(
     ctx: click.Context, paths: list[Path], metadata: dict[str, str], wait: bool, as_json: bool
 ) -> dict[str, Any]:
-    """Run or queue an ingest job for ``paths``; returns the summary to print."""
-    from workers.client import follow, submit_paths
-    from workers.jobs import run_inline, stage_paths
+    """Ingest ``paths`` through the one entry point; returns the summary to print.
 
-    settings = settings_of(ctx)
-    with runtime_context(ctx) as runtime:
-        jobs = job_store(runtime)
-        try:
-            if settings.broker.url:
-                job_id = submit_paths(settings, runtime, jobs, paths, metadata)
-                if not wait:
-                    return {"job_id": job_id, "queued": True}
-                with _bar(as_json or not err.is_terminal, "ingest") as bar:
-                    task = bar.add_task("ingest", total=None, last="")
+    Queued (a broker is configured) it returns at once unless ``wait``; in-process the
+    documents are searchable when it returns.
+    """
+    from workers.ingest import ingest_paths, queued
 
-                    def update(info: JobInfo) -> None:
-                        bar.update(
-                            task, total=info.total, completed=info.finished, last=_line(info)
-                        )
+    with (
+        runtime_context(ctx) as runtime,
+        _bar(as_json or not err.is_terminal, "ingest") as bar,
+    ):
+        task = bar.add_task("ingest", total=None, last="")
 
-                    follow(jobs, job_id, update)
-                return _summary(jobs, job_id, runtime, None)
-            job_id, staged = stage_paths(runtime, jobs, paths, metadata)
-            with _bar(as_json or not err.is_terminal, "ingest") as bar:
-                task = bar.add_task("ingest", total=len(staged), last="")
+        def followed(info: JobInfo) -> None:
+            bar.update(task, total=info.total, completed=info.finished, last=_line(info))
 
-                def progress(outcome: tuple[str, str, str]) -> None:
-                    bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
+        def progress(outcome: tuple[str, str, str]) -> None:
+            bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
 
-                report = run_inline(runtime, jobs, job_id, staged, progress)
-            runtime.sync_indexes()
-            return _summary(jobs, job_id, runtime, report)
-        finally:
-            jobs.close()
+        is_queued = queued(runtime.settings)
+        result = ingest_paths(
+            runtime,
+            paths,
+            metadata,
+            wait=wait or not is_queued,
+            progress=progress,
+            on_update=followed,
+        )
+        if result.queued and not wait:
+            return {"job_id": result.job_id, "queued": True}
+        return _summary(
+            runtime.jobs(), result.job_id, runtime, None if result.queued else result.report
+        )
 
 
 def _line(info: JobInfo) -> str:
@@ -138,14 +133,11 @@ def print_ingest_summary(summary: dict[str, Any]) -> None:
 def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> None:
     """List recent jobs, or show one job's documents and their status."""
     with runtime_context(ctx) as runtime:
-        store = job_store(runtime)
-        try:
-            found = [store.get(job_id)] if job_id else store.list_jobs(limit)
-            if job_id and found[0] is None:
-                raise click.ClickException(f"no job {job_id!r}")
-            documents = store.statuses(job_id) if job_id else {}
-        finally:
-            store.close()
+        store = runtime.jobs()
+        found = [store.get(job_id)] if job_id else store.list_jobs(limit)
+        if job_id and found[0] is None:
+            raise click.ClickException(f"no job {job_id!r}")
+        documents = store.statuses(job_id) if job_id else {}
     rows: list[dict[str, Any]] = [
         {
             "id": j.id,
@@ -189,22 +181,18 @@ def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> N
 @click.pass_context
 def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> None:
     """Re-summarise only the communities whose members or their content changed."""
-    from workers.client import follow, submit_refresh
-    from workers.refresh import refresh_inline
+    from workers.service import refresh as start_refresh
 
-    settings = settings_of(ctx)
     with runtime_context(ctx) as runtime:
-        store = job_store(runtime)
-        try:
-            if settings.broker.url:
-                job_id = submit_refresh(settings, store, rebuild=rebuild)
-                info = follow(store, job_id) if wait else store.get(job_id)
-                result: dict[str, Any] = {"job_id": job_id, **(info.detail if info else {})}
-                result["state"] = info.state if info else "unknown"
-            else:
-                result = refresh_inline(runtime, store, rebuild=rebuild)
-        finally:
-            store.close()
+        jobs = runtime.jobs()
+        result = start_refresh(runtime, rebuild=rebuild)
+        if result.pop("queued"):
+            from workers.client import follow
+
+            job_id = result["job_id"]
+            info = follow(jobs, job_id) if wait else jobs.get(job_id)
+            result = {"job_id": job_id, **(info.detail if info else {})}
+            result["state"] = info.state if info else "unknown"
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

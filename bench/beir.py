@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
             exclude=[],
             max_bytes=base.settings.ingest.max_document_bytes,
         )
-        report, seconds = timed(lambda: base.pipeline().run(items))
+        report, seconds = timed(lambda: base.ingest(items, extract_graph=False))
         out["ingest"] = {
             "documents": len(report.done),
             "failed": len(report.failed),

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         questions = [row["question_text"] for row in csv.DictReader(handle)]
     step = max(1, len(questions) // args.questions)
     sample = questions[::step][: args.questions]
-    counter = runtime.pipeline().counter
+    counter = runtime.counter()
     rows = []
     for question in sample:
         request = AskRequest(question=question, mode="global", budget=args.budget)

@@ -76,11 +76,11 @@ def main() -> None:
         runtime = runtime_for(scratch / "data")
         jobs = JobStore(scratch / "data" / "lore.sqlite3")
         start = time.perf_counter()
-        runtime.pipeline().run(docs)
+        runtime.ingest(docs, extract_graph=False)
         ingest_s = time.perf_counter() - start
         built = refresh_inline(runtime, jobs, rebuild=True)
         edited = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
-        runtime.pipeline().run([edit(doc, i) for i, doc in enumerate(edited)])
+        runtime.ingest([edit(doc, i) for i, doc in enumerate(edited)], extract_graph=False)
         start = time.perf_counter()
         result = refresh_inline(runtime, jobs)
         refresh_s = time.perf_counter() - start

@@ -1,1 +1,1 @@
-"""Knowledge graph: GraphStore protocol and backends, Leiden communities, reports (next)."""
+"""Knowledge graph: GraphStore protocol and backends, Leiden communities, community reports."""

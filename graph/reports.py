@@ -16,7 +16,6 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import groupby
 from typing import Protocol
 
 from graph.communities import Community
@@ -163,48 +162,7 @@ class ExtractiveWriter:
         ]
 
 
-def build_reports(
-    graph: GraphStore,
-    chunk_texts: ChunkTexts,
-    communities: Sequence[Community],
-    existing: Mapping[str, CommunityReport] | None = None,
-    writer: ReportWriter | None = None,
-) -> tuple[list[CommunityReport], int]:
-    """Reports for every community, deepest level first (children before parents).
-
-    A community whose fingerprint matches its existing report keeps it; the others are
-    written a level at a time by ``writer`` (extractive by default). Returns the reports
-    and how many were (re)written.
-    """
-    existing = existing or {}
-    writer = writer or ExtractiveWriter()
-    largest = max((len(_chunks(graph, c)) for c in communities), default=1)
-    by_parent: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)
-    reports: list[CommunityReport] = []
-    written = 0
-    ordered = sorted(communities, key=lambda c: (-c.level, c.cluster))
-    for _, level in groupby(ordered, key=lambda c: c.level):
-        jobs: list[ReportJob] = []
-        for community in level:
-            previous = existing.get(community.id)
-            if previous is not None and previous.fingerprint == fingerprint(
-                graph, community.members
-            ):
-                by_parent[community.parent].append(previous)
-                reports.append(previous)
-            else:
-                jobs.append(ReportJob(community, tuple(by_parent.get(community.id, ())), largest))
-        for job, report in zip(jobs, writer.write_level(graph, chunk_texts, jobs), strict=True):
-            by_parent[job.community.parent].append(report)
-            reports.append(report)
-        written += len(jobs)
-    return sorted(reports, key=lambda r: (r.level, r.community_id)), written
-
-
-def _chunks(graph: GraphStore, community: Community) -> set[str]:
-    out: set[str] = set()
-    for key in community.members:
-        entity = graph.entity(entity_key(key))
-        if entity is not None:
-            out.update(entity.chunk_ids)
-    return out
+def community_chunks(graph: GraphStore, community: Community) -> set[str]:
+    """Ids of the chunks mentioning any member of ``community``."""
+    found = graph.chunks_of_entities([entity_key(key) for key in community.members])
+    return {chunk for chunks in found.values() for chunk in chunks}

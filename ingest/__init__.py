@@ -1,1 +1,1 @@
-"""Ingestion: loaders, chunking and the pipeline that stores chunks with their vectors."""
+"""Ingestion: loaders, chunking, the store pipeline, graph extraction and refresh."""

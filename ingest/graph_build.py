@@ -3,8 +3,10 @@
 The graph catches up with the store like the search indexes do: chunks not yet
 extracted are extracted, contributions of chunks that no longer exist (their document
 changed or was deleted) are removed, so an unchanged chunk costs nothing on a re-run.
-Communities are then recomputed from the merged relations. A chunk the extractor could
-not handle is quarantined with its reason (``ingest/quarantine.py``) and skipped until
+:func:`extract_chunks` is the one extraction loop (this catch-up and the ingest path's
+extraction both use it); :func:`build_communities` recomputes the hierarchy from the
+merged relations (a full rebuild, ``workers.refresh``). A chunk the extractor could not
+handle is quarantined with its reason (``ingest/quarantine.py``) and skipped until
 retried; the report counts them and what the LLM cost (calls, tokens, cache hits). The
 extractor's version is recorded with the data: when it changes (an improved offline
 extractor, another LLM model or prompt), every chunk is extracted again, so a graph is
@@ -56,6 +58,25 @@ def reset_if_extractor_changed(
     return True
 
 
+def extract_chunks(
+    graph: GraphStore, extractor: Extractor, quarantine: Quarantine, chunks: Sequence[ChunkInput]
+) -> tuple[int, int]:
+    """Extract the chunks' graph contributions and store them: the one extraction loop.
+
+    A chunk the extractor cannot handle is quarantined with the reason (its document
+    stays searchable; the chunk waits for a retry). Returns (extracted, quarantined).
+    """
+    extracted = quarantined = 0
+    for chunk, result in zip(chunks, extractor.extract_batch(chunks), strict=True):
+        if isinstance(result, Extraction):
+            graph.put_chunk(chunk.chunk_id, chunk.document_id, result.entities, result.relations)
+            extracted += 1
+        else:
+            quarantine.add(chunk.chunk_id, chunk.document_id, extractor.name, result.reason)
+            quarantined += 1
+    return extracted, quarantined
+
+
 def build_graph(
     store: Store,
     graph: GraphStore,
@@ -90,15 +111,9 @@ def build_graph(
             for row in rows
             if (c := by_row.get(row)) is not None  # deleted meanwhile: the next build sees it
         ]
-        for chunk, result in zip(chunks, extractor.extract_batch(chunks), strict=True):
-            if isinstance(result, Extraction):
-                graph.put_chunk(
-                    chunk.chunk_id, chunk.document_id, result.entities, result.relations
-                )
-                report.extracted += 1
-            else:
-                quarantine.add(chunk.chunk_id, chunk.document_id, extractor.name, result.reason)
-                report.quarantined += 1
+        extracted, quarantined = extract_chunks(graph, extractor, quarantine, chunks)
+        report.extracted += extracted
+        report.quarantined += quarantined
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
     after = extractor.stats.as_dict()

@@ -7,58 +7,46 @@ unaffected communities keep their ids and members), and marks stale every commun
 whose membership changed, that is new, or that has no report. It returns the stale ids
 level by level, deepest first: children are summarised before their parents.
 
-:func:`summarize_community` rewrites one report when the community's fingerprint (its
-members, their provenance, relation weights) differs from the stored report's; a stale
-community whose inputs turn out unchanged keeps its report. :func:`store_reports` writes
-a level's new reports and clears their stale marks. A worker fans the summaries of one
-level out as tasks; :func:`refresh` runs the same steps in-process. Marks are cleared
-only once a report is stored, so an interrupted refresh is finished by the next one.
+:func:`report_job` says what to write for a stale community: nothing when its
+fingerprint (members, their provenance, relation weights) matches the stored report's,
+so a stale community whose inputs turn out unchanged keeps its report.
+:func:`store_reports` writes a level's new reports and clears their stale marks.
+In-process (:func:`run_plan`: ``lore graph refresh`` without a broker, and ``lore graph
+build``) the :class:`Summarizer` writes a whole level at once; a worker fans a level out
+as one task per community (:func:`summarize_community`). Marks are cleared only once a
+report is stored, so an interrupted refresh is finished by the next one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from graph.communities import Community
 from graph.incremental import update_hierarchy
 from graph.models import CommunityReport
-from graph.reports import ChunkTexts, ReportJob, ReportWriter, fingerprint
+from graph.reports import ChunkTexts, ReportJob, ReportWriter, community_chunks, fingerprint
 from graph.staleness import stale_communities_for
 from graph.store import GraphStore
 from lore.llm import LLMStats
 
 
-class Summarizer(Protocol):
-    """Writes one community's report; counts the LLM calls it made."""
+class Summarizer:
+    """A report writer (extractive or LLM) with the chunk texts it reads.
 
-    @property
-    def llm_calls(self) -> int:
-        """LLM calls made so far."""
-        ...
-
-    def fingerprint(self, graph: GraphStore, community: Community) -> str:
-        """Hash of everything the report is made from."""
-        ...
-
-    def summarize(
-        self,
-        graph: GraphStore,
-        community: Community,
-        children: Sequence[CommunityReport],
-        largest: int,
-    ) -> CommunityReport:
-        """A new report for ``community`` (children's reports are already written)."""
-        ...
-
-
-class WriterSummarizer:
-    """A report writer (extractive or LLM) as a summarizer, one community at a time."""
+    The one writer of community reports: an in-process refresh (and ``graph build``)
+    hands it a whole level at once, a worker one community at a time.
+    """
 
     def __init__(self, writer: ReportWriter, chunk_texts: ChunkTexts) -> None:
         self.writer = writer
         self.chunk_texts = chunk_texts
+
+    @property
+    def name(self) -> str:
+        """The writer's name (``extractive``, ``llm``)."""
+        return self.writer.name
 
     @property
     def llm_calls(self) -> int:
@@ -66,20 +54,9 @@ class WriterSummarizer:
         stats: LLMStats | None = getattr(self.writer, "stats", None)
         return stats.calls if stats is not None else 0
 
-    def fingerprint(self, graph: GraphStore, community: Community) -> str:
-        """See :func:`graph.reports.fingerprint`."""
-        return fingerprint(graph, community.members)
-
-    def summarize(
-        self,
-        graph: GraphStore,
-        community: Community,
-        children: Sequence[CommunityReport],
-        largest: int,
-    ) -> CommunityReport:
-        """The writer's report for this one community."""
-        job = ReportJob(community, tuple(children), largest)
-        return self.writer.write_level(graph, self.chunk_texts, [job])[0]
+    def write_level(self, graph: GraphStore, jobs: Sequence[ReportJob]) -> list[CommunityReport]:
+        """New reports for independent communities of one level, in order."""
+        return self.writer.write_level(graph, self.chunk_texts, list(jobs)) if jobs else []
 
 
 @dataclass
@@ -129,7 +106,7 @@ def plan_refresh(graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 4
     for community in current:
         if community.id in stale:
             by_level.setdefault(community.level, []).append(community.id)
-    largest = max((len(_chunk_ids(graph, c)) for c in current), default=1)
+    largest = max((len(community_chunks(graph, c)) for c in current), default=1)
     return RefreshPlan(
         communities=len(current),
         stale=len(stale),
@@ -138,22 +115,31 @@ def plan_refresh(graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 4
     )
 
 
-def summarize_community(
-    graph: GraphStore, summarizer: Summarizer, community_id: str, largest: int
-) -> CommunityReport | None:
-    """A new report for a stale community, or None when its fingerprint is unchanged."""
+def report_job(graph: GraphStore, community_id: str, largest: int) -> ReportJob | None:
+    """What to write for a stale community, or None when its report is still current.
+
+    None too for a community gone in a later re-clustering: nothing to write.
+    """
     communities = {c.id: c for c in graph.communities()}
     community = communities.get(community_id)
     if community is None:
-        return None  # gone in a later re-clustering; nothing to write
+        return None
     reports = {r.community_id: r for r in graph.reports()}
     previous = reports.get(community_id)
-    if previous is not None and previous.fingerprint == summarizer.fingerprint(graph, community):
+    if previous is not None and previous.fingerprint == fingerprint(graph, community.members):
         return None
-    children = [
+    children = tuple(
         reports[c.id] for c in communities.values() if c.parent == community_id and c.id in reports
-    ]
-    return summarizer.summarize(graph, community, children, largest)
+    )
+    return ReportJob(community, children, largest)
+
+
+def summarize_community(
+    graph: GraphStore, summarizer: Summarizer, community_id: str, largest: int
+) -> CommunityReport | None:
+    """A new report for one stale community (a worker's step), or None if it is current."""
+    job = report_job(graph, community_id, largest)
+    return summarizer.write_level(graph, [job])[0] if job is not None else None
 
 
 def store_reports(
@@ -167,28 +153,13 @@ def store_reports(
     graph.clear_stale(list(checked))
 
 
-def refresh(
-    graph: GraphStore,
-    summarizer: Summarizer,
-    *,
-    max_cluster_size: int = 10,
-    seed: int = 42,
-) -> RefreshReport:
-    """Plan, then summarise every stale community level by level, in-process."""
-    plan = plan_refresh(graph, max_cluster_size=max_cluster_size, seed=seed)
-    return run_plan(graph, summarizer, plan)
-
-
 def run_plan(graph: GraphStore, summarizer: Summarizer, plan: RefreshPlan) -> RefreshReport:
-    """Summarise a plan's stale communities level by level, in-process."""
+    """Summarise a plan's stale communities level by level, a level at a time."""
     calls_before = summarizer.llm_calls
     report = RefreshReport(communities=plan.communities, stale=plan.stale)
     for level in plan.levels:
-        written = [
-            r
-            for community_id in level
-            if (r := summarize_community(graph, summarizer, community_id, plan.largest))
-        ]
+        jobs = [j for cid in level if (j := report_job(graph, cid, plan.largest)) is not None]
+        written = summarizer.write_level(graph, jobs)
         store_reports(graph, written, level)
         report.refreshed += len(written)
     report.unchanged = report.communities - report.refreshed
@@ -231,8 +202,3 @@ def _with_ancestors(communities: Sequence[Community], ids: set[str]) -> set[str]
             out.add(current)
             current = parents.get(current)
     return out
-
-
-def _chunk_ids(graph: GraphStore, community: Community) -> set[str]:
-    found = graph.chunks_of_entities(list(community.members))
-    return {chunk for chunks in found.values() for chunk in chunks}

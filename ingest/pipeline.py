@@ -1,10 +1,11 @@
-"""The ingestion pipeline: load → chunk → embed → store, as plain functions.
+"""The ingestion pipeline: chunk → embed → store, for documents already loaded.
 
 Documents are processed in order; chunks of several documents are embedded together
 (the embedder is the bottleneck and likes full batches). A document whose content hash
 is unchanged costs nothing; a changed one reuses the vectors of its unchanged chunks and
 replaces its chunks in one transaction. Every input ends ``done``, ``unchanged`` or
-``failed`` with a reason; one bad document never stops the batch.
+``failed`` with a reason; one bad document never stops the batch. The one entry point
+that loads documents and runs this (then the graph extraction) is ``workers.ingest``.
 """
 
 from __future__ import annotations
@@ -23,20 +24,14 @@ from lore.models import (
     chunk_id,
     text_hash,
 )
+from lore.settings import ChunkSettings
 from lore.store import NewChunk, Store, Vector
 from lore.tokens import WordPieceCounter
 
-Outcome = tuple[str, str, str]  # (document id, "done" | "unchanged" | "failed", detail)
+Outcome = tuple[str, str, str]
+"""(document id, status, detail); status is "done", "unchanged", "failed", or "repeated"
+(the id came again in one run: that input is dropped, a failure of its own)."""
 Progress = Callable[[Outcome], None]
-
-
-@dataclass(frozen=True)
-class ChunkingOptions:
-    """Chunk size and overlap in word pieces, and the model's window."""
-
-    size: int = 200
-    overlap: int = 32
-    max_model_tokens: int = 256
 
 
 @dataclass
@@ -56,7 +51,7 @@ class IngestReport:
             self.done.append(doc_id)
         elif status == "unchanged":
             self.unchanged.append(doc_id)
-        else:
+        else:  # failed, or repeated
             self.failed.append((doc_id, detail))
 
 
@@ -75,7 +70,9 @@ class IngestPipeline:
     store: Store
     embedder: Embedder
     counter: WordPieceCounter
-    chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    max_model_tokens: int = 256
+    """Word pieces the embedding model reads; no chunk is made longer."""
     batch_texts: int = 64
     batch_documents: int = 256
     raise_transient: bool = False
@@ -104,7 +101,7 @@ class IngestPipeline:
                 continue
             if item.id in seen:
                 reason = f"id {item.id!r} appears twice in this run (again in {item.source})"
-                emit((item.id, "failed", reason))
+                emit((item.id, "repeated", reason))
                 continue
             seen.add(item.id)
             try:
@@ -145,10 +142,10 @@ class IngestPipeline:
         drafts = chunk_text(
             doc.text,
             self.counter,
-            size=self.chunking.size,
-            overlap=self.chunking.overlap,
+            size=self.chunking.size_tokens,
+            overlap=self.chunking.overlap_tokens,
             title=doc.title,
-            max_model_tokens=self.chunking.max_model_tokens,
+            max_model_tokens=self.max_model_tokens,
         )
         if not drafts:
             raise DocumentRejectedError(f"no indexable text in {doc.source!r}")

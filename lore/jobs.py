@@ -4,8 +4,9 @@ The tables live in the store's SQLite file, so job state is as durable as the da
 survives a broker that forgets everything (Redis here keeps nothing on disk). A document
 moves ``pending → chunked → embedded → extracted → done``, or ends ``failed`` with a
 reason; a status only ever moves forward, so a re-delivered task cannot undo progress.
-An ingest job stages each loaded document (its JSON) until the document is done, so a
-worker needs nothing but the job id and the document ids to redo any step.
+An ingest job for the workers stages each loaded document (its JSON) until the document
+is done, so a worker needs nothing but the job id and the document ids to redo any step;
+a job run in-process records statuses only.
 
 Every job records its owner, the process that created it (host, pid and the process's
 start time, so a reused pid is not mistaken for it). A job run in-process (no broker
@@ -236,11 +237,16 @@ class JobStore(SQLiteTables):
 
     # -- documents -------------------------------------------------------------------------
 
-    def stage(self, job_id: str, items: Iterable[SourceDocument | Rejected]) -> list[str]:
+    def stage(
+        self, job_id: str, items: Iterable[SourceDocument | Rejected], *, keep_text: bool = True
+    ) -> list[str]:
         """Record every input of a job; return the ids of the documents to process.
 
         A rejected input is recorded ``failed`` with its reason; an id seen twice in one
-        job is processed once and the repeat is noted in the job's detail.
+        job is processed once and the repeat is noted in the job's detail. With
+        ``keep_text`` (a job for the workers) each document is kept until it is done;
+        without it (run in this process, which still holds the documents) only its
+        status is.
         """
         staged: list[str] = []
         repeats: list[list[str]] = []
@@ -253,7 +259,7 @@ class JobStore(SQLiteTables):
             )
             for item in items:
                 failed = isinstance(item, Rejected)
-                payload = None if isinstance(item, Rejected) else _dump(item)
+                payload = None if isinstance(item, Rejected) or not keep_text else _dump(item)
                 cur = db.execute(
                     "INSERT OR IGNORE INTO job_documents VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
                     (

@@ -113,6 +113,9 @@ class SearchSettings(BaseModel):
     graph_weight: float = Field(
         0.0, ge=0, description="weight of the knowledge-graph list (0 = off)"
     )
+    graph_seeds: int = Field(
+        5, ge=1, le=100, description="best fused chunks the graph walk starts from"
+    )
     candidate_multiplier: int = Field(4, ge=1, le=100)
     min_candidates: int = Field(50, ge=1)
     max_candidates: int = Field(2000, ge=1)

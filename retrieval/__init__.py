@@ -1,1 +1,1 @@
-"""Retrieval: analyzers, sparse and dense indexes, metadata filters, fusion, hybrid search."""
+"""Retrieval: indexes and their lifecycle, filters, fusion, hybrid/global search, router."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graph.store import GraphStore
+from lore.settings import AskSettings
 from lore.store import Store
 from retrieval.answer import AnswerWriter, Evidence, stuff_chunks
 from retrieval.ask_contract import AskDetails, AskRequest, AskResponse
@@ -20,17 +21,6 @@ from retrieval.global_search import GlobalResult, GlobalSearcher
 from retrieval.hybrid import HybridSearcher
 from retrieval.keypoints import TokenCounter
 from retrieval.router import Mode, RouteClassifier, RouteContext, RouteDecision, choose_route
-
-
-@dataclass(frozen=True)
-class AskDefaults:
-    """Service-wide defaults a request may override."""
-
-    mode: Mode = "auto"
-    budget_tokens: int = 8000
-    reduce_tokens: int = 1500
-    map_batch_tokens: int = 2000
-    local_top_k: int = 8
 
 
 @dataclass
@@ -44,7 +34,8 @@ class Asker:
     counter: TokenCounter
     classifier: RouteClassifier
     writer: AnswerWriter
-    defaults: AskDefaults
+    settings: AskSettings
+    """Service-wide defaults a request may override."""
 
     def route_context(self, question: str, has_filters: bool) -> RouteContext:
         """What the router may know: filters, graph entities named and their coverage."""
@@ -67,9 +58,9 @@ class Asker:
     async def ask(self, request: AskRequest) -> AskResponse:
         """Answer one question (see the module docstring)."""
         flt = self.searcher.resolve_filter(request.filters)  # bad filters fail early
-        mode = request.mode or self.defaults.mode
+        mode = request.mode or self.settings.mode
         route = await self.route(request.question, mode, flt is not None)
-        budget = request.budget or self.defaults.budget_tokens
+        budget = request.budget or self.settings.budget_tokens
         warnings: list[str] = []
         chunks: list[QueryResult] = []
         local_tokens = 0
@@ -78,7 +69,7 @@ class Asker:
             response = await self.searcher.search(
                 QueryRequest(
                     search_text=request.question,
-                    top_k=request.top_k or self.defaults.local_top_k,
+                    top_k=request.top_k or self.settings.local_top_k,
                     metadata_filter=request.filters,
                 )
             )
@@ -91,8 +82,8 @@ class Asker:
             found = await self.global_searcher.search(
                 request.question,
                 budget_tokens=budget,
-                reduce_tokens=self.defaults.reduce_tokens,
-                batch_tokens=self.defaults.map_batch_tokens,
+                reduce_tokens=self.settings.reduce_tokens,
+                batch_tokens=self.settings.map_batch_tokens,
                 level=request.level,
                 allowed_chunks=allowed,
             )

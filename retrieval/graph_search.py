@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from graph.models import entity_key
 from graph.store import GraphStore
 from lore.store import Store
+from retrieval.filters import ResolvedFilter
 from retrieval.titles import TitleIndex
 
 _WORDS = re.compile(r"[^\W_][\w'\u2019.\-/]*")
@@ -73,13 +74,26 @@ class GraphExpander:
         known = self.graph.chunks_of_entities(list(candidates))
         return [key for key in candidates if key in known]
 
-    def rank(self, query: str, seed_rows: Sequence[int], limit: int) -> list[tuple[int, float]]:
-        """Best ``limit`` (row id, score) pairs reached through the graph."""
+    def rank(
+        self,
+        query: str,
+        seed_rows: Sequence[int],
+        limit: int,
+        flt: ResolvedFilter | None = None,
+    ) -> list[tuple[int, float]]:
+        """Best ``limit`` (row id, score) pairs reached through the graph.
+
+        With a filter only the chunks it admits are ranked, like in the other sources.
+        """
         seed_chunks = [c.id for c in self.store.chunks_by_row_ids(list(seed_rows)).values()]
         scores = self.title_walk(query, seed_chunks) or self.entity_walk(query, seed_chunks)
-        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[: limit * 2]
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+        if flt is None:
+            best = best[: limit * 2]  # a few spare for chunks deleted meanwhile
         rows = self.store.row_ids_of_chunk_ids([chunk_id for chunk_id, _ in best])
-        ranked = [(rows[c], s) for c, s in best if c in rows]
+        ranked = [
+            (rows[c], s) for c, s in best if c in rows and (flt is None or rows[c] in flt.allowed)
+        ]
         return ranked[:limit]
 
     def title_walk(self, query: str, seed_chunks: Sequence[str]) -> dict[str, float]:

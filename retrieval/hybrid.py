@@ -1,19 +1,26 @@
-"""Hybrid local search: BM25 and dense run concurrently, fused by weighted RRF.
+"""Hybrid local search: ranked lists from several sources, fused, shaped, returned.
 
-Order of work for one request:
+One request goes through small steps (:meth:`HybridSearcher.search`):
 
-1. validate the metadata filter and resolve it to the allowed chunk row ids;
-2. ask each engine with a non-zero weight for a candidate pool larger than top_k,
-   the filter applied *inside* each engine, both at once (``asyncio.gather`` over
-   worker threads; tantivy, hnswlib and torch release the GIL);
-3. when the query holds identifiers (``E_LEDGER_LOCK_TIMEOUT``, ``pool.idle_timeout_ms``,
-   ``504``), ask the sparse engine a third time for the chunks containing all of them
-   verbatim: this "exact" list is a second keyword vote (weight ``sparse_weight *
-   exact_boost``), so for an identifier lookup the chunk holding it beats chunks that
-   only share its parts or are merely close in meaning. It is cast only when
-   identifiers make up at least ``exact_min_share`` of the query's words: on SciFact,
-   whose claims mention gene names in prose, a vote on every query cost 0.01 nDCG@10;
-4. fuse (weighted RRF, or relative score fusion), cut to top_k, attach the stored text.
+1. **plan** — the request's weights, k and candidate pools over the service defaults
+   (:class:`~lore.settings.SearchSettings`); the metadata filter is validated and
+   resolved to the allowed chunk row ids;
+2. **sources** — each source is a function taking the plan (and so the filter) and
+   returning a ranked list of (row id, score), the filter applied *inside* it:
+
+   * ``sparse`` (BM25) and ``dense`` (query embedding + HNSW), run concurrently
+     (``asyncio.gather`` over worker threads; tantivy, hnswlib and torch release the GIL);
+   * ``exact``: when identifiers (``E_LEDGER_LOCK_TIMEOUT``, ``pool.idle_timeout_ms``,
+     ``504``) make up at least ``exact_min_share`` of the query's words, the sparse
+     engine is asked for the chunks holding all of them verbatim — a second keyword vote
+     (weight ``sparse_weight * exact_boost``), so the chunk holding the identifier beats
+     chunks that only share its parts (on SciFact, whose claims mention gene names in
+     prose, a vote on every query cost 0.01 nDCG@10); it runs alongside the first two;
+   * ``graph`` (when ``graph_weight`` > 0): the knowledge graph walked from the best
+     chunks of a first fusion of the other lists (:mod:`retrieval.graph_search`);
+3. **fuse** — weighted RRF, or relative score fusion;
+4. **shape** — rerank the head, diversify (MMR), apply the relative cut-off;
+5. **respond** — cut to top_k, attach the stored text and each source's rank.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import asyncio
 import json
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -32,6 +39,7 @@ import numpy.typing as npt
 
 from lore.embedders import Embedder
 from lore.errors import LoreError
+from lore.settings import RerankSettings, SearchSettings
 from lore.store import Store
 from retrieval.analyzer import Analyzer
 from retrieval.contract import (
@@ -42,42 +50,53 @@ from retrieval.contract import (
     QueryResult,
 )
 from retrieval.dense import DenseIndex
-from retrieval.dense import Hits as DenseHits
 from retrieval.filters import ResolvedFilter, parse_filter
 from retrieval.fusion import relative_score_fusion, weighted_rrf
 from retrieval.graph_search import GraphExpander
 from retrieval.rerank import Reranker
 from retrieval.rwlock import ReadWriteLock
 from retrieval.shaping import mmr
-from retrieval.sparse import Hits as SparseHits
 from retrieval.sparse import SparseIndex
 
 FILTER_CACHE_SIZE = 64
 _T = TypeVar("_T")
+Ranked = list[tuple[int, float]]
+"""A source's answer: (chunk row id, score), best first."""
+
+
+def pool_size(settings: SearchSettings, top_k: int) -> int:
+    """Candidates asked of each engine: a multiple of top_k within the bounds."""
+    pool = min(
+        max(top_k * settings.candidate_multiplier, settings.min_candidates),
+        settings.max_candidates,
+    )
+    return max(pool, top_k)
 
 
 @dataclass(frozen=True)
-class SearchDefaults:
-    """Service-wide defaults a request may override."""
+class _Plan:
+    """One request's parameters, resolved against the service defaults."""
 
-    rrf_k: int = 60
-    dense_weight: float = 1.0
-    sparse_weight: float = 1.0
-    exact_boost: float = 1.0
-    exact_min_share: float = 0.5
-    diversity: float = 0.0
-    graph_weight: float = 0.0
-    graph_seeds: int = 5
-    rerank_top_n: int = 50
-    rerank_timeout_s: float = 10.0
-    candidate_multiplier: int = 4
-    min_candidates: int = 50
-    max_candidates: int = 2000
+    text: str
+    flt: ResolvedFilter | None
+    weights: Mapping[str, float]
+    k: int
+    sparse_pool: int
+    dense_pool: int
+    identifiers: tuple[str, ...]
 
-    def pool_size(self, top_k: int) -> int:
-        """Candidates asked of each engine: a multiple of top_k within the bounds."""
-        pool = min(max(top_k * self.candidate_multiplier, self.min_candidates), self.max_candidates)
-        return max(pool, top_k)
+
+def _ranks(hits: Ranked) -> dict[int, int]:
+    return {row: rank for rank, (row, _) in enumerate(hits, start=1)}
+
+
+def fuse(lists: Mapping[str, Ranked], weights: Mapping[str, float], k: int, fusion: str) -> Ranked:
+    """Weighted RRF over the lists' orders, or relative score fusion over their scores."""
+    if fusion == "rrf":
+        return weighted_rrf(
+            {name: [row for row, _ in hits] for name, hits in lists.items()}, weights, k
+        )
+    return relative_score_fusion(lists, weights)
 
 
 @dataclass
@@ -89,7 +108,8 @@ class HybridSearcher:
     dense: DenseIndex
     embedder: Embedder
     analyzer: Analyzer
-    defaults: SearchDefaults
+    settings: SearchSettings = field(default_factory=SearchSettings)
+    rerank_settings: RerankSettings = field(default_factory=RerankSettings)
     reranker: Reranker | None = None
     expander: GraphExpander | None = None
     guard: ReadWriteLock = field(default_factory=ReadWriteLock)
@@ -129,76 +149,88 @@ class HybridSearcher:
         return cached
 
     async def search(self, request: QueryRequest) -> QueryResponse:
-        """Answer one request (see the module docstring)."""
-        params = request.hybrid_params
-        dense_w = self.defaults.dense_weight if params.dense_weight is None else params.dense_weight
-        sparse_w = (
-            self.defaults.sparse_weight if params.sparse_weight is None else params.sparse_weight
-        )
-        k = self.defaults.rrf_k if params.rrf_k_constant is None else params.rrf_k_constant
-        flt = self.resolve_filter(request.metadata_filter)
-        pool = self.defaults.pool_size(request.top_k)
-        limits = request.candidate_limits or CandidateLimits()
-        sparse_pool, dense_pool = limits.sparse or pool, limits.dense or pool
-
-        sparse_task = (
-            self._in_thread(self._sparse_search, request.search_text, sparse_pool, flt)
-            if sparse_w > 0
-            else _nothing()
-        )
-        dense_task = (
-            asyncio.get_running_loop().run_in_executor(
-                self.embed_executor, self._dense_search, request.search_text, dense_pool, flt
+        """Answer one request: plan, sources, fuse, shape, respond (module docstring)."""
+        plan = self._plan(request)
+        lists = dict(
+            zip(
+                ("sparse", "dense", "exact"),
+                await asyncio.gather(
+                    self._sparse_source(plan), self._dense_source(plan), self._exact_source(plan)
+                ),
+                strict=True,
             )
-            if dense_w > 0
-            else _nothing()
         )
-        identifiers, share = self.analyzer.identifiers(request.search_text)
-        exact_w = sparse_w * self.defaults.exact_boost
-        if exact_w <= 0 or share < self.defaults.exact_min_share:
-            identifiers, exact_w = [], 0.0
-        exact_task = (
-            self._in_thread(self._sparse_search, request.search_text, sparse_pool, flt, identifiers)
-            if identifiers
-            else _nothing()
-        )
-        sparse_hits, dense_hits, exact_hits = await asyncio.gather(
-            sparse_task, dense_task, exact_task
-        )
-
-        weights = {"sparse": sparse_w, "dense": dense_w, "exact": exact_w}
-        scored = {"sparse": sparse_hits, "dense": dense_hits, "exact": exact_hits}
-        graph_w = (
-            self.defaults.graph_weight if request.graph_weight is None else request.graph_weight
-        )
-        graph_hits: list[tuple[int, float]] = []
-        if graph_w > 0 and self.expander is not None:
-            seeds = [
-                row
-                for row, _ in weighted_rrf(
-                    {n: [r for r, _ in h] for n, h in scored.items()}, weights, k
-                )[: self.defaults.graph_seeds]
-            ]
-            graph_hits = await self._in_thread(
-                self.expander.rank, request.search_text, seeds, max(sparse_pool, dense_pool)
-            )
-            if flt is not None:
-                graph_hits = [(row, s) for row, s in graph_hits if row in flt.allowed]
-            weights["graph"] = graph_w
-            scored["graph"] = graph_hits
-        if request.fusion == "rrf":
-            fused = weighted_rrf(
-                {name: [row for row, _ in hits] for name, hits in scored.items()}, weights, k
-            )
-        else:
-            fused = relative_score_fusion(scored, weights)
+        lists["graph"] = await self._graph_source(plan, lists)
+        fused = fuse(lists, plan.weights, plan.k, request.fusion)
         shaped = await self._shape(request, fused)
+        return self._respond(request, shaped, lists)
+
+    def _plan(self, request: QueryRequest) -> _Plan:
+        cfg, params = self.settings, request.hybrid_params
+        dense_w = cfg.dense_weight if params.dense_weight is None else params.dense_weight
+        sparse_w = cfg.sparse_weight if params.sparse_weight is None else params.sparse_weight
+        graph_w = cfg.graph_weight if request.graph_weight is None else request.graph_weight
+        if self.expander is None:
+            graph_w = 0.0
+        identifiers, share = self.analyzer.identifiers(request.search_text)
+        exact_w = sparse_w * cfg.exact_boost
+        if exact_w <= 0 or share < cfg.exact_min_share or not identifiers:
+            identifiers, exact_w = [], 0.0
+        pool = pool_size(cfg, request.top_k)
+        limits = request.candidate_limits or CandidateLimits()
+        return _Plan(
+            text=request.search_text,
+            flt=self.resolve_filter(request.metadata_filter),
+            weights={"sparse": sparse_w, "dense": dense_w, "exact": exact_w, "graph": graph_w},
+            k=cfg.rrf_k if params.rrf_k_constant is None else params.rrf_k_constant,
+            sparse_pool=limits.sparse or pool,
+            dense_pool=limits.dense or pool,
+            identifiers=tuple(identifiers),
+        )
+
+    # -- sources: each takes the plan (with its filter) and returns a ranked list --------
+
+    async def _sparse_source(self, plan: _Plan) -> Ranked:
+        """BM25 over the chunks the filter admits."""
+        if plan.weights["sparse"] <= 0:
+            return []
+        return await self._in_thread(self._sparse_search, plan.text, plan.sparse_pool, plan.flt)
+
+    async def _dense_source(self, plan: _Plan) -> Ranked:
+        """Nearest chunk vectors to the query's among those the filter admits."""
+        if plan.weights["dense"] <= 0:
+            return []
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self.embed_executor, self._dense_search, plan.text, plan.dense_pool, plan.flt
+        )
+
+    async def _exact_source(self, plan: _Plan) -> Ranked:
+        """Chunks holding every identifier of the query verbatim (see the module docstring)."""
+        if plan.weights["exact"] <= 0:
+            return []
+        return await self._in_thread(
+            self._sparse_search, plan.text, plan.sparse_pool, plan.flt, list(plan.identifiers)
+        )
+
+    async def _graph_source(self, plan: _Plan, lists: Mapping[str, Ranked]) -> Ranked:
+        """Chunks reached through the graph from the best of a first fusion, filtered."""
+        if plan.weights["graph"] <= 0 or self.expander is None:
+            return []
+        seeds = [
+            row for row, _ in fuse(lists, plan.weights, plan.k, "rrf")[: self.settings.graph_seeds]
+        ]
+        limit = max(plan.sparse_pool, plan.dense_pool)
+        return await self._in_thread(self.expander.rank, plan.text, seeds, limit, plan.flt)
+
+    # -- respond ---------------------------------------------------------------------------
+
+    def _respond(
+        self, request: QueryRequest, shaped: _Shaped, lists: Mapping[str, Ranked]
+    ) -> QueryResponse:
         top = shaped.rows[: request.top_k]
         chunks = self.store.chunks_by_row_ids([row for row, _ in top])
-        sparse_rank = {row: rank for rank, (row, _) in enumerate(sparse_hits, start=1)}
-        dense_rank = {row: rank for rank, (row, _) in enumerate(dense_hits, start=1)}
-        exact_rank = {row: rank for rank, (row, _) in enumerate(exact_hits, start=1)}
-        graph_rank = {row: rank for rank, (row, _) in enumerate(graph_hits, start=1)}
+        ranks = {name: _ranks(hits) for name, hits in lists.items()}
         results = [
             QueryResult(
                 chunk_id=chunk.id,
@@ -209,12 +241,7 @@ class HybridSearcher:
                 title=chunk.title,
                 heading=chunk.heading,
                 metadata=dict(chunk.metadata),
-                ranks=EngineRanks(
-                    sparse=sparse_rank.get(row),
-                    dense=dense_rank.get(row),
-                    exact=exact_rank.get(row),
-                    graph=graph_rank.get(row),
-                ),
+                ranks=EngineRanks(**{name: ranks[name].get(row) for name in ranks}),
                 rerank_score=shaped.rerank_scores.get(row),
             )
             for row, score in top
@@ -234,9 +261,9 @@ class HybridSearcher:
         wants_rerank = request.rerank if request.rerank is not None else self.reranker is not None
         if wants_rerank and fused:
             await self._rerank(request.search_text, shaped)
-        diversity = self.defaults.diversity if request.diversity is None else request.diversity
+        diversity = self.settings.diversity if request.diversity is None else request.diversity
         if diversity > 0 and shaped.rows:
-            head = shaped.rows[: self.defaults.pool_size(request.top_k)]
+            head = shaped.rows[: pool_size(self.settings, request.top_k)]
             if shaped.rerank_scores:  # diversify within what the reranker ordered
                 head = shaped.rows[: len(shaped.rerank_scores)]
             relevance = [shaped.rerank_scores.get(row, score) for row, score in head]
@@ -260,7 +287,7 @@ class HybridSearcher:
         if self.reranker is None:
             shaped.warnings.append("rerank requested but no reranker is configured")
             return
-        head = shaped.rows[: self.defaults.rerank_top_n]
+        head = shaped.rows[: self.rerank_settings.top_n]
         chunks = self.store.chunks_by_row_ids([row for row, _ in head])
         head = [(row, score) for row, score in head if row in chunks]
         passages = [chunks[row].text for row, _ in head]
@@ -268,11 +295,11 @@ class HybridSearcher:
             self.embed_executor, self.reranker.rerank, text, passages
         )
         try:
-            scores = await asyncio.wait_for(call, self.defaults.rerank_timeout_s)
+            scores = await asyncio.wait_for(call, self.rerank_settings.timeout_s)
         except TimeoutError:
             shaped.warnings.append(
                 f"reranker {self.reranker.name} timed out after "
-                f"{self.defaults.rerank_timeout_s:g} s; results are in fused order"
+                f"{self.rerank_settings.timeout_s:g} s; results are in fused order"
             )
             return
         except (LoreError, OSError, RuntimeError, ValueError) as exc:
@@ -297,11 +324,11 @@ class HybridSearcher:
 
     def _sparse_search(
         self, text: str, pool: int, flt: ResolvedFilter | None, require: list[str] | None = None
-    ) -> SparseHits:
+    ) -> Ranked:
         with self.guard.read():
             return self.sparse.search(text, pool, flt, require or ())
 
-    def _dense_search(self, text: str, pool: int, flt: ResolvedFilter | None) -> DenseHits:
+    def _dense_search(self, text: str, pool: int, flt: ResolvedFilter | None) -> Ranked:
         with self.guard.read():
             if len(self.dense) == 0:
                 return []
@@ -320,7 +347,3 @@ class _Shaped:
     rerank_scores: dict[int, float] = field(default_factory=dict)
     reranker: str | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-async def _nothing() -> SparseHits:
-    return []

@@ -1,1 +1,1 @@
-"""Workers: builds the object graph from settings (and, later, the Celery tasks)."""
+"""Workers: composition root, the one ingest entry point, graph refresh, Celery tasks."""

@@ -1,8 +1,10 @@
 """Building the configured components from :class:`Settings` (backends chosen by name).
 
 Only ``workers/`` and ``api/`` read settings; these functions turn them into the
-embedder, reranker, LLM client, extractor and report writer the lower layers take as
-plain arguments. Nothing heavy is loaded here: models load on first use.
+embedder, graph store, index set, searcher, asker, pipeline, reranker, LLM client,
+extractor and report writer the lower layers take as arguments (settings sections
+passed as they are, never copied). Nothing heavy is loaded here: models load on first
+use. ``workers.runtime.open_runtime`` calls them once per data directory.
 """
 
 from __future__ import annotations
@@ -11,13 +13,28 @@ from collections.abc import Callable
 
 from graph.llm_reports import LLMReportWriter
 from graph.reports import ExtractiveWriter, ReportWriter
+from graph.store import GraphStore
+from graph.stores import open_graph_store
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import Extractor, OfflineExtractor
+from ingest.pipeline import IngestPipeline
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from lore.errors import ConfigurationError
 from lore.llm import LLMClient, RateLimiter, ReplyCache
 from lore.settings import Settings
+from lore.store import Store
+from lore.tokens import WordPieceCounter, counter_for, packaged_model_dir
+from retrieval.analyzer import Analyzer, AnalyzerConfig
+from retrieval.answer import AnswerWriter, ExtractiveAnswerWriter
+from retrieval.ask import Asker
+from retrieval.global_search import GlobalSearcher
+from retrieval.graph_search import GraphExpander
+from retrieval.hybrid import HybridSearcher
+from retrieval.index_set import IndexSet
+from retrieval.keypoints import KeyPointMapper
+from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
 from retrieval.rerank import Reranker, open_reranker
+from retrieval.router import HeuristicRouteClassifier, RouteClassifier
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -106,3 +123,132 @@ def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportW
     if _wants_llm(settings.graph.reports, client, "reports") and client is not None:
         return LLMReportWriter(client, settings.graph.report_max_input_tokens)
     return ExtractiveWriter()
+
+
+def build_analyzer(settings: Settings) -> Analyzer:
+    """The analyzer every sparse scorer shares."""
+    cfg = settings.sparse
+    return Analyzer(AnalyzerConfig(stemming=cfg.stemming, stopwords=cfg.stopwords))
+
+
+def build_counter(embedder: Embedder) -> WordPieceCounter:
+    """Word pieces of the embedding model (the packaged tokenizer for remote models)."""
+    if isinstance(embedder, LocalEmbedder):
+        return counter_for(embedder.model_dir)
+    return counter_for(packaged_model_dir())
+
+
+def build_index_set(
+    settings: Settings, store: Store, analyzer: Analyzer, embedder: Embedder
+) -> IndexSet:
+    """The data directory's sparse and dense indexes (opened on first use)."""
+    return IndexSet(
+        store=store,
+        data_dir=settings.data_dir,
+        analyzer=analyzer,
+        sparse_settings=settings.sparse,
+        dense_settings=settings.dense,
+        dimension=embedder.dimension,
+    )
+
+
+def build_graph_store(settings: Settings) -> GraphStore:
+    """The graph store: tables in the same SQLite file, or Neo4j (``graph.backend``)."""
+    cfg = settings.graph
+    options: dict[str, object] = {"path": settings.data_dir / "lore.sqlite3"}
+    if cfg.backend == "neo4j":
+        password = cfg.neo4j_password
+        options = {
+            "uri": cfg.neo4j_uri,
+            "user": cfg.neo4j_user,
+            "password": password.get_secret_value() if password else "",
+            "database": cfg.neo4j_database,
+            "namespace": cfg.neo4j_namespace,
+        }
+    return open_graph_store(cfg.backend, **options)
+
+
+def build_pipeline(
+    settings: Settings,
+    store: Store,
+    embedder: Embedder,
+    counter: WordPieceCounter,
+    *,
+    raise_transient: bool = False,
+    on_chunked: Callable[[str, int], None] | None = None,
+) -> IngestPipeline:
+    """The ingestion pipeline writing into ``store``."""
+    return IngestPipeline(
+        store=store,
+        embedder=embedder,
+        counter=counter,
+        chunking=settings.chunk,
+        max_model_tokens=settings.embedding.max_seq_length,
+        batch_texts=max(64, settings.embedding.batch_size * 2),
+        raise_transient=raise_transient,
+        on_chunked=on_chunked,
+    )
+
+
+def build_searcher(
+    settings: Settings,
+    store: Store,
+    indexes: IndexSet,
+    embedder: Embedder,
+    graph: GraphStore,
+) -> HybridSearcher:
+    """Hybrid search over the index set, with the configured reranker and graph source."""
+    sparse, dense = indexes.open()
+    return HybridSearcher(
+        store=store,
+        sparse=sparse,
+        dense=dense,
+        embedder=embedder,
+        analyzer=indexes.analyzer,
+        settings=settings.search,
+        rerank_settings=settings.rerank,
+        reranker=build_reranker(settings),
+        expander=GraphExpander(graph, store),
+        guard=indexes.guard,
+    )
+
+
+def build_asker(
+    settings: Settings,
+    searcher: HybridSearcher,
+    graph: GraphStore,
+    counter: WordPieceCounter,
+) -> Asker:
+    """Router, global search and answer writer.
+
+    With an LLM configured (and ``ask.llm`` not ``off``) the model routes, maps the
+    reports and writes the answer, each falling back to the offline role on failure.
+    """
+    cfg = settings.ask
+    heuristic = HeuristicRouteClassifier(searcher.analyzer, both_margin=cfg.both_margin)
+    extractive = ExtractiveAnswerWriter(searcher.analyzer)
+    client = build_llm_client(settings) if cfg.llm == "auto" else None
+    classifier: RouteClassifier = heuristic
+    writer: AnswerWriter = extractive
+    mapper: KeyPointMapper | None = None
+    if client is not None:
+        classifier = LLMRouteClassifier(client, heuristic)
+        writer = LLMAnswerWriter(client, extractive)
+        mapper = LLMKeyPointMapper(client)
+    return Asker(
+        searcher=searcher,
+        global_searcher=GlobalSearcher(
+            graph=graph,
+            analyzer=searcher.analyzer,
+            embedder=searcher.embedder,
+            counter=counter,
+            executor=searcher.embed_executor,
+            mapper=mapper,
+        ),
+        graph=graph,
+        store=searcher.store,
+        counter=counter,
+        classifier=classifier,
+        writer=writer,
+        settings=cfg,
+    )

@@ -1,6 +1,7 @@
 """The sending side of the background pipeline: create a job, queue its tasks, follow it.
 
-Used by the CLI (and any API route) when a broker is configured. Documents are loaded
+Used by the one ingest entry point (``workers.ingest``) and the refresh commands when a
+broker is configured. Documents are loaded
 here and staged in the job (so a worker needs only ids); tasks are sent by name through
 an app built from the settings, so no task code is imported on this side.
 """
@@ -9,14 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lore.jobs import JobInfo, JobStore
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
 from workers.celery_app import broker_epoch, create_app
-from workers.jobs import batches, stage_documents, stage_paths
-from workers.runtime import Runtime
+from workers.jobs import batches, stage_documents
+
+if TYPE_CHECKING:
+    from workers.runtime import Runtime
 
 
 def enqueue_ingest(settings: Settings, job_id: str, document_ids: Sequence[str]) -> int:
@@ -34,28 +37,17 @@ def enqueue_ingest(settings: Settings, job_id: str, document_ids: Sequence[str])
         app.close()
 
 
-def submit_paths(
-    settings: Settings,
-    runtime: Runtime,
-    jobs: JobStore,
-    paths: Sequence[Path],
-    metadata: Mapping[str, str] | None = None,
-) -> str:
-    """Load files into a new job and queue it; returns the job id."""
-    job_id, staged = stage_paths(runtime, jobs, paths, metadata, epoch=broker_epoch(settings))
-    enqueue_ingest(settings, job_id, staged)
-    jobs.finish_if_complete(job_id)
-    return job_id
-
-
 def submit_documents(
     settings: Settings,
     runtime: Runtime,
     jobs: JobStore,
     items: Iterable[SourceDocument | Rejected],
+    detail: Mapping[str, Any] | None = None,
 ) -> str:
     """Stage documents into a new job and queue it; returns the job id."""
-    job_id, staged = stage_documents(runtime, jobs, items, epoch=broker_epoch(settings))
+    job_id, staged = stage_documents(
+        runtime, jobs, items, epoch=broker_epoch(settings), detail=detail
+    )
     enqueue_ingest(settings, job_id, staged)
     jobs.finish_if_complete(job_id)
     return job_id

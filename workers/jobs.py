@@ -1,7 +1,8 @@
 """The background pipeline's steps as plain functions over a :class:`Runtime`.
 
-Celery tasks (``workers.tasks``) are thin adapters around these, and without a broker
-the CLI calls the very same functions in-process (:func:`run_inline`). Every step is
+Celery tasks (``workers.tasks``) are thin adapters around these; the one ingest entry
+point (``workers.ingest``) stages and queues them when a broker is configured, and
+without one runs the same pipeline and extraction in-process. Every step is
 idempotent: documents are taken from the job's staged copy, a document already stored
 with the same content hash is not written again (checked inside the store's write
 transaction), extraction skips chunks already extracted, and job statuses only move
@@ -14,25 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ingest.extraction import ChunkInput, Extraction, Extractor
-from ingest.graph_build import reset_if_extractor_changed
+from ingest.extraction import ChunkInput, Extractor
+from ingest.graph_build import extract_chunks, reset_if_extractor_changed
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
 from lore.models import Rejected, SourceDocument
-from workers.builders import build_extractor, build_llm_client
-from workers.ratelimit import build_rate_limiter
-from workers.runtime import Runtime
+from workers.refresh import extractor_for
+
+if TYPE_CHECKING:
+    from workers.runtime import Runtime
 
 Enqueue = Callable[[str, list[str]], None]
-
-
-def extractor_for(runtime: Runtime) -> Extractor:
-    """The configured extractor; LLM calls share the Redis rate limit across workers."""
-    settings = runtime.settings
-    client = build_llm_client(settings, lambda: build_rate_limiter(settings))
-    return build_extractor(settings, client)
 
 
 def batches(ids: Sequence[str], size: int) -> list[list[str]]:
@@ -61,27 +57,20 @@ def stage_documents(
     return job_id, jobs.stage(job_id, loaded)
 
 
-def stage_paths(
-    runtime: Runtime,
-    jobs: JobStore,
-    paths: Sequence[Path],
-    metadata: Mapping[str, str] | None = None,
-    *,
-    epoch: str = "",
-) -> tuple[str, list[str]]:
-    """Load files and directories into a new ingest job (see :func:`stage_documents`)."""
+def load_documents(
+    runtime: Runtime, paths: Sequence[Path], metadata: Mapping[str, str] | None = None
+) -> Iterable[SourceDocument | Rejected]:
+    """Files and directories as documents (lazily); their old load failures are cleared."""
     cfg = runtime.settings.ingest
     for path in paths:
         runtime.store.clear_failures(document_id_for(path) + ("/" if path.is_dir() else ""))
-    items = load_paths(
+    return load_paths(
         list(paths),
         include=cfg.include,
         exclude=cfg.exclude,
         max_bytes=cfg.max_document_bytes,
         extra_metadata=metadata,
     )
-    detail = {"paths": [str(p) for p in paths]}
-    return stage_documents(runtime, jobs, items, epoch=epoch, detail=detail)
 
 
 def ingest_documents(
@@ -98,24 +87,8 @@ def ingest_documents(
     With ``retry_transient`` a transient embedding failure propagates (the task is
     retried and nothing is marked failed); without it the documents fail with the reason.
     """
-    pipeline = runtime.pipeline()
-    pipeline.raise_transient = retry_transient
-
-    def chunked(document_id: str, chunks: int) -> None:
-        jobs.advance(job_id, [document_id], JobStatus.CHUNKED, chunks=chunks)
-
-    def finished(outcome: Outcome) -> None:
-        document_id, status, detail = outcome
-        if status == "failed":
-            jobs.fail(job_id, document_id, detail)
-        else:
-            stored = runtime.store.get_document(document_id)
-            chunks = stored.chunk_count if stored else None
-            jobs.advance(job_id, [document_id], JobStatus.EMBEDDED, chunks=chunks)
-        if progress is not None:
-            progress(outcome)
-
-    pipeline.on_chunked = chunked
+    chunked, finished = job_progress(runtime, jobs, job_id, progress)
+    pipeline = runtime.pipeline(raise_transient=retry_transient, on_chunked=chunked)
     report = pipeline.run(jobs.documents(job_id, document_ids), finished)
     ready = [
         d
@@ -127,10 +100,52 @@ def ingest_documents(
     return report, ready
 
 
+def job_progress(
+    runtime: Runtime, jobs: JobStore, job_id: str, progress: Callable[[Outcome], None] | None
+) -> tuple[Callable[[str, int], None], Callable[[Outcome], None]]:
+    """The pipeline's hooks recording a job: (once chunked, once finished)."""
+
+    def chunked(document_id: str, chunks: int) -> None:
+        jobs.advance(job_id, [document_id], JobStatus.CHUNKED, chunks=chunks)
+
+    def finished(outcome: Outcome) -> None:
+        document_id, status, detail = outcome
+        if status == "repeated":
+            pass  # the job notes repeats itself (JobStore.stage); the first one counts
+        elif status == "failed":
+            jobs.fail(job_id, document_id, detail)
+        else:
+            stored = runtime.store.get_document(document_id)
+            chunks = stored.chunk_count if stored else None
+            jobs.advance(job_id, [document_id], JobStatus.EMBEDDED, chunks=chunks)
+        if progress is not None:
+            progress(outcome)
+
+    return chunked, finished
+
+
+def extract_ready(runtime: Runtime, extractor: Extractor, document_ids: Sequence[str]) -> int:
+    """Extract the graph contributions of the documents' chunks not yet extracted.
+
+    Chunks already extracted or quarantined are skipped; returns how many were extracted.
+    """
+    graph = runtime.graph()
+    reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
+    skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
+    pending = [
+        ChunkInput(c.id, c.document_id, c.text, c.title)
+        for document_id in document_ids
+        for c in runtime.store.chunks_of_document(document_id)
+        if c.id not in skip
+    ]
+    extracted, _ = extract_chunks(graph, extractor, runtime.quarantine(), pending)
+    return extracted
+
+
 def extract_documents(
     runtime: Runtime, jobs: JobStore, job_id: str, document_ids: Sequence[str]
 ) -> int:
-    """Extract the graph contributions of the documents' chunks; mark them done.
+    """Extract the graph contributions of a job's documents; mark them done.
 
     Chunks already extracted are skipped; returns how many chunks were extracted.
     """
@@ -139,52 +154,11 @@ def extract_documents(
     if not ready:
         jobs.finish_if_complete(job_id)
         return 0
-    graph = runtime.graph()
-    extractor = extractor_for(runtime)
-    reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
-    skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
-    pending = [
-        ChunkInput(c.id, c.document_id, c.text, c.title)
-        for document_id in ready
-        for c in runtime.store.chunks_of_document(document_id)
-        if c.id not in skip
-    ]
-    extracted = 0
-    for chunk, result in zip(pending, extractor.extract_batch(pending), strict=True):
-        if isinstance(result, Extraction):
-            graph.put_chunk(chunk.chunk_id, chunk.document_id, result.entities, result.relations)
-            extracted += 1
-        else:  # the document is still done: its text is searchable; the chunk waits
-            runtime.quarantine().add(
-                chunk.chunk_id, chunk.document_id, extractor.name, result.reason
-            )
+    extracted = extract_ready(runtime, extractor_for(runtime), ready)
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)
     return extracted
-
-
-def run_inline(
-    runtime: Runtime,
-    jobs: JobStore,
-    job_id: str,
-    document_ids: Sequence[str],
-    progress: Callable[[Outcome], None] | None = None,
-) -> IngestReport:
-    """Run an ingest job in this process: the same steps a worker runs, in order."""
-    total = IngestReport()
-    for batch in batches(document_ids, runtime.settings.workers.ingest_batch_documents * 8):
-        report, ready = ingest_documents(
-            runtime, jobs, job_id, batch, retry_transient=False, progress=progress
-        )
-        total.done += report.done
-        total.unchanged += report.unchanged
-        total.failed += report.failed
-        total.chunks += report.chunks
-        total.embedded += report.embedded
-        extract_documents(runtime, jobs, job_id, ready)
-    jobs.finish_if_complete(job_id)
-    return total
 
 
 def resume(

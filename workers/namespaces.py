@@ -52,12 +52,9 @@ class Namespaces:
             if found is not None:
                 return found
             settings = namespace_settings(self.settings, namespace)
-            runtime = open_runtime(settings)
+            runtime = open_runtime(settings, self.embedder)  # one loaded model per process
+            self.embedder = runtime.embedder
             end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
-            if self.embedder is None:
-                self.embedder = runtime.embedder
-            elif self.embedder.name == runtime.embedder.name:
-                runtime.embedder = self.embedder  # the model is loaded once per process
             self._runtimes[namespace] = runtime
             return runtime
 

@@ -1,54 +1,119 @@
-"""Refresh steps as plain functions over a :class:`Runtime` (tasks wrap them).
+"""Graph refresh steps over a :class:`Runtime`: the one path for builds and refreshes.
 
 Before planning, the graph catches up with the store (new chunks extracted, chunks of
 changed or deleted documents removed); those writes leave the touched marks the plan
 turns into stale communities. ``rebuild`` recomputes the hierarchy from scratch first
-(the ``build communities`` task); a plain refresh keeps unaffected communities as they
-are (:mod:`graph.incremental`).
+and marks every community stale (a report whose inputs are unchanged is kept); a plain
+refresh keeps unaffected communities as they are (:mod:`graph.incremental`).
+
+``lore graph build`` is :func:`refresh_in_process` with ``rebuild``; ``lore graph
+refresh`` without a broker is the same function recorded as a job
+(:func:`refresh_inline`); the workers run :func:`prepare_refresh` and fan each level's
+summaries out as tasks (``workers.tasks``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ingest.graph_build import build_communities, build_graph
-from ingest.graph_refresh import (
-    RefreshPlan,
-    Summarizer,
-    WriterSummarizer,
-    plan_refresh,
-    run_plan,
-)
+from ingest.extraction import Extractor
+from ingest.graph_build import GraphBuildReport, build_communities, build_graph
+from ingest.graph_refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, run_plan
 from lore.jobs import JobStore
-from workers.builders import build_llm_client, build_report_writer
-from workers.jobs import extractor_for
+from lore.llm import LLMClient, LLMStats
+from workers.builders import build_extractor, build_llm_client, build_report_writer
 from workers.ratelimit import build_rate_limiter
-from workers.runtime import Runtime
+
+if TYPE_CHECKING:
+    from workers.runtime import Runtime
+
+
+@dataclass
+class GraphRoles:
+    """The LLM client (if any) with the extractor and summarizer sharing it."""
+
+    client: LLMClient | None
+    extractor: Extractor
+    summarizer: Summarizer
+
+    @property
+    def llm(self) -> LLMStats:
+        """What the shared client has cost so far."""
+        return self.client.stats if self.client is not None else LLMStats()
+
+
+def graph_roles(runtime: Runtime) -> GraphRoles:
+    """The configured extractor and summarizer; LLM calls share the Redis rate limit."""
+    settings = runtime.settings
+    client = build_llm_client(settings, lambda: build_rate_limiter(settings))
+    return GraphRoles(
+        client,
+        build_extractor(settings, client),
+        Summarizer(build_report_writer(settings, client), runtime.store.texts_by_chunk_ids),
+    )
+
+
+def extractor_for(runtime: Runtime) -> Extractor:
+    """The configured extractor (a worker's extraction step)."""
+    return graph_roles(runtime).extractor
 
 
 def summarizer_for(runtime: Runtime) -> Summarizer:
-    """The configured community summarizer (LLM calls share the Redis rate limit)."""
-    settings = runtime.settings
-    client = build_llm_client(settings, lambda: build_rate_limiter(settings))
-    return WriterSummarizer(build_report_writer(settings, client), runtime.store.texts_by_chunk_ids)
+    """The configured community summarizer (a worker's summary step)."""
+    return graph_roles(runtime).summarizer
 
 
-def prepare_refresh(runtime: Runtime, *, rebuild: bool = False) -> RefreshPlan:
+def prepare_refresh(
+    runtime: Runtime,
+    *,
+    rebuild: bool = False,
+    extractor: Extractor | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[RefreshPlan, GraphBuildReport]:
     """Catch the graph up with the store, (re)cluster, and plan the summaries."""
     graph = runtime.graph()
-    build_graph(runtime.store, graph, extractor_for(runtime), runtime.quarantine())
+    extractor = extractor or extractor_for(runtime)
+    caught_up = build_graph(runtime.store, graph, extractor, runtime.quarantine(), progress)
     cfg = runtime.settings.graph
     if rebuild:
         build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
         graph.clear_touched(sorted(graph.touched_entities()))
         graph.mark_stale([c.id for c in graph.communities()])
-    return plan_refresh(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
+    plan = plan_refresh(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
+    return plan, caught_up
+
+
+def refresh_in_process(
+    runtime: Runtime,
+    *,
+    rebuild: bool,
+    progress: Callable[[int, int], None] | None = None,
+    retry_quarantined: bool = False,
+) -> tuple[GraphBuildReport, RefreshReport]:
+    """Catch up, re-cluster and rewrite stale reports level by level, in this process.
+
+    Returns what the extraction did (with the writer's name, the reports written and
+    the LLM cost of the whole run) and the refresh counts.
+    """
+    roles = graph_roles(runtime)
+    if retry_quarantined:
+        runtime.quarantine().release()
+    plan, built = prepare_refresh(
+        runtime, rebuild=rebuild, extractor=roles.extractor, progress=progress
+    )
+    refreshed = run_plan(runtime.graph(), roles.summarizer, plan)
+    built.reports_written = refreshed.refreshed
+    built.report_writer = roles.summarizer.name
+    built.llm = roles.llm
+    return built, refreshed
 
 
 def refresh_inline(runtime: Runtime, jobs: JobStore, *, rebuild: bool = False) -> dict[str, Any]:
     """A whole refresh in this process, recorded as a job; returns its counts."""
     job_id = jobs.create("refresh", detail={"rebuild": rebuild})
-    plan = prepare_refresh(runtime, rebuild=rebuild)
-    counts = run_plan(runtime.graph(), summarizer_for(runtime), plan).as_dict()
+    _, refreshed = refresh_in_process(runtime, rebuild=rebuild)
+    counts = refreshed.as_dict()
     jobs.update_job(job_id, state="done", detail=counts)
     return {"job_id": job_id, **counts}

@@ -6,7 +6,8 @@ id and document ids, or a community id), is idempotent, retries only transient e
 with the reason), and runs under the app's time limits. Each worker process builds one
 :class:`Runtime` from the settings when it starts and warms its embedding model in a
 background thread (the pool child reports up at once), so the first task does not pay
-for it.
+for it. Workers write the store and the graph, never the search indexes: each reader
+catches those up from the store's change sequence.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def refresh_stale(job_id: str | None = None, rebuild: bool = False) -> dict[str,
             return {"job_id": job_id, "skipped": True}
     finally:
         client.close()
-    plan = prepare_refresh(runtime, rebuild=rebuild)
+    plan, _ = prepare_refresh(runtime, rebuild=rebuild)
     jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
     _next_level(job_id, plan_to_dict(plan), 0, 0, 0)
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}

@@ -17,6 +17,7 @@ from lore import jsonsafe
 from lore.errors import InvalidRequestError, NotFoundError
 from lore.models import Rejected, SourceDocument
 from workers import service
+from workers.ingest import ingest
 from workers.service import JobView
 
 router = APIRouter(prefix="/v1", tags=["documents"])
@@ -203,20 +204,13 @@ async def post_documents(
             f"{len(items)} documents in one request; the limit is "
             f"{settings.api.max_batch_documents} (LORE_API__MAX_BATCH_DOCUMENTS)"
         )
-    job_id, staged, queued = await asyncio.to_thread(service.stage, runtime, items)
+    result = await asyncio.to_thread(
+        ingest, runtime, items, wait=wait, defer=background.add_task, timeout_s=600.0
+    )
     metrics = request.app.state.metrics
-    job: JobView | None
-    if queued and wait:
-        job = await asyncio.to_thread(service.wait_for, runtime, job_id, 600.0)
-    elif not queued and wait:
-        await asyncio.to_thread(service.run_staged, runtime, job_id, staged)
-        job = await asyncio.to_thread(service.get_job, runtime, job_id)
-    else:
-        if not queued:
-            background.add_task(service.run_staged, runtime, job_id, staged)
-        job = await asyncio.to_thread(service.get_job, runtime, job_id)
+    job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
     if job is None:  # pragma: no cover - the job was just created
-        raise NotFoundError(f"job {job_id} vanished")
+        raise NotFoundError(f"job {result.job_id} vanished")
     for doc in job.documents:
         if doc["status"] in service.FINAL:
             metrics.ingested.labels(doc["status"]).inc()
@@ -248,7 +242,10 @@ async def get_document(document_id: DocumentId, runtime: RuntimeDep) -> Document
 
 @router.delete("/documents/{document_id:path}")
 async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[str, Any]:
-    """Delete a document from the store, the indexes and the graph's provenance."""
+    """Delete a document from the store and the search indexes.
+
+    The graph drops its contributions at the next ``graph build`` or refresh.
+    """
     removed = await asyncio.to_thread(runtime.delete, document_id)
     return {"id": document_id, "deleted": True, "chunks_removed": removed}
 

@@ -34,7 +34,8 @@ def client(
                 "B",
                 {"env": "staging"},
             ),
-        ]
+        ],
+        extract_graph=False,
     )
     with TestClient(create_app(settings, namespaces)) as test_client:
         yield test_client

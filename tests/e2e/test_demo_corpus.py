@@ -62,7 +62,9 @@ def test_reingest_unchanged_costs_nothing(
 ) -> None:
     monkeypatch.chdir(ROOT)
     before = demo_runtime.store.last_seq()
-    report = demo_runtime.ingest_paths([CORPUS / "staging"], {"env": "staging"})
+    report = demo_runtime.ingest_paths(
+        [CORPUS / "staging"], {"env": "staging"}, extract_graph=False
+    )
     assert report.done == [] and report.failed == [] and report.unchanged
     assert demo_runtime.store.last_seq() == before
 
@@ -92,7 +94,7 @@ def test_an_edit_rewrites_only_the_reports_it_touches(
 ) -> None:
     monkeypatch.chdir(ROOT)
     rt = make_runtime(tmp_path / "data", local_embedder)
-    rt.ingest_paths([CORPUS / "staging"], {"env": "staging"})
+    rt.ingest_paths([CORPUS / "staging"], {"env": "staging"}, extract_graph=False)
     rt.build_graph()
     doc = rt.store.list_documents()[0]
     chunks = rt.store.chunks_of_document(doc.id)
@@ -104,7 +106,7 @@ def test_an_edit_rewrites_only_the_reports_it_touches(
         doc.title,
         doc.metadata,
     )
-    assert rt.ingest([edited]).done == [doc.id]
+    assert rt.ingest([edited], extract_graph=False).done == [doc.id]
     report, after = rt.build_graph()
     assert report.removed >= 1 and report.extracted >= 1
     assert 1 <= report.reports_written < after

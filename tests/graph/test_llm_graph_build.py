@@ -20,7 +20,7 @@ def test_every_chunk_ends_extracted_or_quarantined_and_a_rerun_costs_nothing(
         server.chat_chaos(seed=7, malformed=0.3)
         llm = {"base_url": server.base_url, "model": "test-model", "backoff_s": 0.01}
         rt = make_runtime(tmp_path / "data", local_embedder, llm=llm)
-        rt.ingest_paths([CORPUS / "staging"], {"env": "staging"})
+        rt.ingest_paths([CORPUS / "staging"], {"env": "staging"}, extract_graph=False)
         chunk_ids = {c for _, c, _ in rt.store.chunk_refs()}
 
         report, communities = rt.build_graph()

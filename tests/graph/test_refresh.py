@@ -92,7 +92,7 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
         doc.title,
         {**doc.metadata, "env": "production"},
     )
-    assert runtime.pipeline().run([edited]).done == [doc.id]
+    assert runtime.ingest([edited], extract_graph=False).done == [doc.id]
     refreshed = refresh_inline(runtime, jobs)
     assert 0 < refreshed["refreshed"] <= refreshed["stale"]
     assert refreshed["refreshed"] <= 0.05 * refreshed["communities"]

@@ -129,7 +129,7 @@ def test_engines_run_concurrently(runtime: Runtime) -> None:
         dense=Meeting(dense),  # type: ignore[arg-type]
         embedder=searcher.embedder,
         analyzer=searcher.analyzer,
-        defaults=searcher.defaults,
+        settings=searcher.settings,
     )
     assert concurrent.search_sync(q("database")).total_retrieved > 0
 

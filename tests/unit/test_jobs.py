@@ -12,7 +12,8 @@ from lore.jobs import JobStatus, JobStore
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
 from tests.openai_test_server import OpenAITestServer
-from workers.jobs import extract_documents, ingest_documents, resume, run_inline, stage_documents
+from workers.ingest import ingest
+from workers.jobs import extract_documents, ingest_documents, resume, stage_documents
 from workers.runtime import Runtime, open_runtime
 
 
@@ -66,8 +67,8 @@ def test_inline_run_does_every_step_and_a_rerun_writes_nothing(
     env: tuple[Runtime, JobStore, OpenAITestServer],
 ) -> None:
     runtime, jobs, _ = env
-    job, staged = stage_documents(runtime, jobs, _docs(5))
-    report = run_inline(runtime, jobs, job, staged)
+    result = ingest(runtime, _docs(5))
+    job, report = result.job_id, result.report
     assert len(report.done) == 5
     info = jobs.get(job)
     assert info is not None and info.state == "done" and info.counts == {"done": 5}

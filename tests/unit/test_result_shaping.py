@@ -89,9 +89,16 @@ def test_http_reranker_orders_head_and_keeps_fused_score(
     assert all(r.rrf_score > 0 for r in response.results)
     off = rt.query_sync(q(top_k=5, rerank=False))
     assert off.reranker is None and all(r.rerank_score is None for r in off.results)
+    rt.close()
+    rt = runtime_with(  # the same store, a shorter timeout (settings are never mutated)
+        tmp_path,
+        local_embedder,
+        backend="http",
+        url=server.root_url + "/rerank",
+        style="tei",
+        timeout_s=0.3,
+    )
     server.delay_next(2.0)
-    rt.settings.rerank.timeout_s = 0.3
-    rt._searcher = None  # rebuild with the shorter timeout
     slow = rt.query_sync(q(top_k=5))
     assert slow.total_retrieved == 5 and slow.reranker is None
     assert any("timed out" in w for w in slow.warnings)

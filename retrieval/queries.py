@@ -1,0 +1,48 @@
+"""The query façade of one data directory: ``query`` and ``ask``, each on fresh indexes.
+
+Before a search the indexes are caught up with the store (one cheap ``MAX(seq)`` read
+when nothing changed; the catch-up itself runs on a search thread, off the event loop),
+then the :class:`~retrieval.hybrid.HybridSearcher` or the :class:`~retrieval.ask.Asker`
+answers. The HTTP read path needs nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from retrieval.ask import Asker
+from retrieval.ask_contract import AskRequest, AskResponse
+from retrieval.contract import QueryRequest, QueryResponse
+from retrieval.hybrid import HybridSearcher
+from retrieval.index_set import IndexSet
+
+
+@dataclass
+class QueryService:
+    """Local search and questions over one index set."""
+
+    indexes: IndexSet
+    searcher: HybridSearcher
+    asker: Asker
+
+    async def catch_up(self) -> None:
+        """Bring the indexes up to the store's last change, if they are behind."""
+        if self.indexes.behind():
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self.searcher.executor, self.indexes.catch_up)
+
+    async def query(self, request: QueryRequest) -> QueryResponse:
+        """Catch up, then search."""
+        await self.catch_up()
+        return await self.searcher.search(request)
+
+    async def ask(self, request: AskRequest) -> AskResponse:
+        """Catch up, then route, gather and answer."""
+        await self.catch_up()
+        return await self.asker.ask(request)
+
+    def close(self) -> None:
+        """Stop the search threads."""
+        self.searcher.executor.shutdown(wait=True)
+        self.searcher.embed_executor.shutdown(wait=True)

@@ -1,0 +1,166 @@
+"""The one ingest entry point: the CLI, HTTP, MCP, tests and benchmarks all call it.
+
+:func:`ingest` (documents) and :func:`ingest_paths` (files and directories) decide
+queue-or-inline once, by ``broker.url``:
+
+* **queued** — the documents are staged into a job with their text (a worker needs only
+  the ids), the tasks are sent (``workers.client``) and, with ``wait``, the job is
+  followed until it ends;
+* **inline** — the same steps run here on the documents in hand: chunk, embed, store
+  (``ingest.pipeline``), then graph extraction of what was stored
+  (``workers.jobs.extract_ready``). The job records each document's status, never its
+  text.
+
+Either way the job is recorded (``lore jobs`` lists it), and once the work has ended
+here the search indexes are caught up, so what was ingested is searchable on return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingest.pipeline import IngestReport, Outcome, Progress
+from lore.jobs import JobInfo, JobStatus, JobStore
+from lore.models import Rejected, SourceDocument
+from lore.settings import Settings
+from workers.jobs import batches, extract_ready, job_progress, load_documents
+from workers.refresh import extractor_for
+
+if TYPE_CHECKING:
+    from workers.runtime import Runtime
+
+Items = Iterable[SourceDocument | Rejected]
+STAGE_BATCH = 64
+
+
+@dataclass
+class IngestResult:
+    """The job an ingest made, whether it was queued, and what happened."""
+
+    job_id: str
+    queued: bool
+    report: IngestReport = field(default_factory=IngestReport)
+    """Inline: the pipeline's counts; queued: the job's statuses (empty without a wait)."""
+
+
+def queued(settings: Settings) -> bool:
+    """True when ingestion goes to the workers (a broker is configured)."""
+    return bool(settings.broker.url)
+
+
+def ingest(
+    runtime: Runtime,
+    items: Items,
+    *,
+    wait: bool = True,
+    detail: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    on_update: Callable[[JobInfo], None] | None = None,
+    extract_graph: bool = True,
+    defer: Callable[[Callable[[], object]], object] | None = None,
+    timeout_s: float | None = None,
+) -> IngestResult:
+    """Ingest ``items``: queued on the workers or run here (see the module docstring).
+
+    ``wait=False`` returns once the job is created: queued, right after sending it;
+    inline, the run is handed to ``defer`` (e.g. an HTTP background task) — without
+    ``defer`` an inline run happens now. ``progress`` sees each document's outcome
+    (inline); ``on_update`` the job as it is followed (queued). ``extract_graph=False``
+    leaves the graph to ``lore graph build`` (inline only; workers always extract).
+    """
+    jobs = runtime.jobs()
+    if queued(runtime.settings):
+        from workers.client import follow, submit_documents
+
+        job_id = submit_documents(runtime.settings, runtime, jobs, items, detail=detail)
+        if not wait:
+            return IngestResult(job_id, True)
+        follow(jobs, job_id, on_update, timeout_s=timeout_s)
+        runtime.sync_indexes()
+        return IngestResult(job_id, True, job_report(jobs, job_id))
+    job_id = jobs.create("ingest", detail=detail)
+    if not wait and defer is not None:
+        documents = list(items)
+        jobs.stage(job_id, documents, keep_text=False)
+        defer(lambda: run_inline(runtime, job_id, documents, staged=True))
+        return IngestResult(job_id, False)
+    report = run_inline(runtime, job_id, items, progress=progress, extract_graph=extract_graph)
+    return IngestResult(job_id, False, report)
+
+
+def ingest_paths(
+    runtime: Runtime,
+    paths: Sequence[Path],
+    metadata: Mapping[str, str] | None = None,
+    **options: Any,
+) -> IngestResult:
+    """Load files and directories and :func:`ingest` them (same options)."""
+    items = load_documents(runtime, paths, metadata)
+    return ingest(runtime, items, detail={"paths": [str(p) for p in paths]}, **options)
+
+
+def run_inline(
+    runtime: Runtime,
+    job_id: str,
+    items: Items,
+    *,
+    progress: Progress | None = None,
+    extract_graph: bool = True,
+    staged: bool = False,
+) -> IngestReport:
+    """Run an ingest job here: pipeline, extraction, job statuses, index catch-up.
+
+    Documents are recorded in the job (status only) as the pipeline reaches them,
+    unless ``staged`` says that was done already.
+    """
+    jobs = runtime.jobs()
+    chunked, finished = job_progress(runtime, jobs, job_id, progress)
+    stored: list[str] = []
+
+    def outcome(result: Outcome) -> None:
+        finished(result)
+        if result[1] in ("done", "unchanged"):
+            stored.append(result[0])
+
+    stream = items if staged else _staging(jobs, job_id, items)
+    report = runtime.pipeline(on_chunked=chunked).run(stream, outcome)
+    extractor = extractor_for(runtime) if extract_graph else None
+    for batch in batches(stored, STAGE_BATCH):
+        if extractor is not None:
+            extract_ready(runtime, extractor, batch)
+        jobs.advance(job_id, batch, JobStatus.EXTRACTED)
+        jobs.advance(job_id, batch, JobStatus.DONE)
+    jobs.finish_if_complete(job_id)
+    runtime.sync_indexes()
+    return report
+
+
+def _staging(jobs: JobStore, job_id: str, items: Items) -> Iterator[SourceDocument | Rejected]:
+    """``items`` as they come, each recorded in the job (a batch at a time) first."""
+    batch: list[SourceDocument | Rejected] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= STAGE_BATCH:
+            jobs.stage(job_id, batch, keep_text=False)
+            yield from batch
+            batch = []
+    if batch:
+        jobs.stage(job_id, batch, keep_text=False)
+        yield from batch
+
+
+def job_report(jobs: JobStore, job_id: str) -> IngestReport:
+    """What a job's statuses say happened (a queued job has no pipeline counts here)."""
+    report = IngestReport()
+    for document_id, (status, reason) in jobs.statuses(job_id).items():
+        if status is JobStatus.DONE:
+            report.done.append(document_id)
+        elif status is JobStatus.FAILED:
+            report.failed.append((document_id, reason or ""))
+    info = jobs.get(job_id)
+    for document_id, reason in info.detail.get("repeated", []) if info else []:
+        report.failed.append((document_id, reason))
+    return report
