@@ -12,7 +12,7 @@ and the job reads ``failed``. Jobs on a broker are resumed by the workers instea
 
 from __future__ import annotations
 
-from lore.jobs import JobStore
+from lore.jobs import JobStatus, JobStore
 from workers.jobs import fail_documents
 from workers.runtime import Runtime
 
@@ -23,7 +23,9 @@ def end_orphaned_jobs(runtime: Runtime) -> list[str]:
     try:
         ended: list[str] = []
         for info, reason in jobs.orphaned():
-            fail_documents(runtime, jobs, info.id, sorted(jobs.unfinished(info.id)), reason)
+            waiting = sorted(jobs.unfinished(info.id))
+            fail_documents(runtime, jobs, info.id, waiting, reason)  # the staged ones
+            jobs.advance(info.id, waiting, JobStatus.FAILED, error=reason)  # statuses only
             jobs.update_job(info.id, state="failed", detail={"error": reason})
             ended.append(info.id)
         return ended
