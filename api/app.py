@@ -1,4 +1,4 @@
-"""The FastAPI application: services built in the lifespan, routes per resource."""
+"""The FastAPI application: services built in the lifespan, routes per resource, the console."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from api.console import document_errors, install_console, install_docs
 from api.deps import MetricsReaderDep
 from api.errors import install_error_handlers
 from api.limits import BodyLimit
 from api.metrics import Metrics
-from api.routes import ask, documents, graph, health, keys, memory
+from api.routes import ask, documents, graph, health, jobs, keys, memory
 from lore import __version__
 from lore.keys import KeyStore
 from lore.settings import Settings
@@ -51,6 +52,8 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served from local assets by install_docs
+        redoc_url=None,
     )
     install_error_handlers(app, max_body_bytes=settings.api.max_body_bytes)
     app.middleware("http")(metrics.middleware)
@@ -58,18 +61,21 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     app.include_router(health.router)
     app.include_router(memory.router)
     app.include_router(documents.router)
+    app.include_router(jobs.router)
     app.include_router(graph.router)
     app.include_router(keys.router)
     app.include_router(ask.router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = documents.add_schemas(
-                get_openapi(
-                    title=app.title,
-                    version=app.version,
-                    description=app.description,
-                    routes=app.routes,
+            app.openapi_schema = document_errors(
+                documents.add_schemas(
+                    get_openapi(
+                        title=app.title,
+                        version=app.version,
+                        description=app.description,
+                        routes=app.routes,
+                    )
                 )
             )
         return app.openapi_schema
@@ -85,4 +91,6 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
         """
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    install_docs(app)
+    install_console(app)
     return app

@@ -1,4 +1,4 @@
-"""The ``lore`` command line: ingest, search, delete, status, reindex, serve.
+"""The ``lore`` command line: ingest, search, show, delete, status, reindex, serve.
 
 Every command reads settings once (environment ``LORE_*``, ``--data-dir``), builds a
 runtime and calls it; nothing here knows how search or ingestion work.
@@ -25,12 +25,15 @@ from api.cli_common import (
     settings_of,
     validation_message,
 )
+from api.cli_config import config, init
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
-from ingest.loaders import document_id_for
+from api.cli_status import status
+from ingest.resolve import resolve_document_id
 from lore import jsonsafe
-from lore.errors import InvalidRequestError, LoreError
+from lore.errors import InvalidRequestError, LoreError, MissingExtraError
+from lore.extras import require
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
 from workers.namespaces import namespace_settings
@@ -48,18 +51,37 @@ from workers.namespaces import namespace_settings
     default=None,
     help="Work in this namespace (a data directory of its own; default: the default one).",
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Settings file, TOML or YAML (env LORE_CONFIG, default ./lore.toml if present).",
+)
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress output (results and errors still print)."
+)
 @click.version_option(package_name="lorekeeper")
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, namespace: str | None) -> None:
+def main(
+    ctx: click.Context,
+    data_dir: Path | None,
+    namespace: str | None,
+    config_file: Path | None,
+    quiet: bool,
+) -> None:
     """Lorekeeper: a memory that finds exact identifiers and paraphrased concepts."""
+    overrides = {"data_dir": data_dir}
     try:
-        settings = load_settings(data_dir=data_dir)
+        settings = load_settings(config_file, **overrides)
         root = settings.data_dir
         if namespace is not None:
             settings = namespace_settings(settings, namespace)
     except (ValidationError, LoreError) as exc:
         raise click.ClickException(f"invalid settings: {exc}") from exc
-    ctx.obj = {"settings": settings, "root": root}
+    ctx.obj = {"settings": settings, "root": root, "config_file": config_file}
+    ctx.obj["overrides"] = overrides
+    ctx.obj["quiet"] = quiet
 
 
 @main.command()
@@ -93,8 +115,9 @@ def ingest(
 
     Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
     the workers and its id printed, or followed with a progress bar (--wait).
-    Every document ends done or failed with a reason; the batch goes on past failures.
-    Exit status: 0 when nothing failed, 3 when some documents failed (listed).
+    Every document ends done, unchanged, skipped (nothing to index, e.g. a page of front
+    matter only) or failed, with a reason; the batch goes on past failures.
+    Exit status: 0 when nothing failed (skips included), 3 when some failed (listed).
     """
     metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
     settings = settings_of(ctx)
@@ -131,7 +154,7 @@ INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
     "filters",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Metadata filter; repeat a key to match any of its values.",
+    help="Metadata filter (case-insensitive); repeat a key for any of its values; VALUE* = prefix.",
 )
 @click.option("--dense-weight", type=float, default=None)
 @click.option("--sparse-weight", type=float, default=None)
@@ -226,46 +249,53 @@ def print_results(response: QueryResponse) -> None:
 @click.argument("document_id")
 @click.pass_context
 def delete(ctx: click.Context, document_id: str) -> None:
-    """Delete a document from the store and every index."""
+    """Delete a document from the store and every index.
+
+    DOCUMENT_ID may be a document id, a source as printed in results (``file.jsonl#id``)
+    or a path to the ingested file.
+    """
     with runtime_context(ctx) as runtime:
-        if runtime.store.get_document(document_id) is None and Path(document_id).exists():
-            document_id = document_id_for(Path(document_id))  # e.g. ./docs/a.md
+        document_id = resolve_document_id(runtime.store, document_id)
         removed = runtime.delete(document_id)
     out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.argument("document_id")
+@click.option("--chunks", "with_chunks", is_flag=True, help="List the stored chunks too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
-    """Counts of documents and chunks, failures with reasons, index state."""
+def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool) -> None:
+    """Read a document back: status, metadata, text (and chunks). Takes an id or a source."""
+    from api.routes.documents import document_out
+    from lore.readback import read_document
+
     with runtime_context(ctx) as runtime:
-        counts = runtime.store.counts()
-        failed = [
-            {"id": d.id, "error": d.error}
-            for d in runtime.store.list_documents()
-            if d.status.value == "failed"
-        ]
-        model = runtime.store.get_meta("embedding_model")
-        indexes = runtime.index_health()
-    info = {
-        "data_dir": str(runtime.data_dir),
-        "counts": counts,
-        "embedding_model": model,
-        "indexes": indexes,
-        "failed": failed,
-    }
+        ref = resolve_document_id(runtime.store, document_id)
+        view = read_document(runtime.store, ref, text=True, chunks=with_chunks or as_json)
+    if view is None:
+        raise click.ClickException(f"no document {document_id!r} (ids and sources are accepted)")
     if as_json:
-        click.echo(json.dumps(info, indent=2))
+        click.echo(document_out(view.info, view).model_dump_json(indent=2))
         return
-    out.print(f"data dir: {info['data_dir']}  embedding model: {model}", highlight=False)
-    for key, value in sorted(counts.items()):
-        out.print(f"  {key}: {value}")
-    for name, state in indexes.items():
-        colour = "green" if state == "ok" else "yellow"
-        out.print(f"  {name} index: [{colour}]{state}[/]", highlight=False)
-    for item in failed:
-        out.print(f"  [red]failed[/] {item['id']}: {item['error']}", highlight=False)
+    info = view.info
+    out.print(
+        f"[bold]{info.id}[/]  {info.status.value}  {info.chunk_count} chunks", highlight=False
+    )
+    out.print(
+        f"source: {info.source}  title: {info.title}  updated: {info.updated_at}", highlight=False
+    )
+    if info.error:
+        out.print(f"[red]failed:[/] {info.error}", highlight=False)
+    for key, value in sorted(info.metadata.items()):
+        out.print(f"  {key}: {value}", highlight=False)
+    if view.text is not None:
+        note = " (joined from the chunks)" if view.text_reconstructed else ""
+        out.print(f"[dim]--- text{note} ---[/]")
+        click.echo(view.text)
+    for chunk in view.chunks or []:
+        out.print(f"[dim]--- chunk {chunk.ordinal} {chunk.id} {chunk.heading}[/]", highlight=False)
+        click.echo(chunk.text)
 
 
 @main.command()
@@ -310,10 +340,10 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
 def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
     """Serve the memory to agents over MCP (stdio, or streamable HTTP at /mcp)."""
     try:
-        from api.integrations.mcp_server import build_mcp_server
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise click.ClickException("the MCP server needs `pip install lorekeeper[mcp]`") from exc
-    with runtime_context(ctx) as runtime:
+        build_mcp_server = require("api.integrations.mcp_server", "the MCP server").build_mcp_server
+    except MissingExtraError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
         if transport == "stdio":
             server.run("stdio")
@@ -321,7 +351,10 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
             server.run("streamable-http", host=host, port=port)
 
 
+main.add_command(status)
 main.add_command(graph)
+main.add_command(init)
+main.add_command(config)
 main.add_command(keys)
 main.add_command(ask)
 main.add_command(jobs)

@@ -22,7 +22,7 @@ from retrieval.ask_contract import AskRequest, AskResponse
     "filters",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Metadata filter; repeat a key to match any of its values.",
+    help="Metadata filter (case-insensitive); repeat a key for any of its values; VALUE* = prefix.",
 )
 @click.option("--budget", type=int, default=None, help="Context tokens the answer may read.")
 @click.option("--level", type=int, default=None, help="Community level for global search.")

@@ -11,6 +11,7 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 
+from api.progress import ProgressReporter
 from lore.errors import LoreError
 from lore.settings import Settings
 from lore.sqlite import damaged
@@ -21,15 +22,50 @@ out = Console()
 err = Console(stderr=True)
 
 
+def progress_reporter(ctx: click.Context, label: str, quiet: bool = False) -> ProgressReporter:
+    """A progress reporter for a long command (silent with ``--quiet`` or when ``quiet``)."""
+    return ProgressReporter(
+        label,
+        quiet=quiet or bool(ctx.obj.get("quiet")),
+        console=err,
+        interval_s=settings_of(ctx).cli.progress_interval_s,
+    )
+
+
 def settings_of(ctx: click.Context) -> Settings:
     """The settings the top-level command built."""
     settings: Settings = ctx.obj["settings"]
     return settings
 
 
+STORE_FILE = "lore.sqlite3"
+
+
+def require_store(settings: Settings) -> None:
+    """Fail (exit 1) with where we looked and how to ingest when there is no store yet.
+
+    Read commands call this before opening anything, so a typo'd ``--data-dir`` or the
+    wrong working directory creates nothing and does not answer "0 results".
+    """
+    path = settings.data_dir / STORE_FILE
+    if path.exists():
+        return
+    raise click.ClickException(
+        f"no Lorekeeper data here: {path} does not exist. Ingest documents first "
+        "(`lore ingest PATH`), or point at existing data with --data-dir DIR "
+        "(or LORE_DATA_DIR)."
+    )
+
+
 @contextmanager
-def runtime_context(ctx: click.Context) -> Iterator[Runtime]:
-    """Open the runtime of the command's settings; LoreErrors become clean CLI errors."""
+def runtime_context(ctx: click.Context, *, create: bool = False) -> Iterator[Runtime]:
+    """Open the runtime of the command's settings; LoreErrors become clean CLI errors.
+
+    Without ``create`` (every command that only reads or changes existing data) a
+    missing store is an error that creates nothing (:func:`require_store`).
+    """
+    if not create:
+        require_store(settings_of(ctx))
     try:
         runtime = open_runtime(settings_of(ctx))
         end_orphaned_jobs(runtime)  # a job whose process died never reads "running"
@@ -57,11 +93,23 @@ def key_values(values: tuple[str, ...], option: str) -> dict[str, list[str]]:
 
 
 def metadata_filter(filters: tuple[str, ...]) -> dict[str, Any] | None:
-    """``--filter`` options as a metadata filter: a repeated key matches any of its values."""
-    flt = {
-        key: values[0] if len(values) == 1 else {"$in": values}
-        for key, values in key_values(filters, "--filter").items()
-    }
+    """``--filter`` options as a metadata filter.
+
+    ``KEY=VALUE`` matches the value (case-insensitively), a repeated key any of its
+    values, and ``KEY=VALUE*`` values that start with VALUE (``--filter 'dir=alerts/*'``).
+    """
+    flt: dict[str, Any] = {}
+    for key, values in key_values(filters, "--filter").items():
+        prefixes = [v[:-1] for v in values if v.endswith("*") and len(v) > 1]
+        if prefixes and len(values) > 1:
+            raise click.BadParameter(
+                f"{key}: a prefix (KEY=VALUE*) cannot be combined with other values of the key",
+                param_hint="--filter",
+            )
+        if prefixes:
+            flt[key] = {"$prefix": prefixes[0]}
+        else:
+            flt[key] = values[0] if len(values) == 1 else {"$in": values}
     return flt or None
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from api.cli_common import err, out, runtime_context
+from api.cli_common import err, out, progress_reporter, runtime_context
+from graph.reports import ranked_members
 
 
 @click.group()
@@ -28,20 +28,11 @@ def build(ctx: click.Context, retry_quarantined: bool, as_json: bool) -> None:
     """Extract entities from new chunks, drop what is gone, recompute communities."""
     with (
         runtime_context(ctx) as runtime,
-        Progress(
-            TextColumn("extracting"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            transient=True,
-            disable=as_json,
-        ) as bar,
+        progress_reporter(ctx, "extracting", quiet=as_json) as bar,
     ):
-        task = bar.add_task("extract", total=None)
 
         def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            bar.update(done, total)
 
         report, communities = runtime.build_graph(progress, retry_quarantined=retry_quarantined)
         counts = runtime.graph().counts()
@@ -103,7 +94,11 @@ def quarantined(ctx: click.Context, as_json: bool) -> None:
 def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
     """List communities (id, level, parent, size, first members)."""
     with runtime_context(ctx) as runtime:
-        found = runtime.graph().communities(level)
+        graph = runtime.graph()
+        found = [
+            replace(c, members=tuple(ranked_members(graph, c.members)))
+            for c in graph.communities(level)
+        ]
     if as_json:
         click.echo(
             json.dumps(

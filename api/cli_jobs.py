@@ -14,25 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from api.cli_common import err, out, runtime_context
+from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
 from ingest.pipeline import IngestReport
 from lore.jobs import JobInfo, JobStatus, JobStore
 from workers.runtime import Runtime
-
-
-def _bar(disabled: bool, label: str) -> Progress:
-    return Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=disabled,
-    )
 
 
 def ingest_command(
@@ -46,16 +33,15 @@ def ingest_command(
     from workers.ingest import ingest_paths, queued
 
     with (
-        runtime_context(ctx) as runtime,
-        _bar(as_json or not err.is_terminal, "ingest") as bar,
+        runtime_context(ctx, create=True) as runtime,
+        progress_reporter(ctx, "ingest", quiet=as_json) as bar,
     ):
-        task = bar.add_task("ingest", total=None, last="")
 
         def followed(info: JobInfo) -> None:
-            bar.update(task, total=info.total, completed=info.finished, last=_line(info))
+            bar.update(info.finished, info.total, last=_line(info))
 
         def progress(outcome: tuple[str, str, str]) -> None:
-            bar.update(task, advance=1, last=f"{outcome[1]}: {outcome[0][-50:]}")
+            bar.advance(1, last=f"{outcome[1]}: {outcome[0][-50:]}")
 
         is_queued = queued(runtime.settings)
         result = ingest_paths(
@@ -87,6 +73,11 @@ def _summary(
         for d, (status, reason) in statuses.items()
         if status is JobStatus.FAILED
     ]
+    skipped = [
+        {"id": d, "reason": reason or ""}
+        for d, (status, reason) in statuses.items()
+        if status is JobStatus.SKIPPED
+    ]
     repeated = info.detail.get("repeated", []) if info else []
     failed += [{"id": d, "reason": reason} for d, reason in repeated]
     done = sum(status is JobStatus.DONE for status, _ in statuses.values())
@@ -95,6 +86,7 @@ def _summary(
         "state": info.state if info else "unknown",
         "done": done,
         "failed": failed,
+        "skipped": skipped,
         "store": runtime.store.counts(),
     }
     if report is not None:  # in-process: the pipeline's own counts
@@ -115,12 +107,16 @@ def print_ingest_summary(summary: dict[str, Any]) -> None:
     if chunks is not None:
         written = f" — {chunks} chunks written ({summary['chunks_embedded']} embedded)"
     unchanged = f", {summary['unchanged']} unchanged" if "unchanged" in summary else ""
+    skipped = summary.get("skipped", [])
     out.print(
         f"job {summary['job_id']}: [green]{summary['done']} done[/]{unchanged}, "
+        f"[yellow]{len(skipped)} skipped[/], "
         f"[red]{len(summary['failed'])} failed[/]{written}; "
         f"store: {summary['store'].get('chunks', 0)} chunks",
         highlight=False,
     )
+    for item in skipped:
+        out.print(f"  [yellow]skipped[/] {item['id']}: {item['reason']}", highlight=False)
     for item in summary["failed"]:
         out.print(f"  [red]failed[/] {item['id']}: {item['reason']}", highlight=False)
 

@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from lore.llm import LLMStats
 from workers.namespaces import Namespaces
+from workers.readback import ingest_counts
 
 
 class Metrics:
@@ -30,12 +31,6 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
-        self.ingested = Counter(
-            "lore_ingest_documents",
-            "Documents ingested through the API, by outcome",
-            ["status"],
-            registry=self.registry,
-        )
         self.llm_calls = Counter(
             "lore_llm_calls", "LLM calls made by API-triggered work", registry=self.registry
         )
@@ -43,6 +38,7 @@ class Metrics:
             "lore_llm_tokens", "LLM tokens used, by kind", ["kind"], registry=self.registry
         )
         self.registry.register(_SizeCollector(namespaces))
+        self.registry.register(_IngestCollector(namespaces))
 
     def count_llm(self, stats: LLMStats) -> None:
         """Add what a piece of work spent on the LLM."""
@@ -90,3 +86,28 @@ class _SizeCollector(Collector):
             for name, value in values.items():
                 families[name].add_metric([namespace], float(value))
         yield from families.values()
+
+
+class _IngestCollector(Collector):
+    """``lore_ingest_documents_total``: read from the job tables at scrape time.
+
+    A document counts once it ends (done or failed), whoever ran it: this process, a
+    background task after a 202, or a Celery worker on another host.
+    """
+
+    def __init__(self, namespaces: Namespaces) -> None:
+        self.namespaces = namespaces
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "lore_ingest_documents",
+            "Documents whose ingestion ended, by outcome",
+            labels=["status"],
+        )
+        totals = {"done": 0, "failed": 0}
+        for runtime in self.namespaces.opened().values():
+            for status, count in ingest_counts(runtime).items():
+                totals[status] = totals.get(status, 0) + count
+        for status, count in sorted(totals.items()):
+            family.add_metric([status], float(count))
+        yield family

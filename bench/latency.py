@@ -17,6 +17,7 @@ import argparse
 import json
 import shutil
 import sqlite3
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -85,15 +86,44 @@ def build(runtime: Runtime, chunks: int, texts: list[str], vecs: np.ndarray) -> 
 
 def measure(runtime: Runtime, queries: list[str], fields: dict[str, Any]) -> dict[str, float]:
     """Latency percentiles of ``queries`` with the given request fields."""
-    for text in queries[:10]:
-        runtime.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
-    samples = []
-    for text in queries:
+    return measure_side_by_side({"": runtime}, queries, fields)[""]
+
+
+def measure_side_by_side(
+    runtimes: dict[str, Runtime], queries: list[str], fields: dict[str, Any]
+) -> dict[str, dict[str, float]]:
+    """Percentiles per runtime, the runtimes taking turns query by query (same load)."""
+    for runtime in runtimes.values():
+        for text in queries[:10]:
+            runtime.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
+    samples: dict[str, list[float]] = {name: [] for name in runtimes}
+    names = list(runtimes)
+    for n, text in enumerate(queries):
         request = QueryRequest.model_validate({"search_text": text, "top_k": 10, **fields})
-        start = time.perf_counter()
-        runtime.query_sync(request)
-        samples.append((time.perf_counter() - start) * 1000)
-    return percentiles(samples)
+        for name in names[n % len(names) :] + names[: n % len(names)]:
+            start = time.perf_counter()
+            runtimes[name].query_sync(request)
+            samples[name].append((time.perf_counter() - start) * 1000)
+    return {name: percentiles(values) for name, values in samples.items()}
+
+
+def compare_runtimes(work: Path, names: list[str], queries: list[str]) -> dict[str, Any]:
+    """Dense and hybrid latency per query-embedding runtime, interleaved, cache off."""
+    runtimes = {
+        name: runtime_for(work, embedding={"query_runtime": name, "query_cache_size": 0})
+        for name in names
+    }
+    out: dict[str, Any] = {}
+    try:
+        for runtime in runtimes.values():
+            runtime.sync_indexes()
+        for mode in ("dense", "hybrid"):
+            for name, figures in measure_side_by_side(runtimes, queries, MODES[mode]).items():
+                out.setdefault(name, {})[mode] = figures
+    finally:
+        for runtime in runtimes.values():
+            runtime.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-queries", type=int, default=300)
     parser.add_argument("--rank-bm25-queries", type=int, default=50)
     parser.add_argument("--fresh", action="store_true")
+    parser.add_argument(
+        "--query-runtimes",
+        default="",
+        help="compare query-embedding runtimes side by side, e.g. torch,auto (cache off)",
+    )
     args = parser.parse_args(argv)
     work: Path = args.work or Path(f"/tmp/lore-latency-{args.chunks}")
     if args.fresh and work.exists():
@@ -122,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         queries = [" ".join(t.split()[:12]) for t in texts[:: max(1, len(texts) // 300)]]
     queries = queries[: args.n_queries]
+    if args.query_runtimes:
+        out["query_runtimes"] = compare_runtimes(work, args.query_runtimes.split(","), queries)
+        print(json.dumps({"query_runtimes": out["query_runtimes"]}), file=sys.stderr, flush=True)
     for name, fields in MODES.items():
         out[name] = measure(runtime, queries, fields)
     out["filtered_hybrid_1pct"] = measure(runtime, queries, {"metadata_filter": {"bucket": 7}})

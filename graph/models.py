@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 
@@ -26,6 +27,16 @@ class RelationMention:
     target: str
     weight: float
     description: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkMentions:
+    """Everything one chunk contributes to the graph (what ``put_chunks`` stores)."""
+
+    chunk_id: str
+    document_id: str
+    entities: Sequence[EntityMention]
+    relations: Sequence[RelationMention]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +126,22 @@ def merge_descriptions(descriptions: Iterable[str]) -> str:
 
 
 def entity_key(name: str) -> str:
-    """Normalised name used to merge mentions: case, surrounding punctuation, plurals."""
+    """Normalised name used to merge mentions.
+
+    A name made of letters (any script) and spaces is folded for case and accents
+    (Unicode NFKD, combining marks dropped, casefold: "Akinoshū Kenji" meets "akinoshu
+    kenji") and loses a plural ending; an identifier (digits, ``_``, ``.``, ``-``, ``/``)
+    only loses case and surrounding punctuation, its characters kept exactly.
+    """
     key = " ".join(name.strip(" \t`'\"()[]{}.,;:").split()).lower()
-    if not re.fullmatch(r"[a-z ]+", key) or len(key) < 4:
-        return key  # identifiers and short words are kept exactly
+    folded = "".join(
+        ch for ch in unicodedata.normalize("NFKD", key) if not unicodedata.combining(ch)
+    ).casefold()
+    if not re.fullmatch(r"[^\W\d_]+(?: [^\W\d_]+)*", folded):
+        return key  # identifiers are kept exactly (but for case)
+    key = folded
+    if len(key) < 4 or not key.isascii():
+        return key
     if key.endswith("ies"):
         return key[:-3] + "y"  # "dependencies" -> "dependency"
     if key.endswith("s") and not key.endswith(("ss", "us", "is")):

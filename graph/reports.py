@@ -1,29 +1,40 @@
 """Community reports: one per community at every level, each citing its sources.
 
-Offline (no LLM), a report is extractive: the community's central entities (weighted
-degree inside it), its strongest relations, and the sentences of its member chunks that
-mention the most members — every finding cites entity keys, relation pairs and chunk
-ids. A parent whose material exceeds the budget is summarised from its children's
-reports instead. Each report stores a fingerprint of its inputs (members, their
-provenance and relation weights), so a later change can tell it is stale.
+Offline (no LLM), a report is extractive and written for a reader:
+
+- **members by importance**: an entity's weight inside the community is its weighted
+  degree over the community's relations (ties: mentions, then name);
+- **title**: the most central entities, then the documents they come from (the
+  offline extractor makes a document's title an entity of each of its chunks);
+- **findings**: whole sentences of the member chunks (the shared splitter,
+  :mod:`lore.sentences`, joins hard-wrapped lines and drops fragments), ranked by the
+  centrality of the members they mention, at most two per chunk, no repeats; a
+  sentence that states a relation cites that relation too. No finding counts things;
+- **summary**: the two best findings — what the community is about, in its own words.
+
+A parent whose material exceeds the budget is summarised from its children's reports
+instead. Each report stores a fingerprint of its inputs (members, their provenance and
+relation weights, and :data:`REPORT_VERSION`), so a later change can tell it is stale.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from graph.communities import Community
-from graph.models import CommunityReport, Finding, entity_key
+from graph.models import CommunityReport, Entity, Finding, Relation, entity_key
 from graph.store import GraphStore
+from lore.sentences import statements, whole_sentences
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 MAX_FINDINGS = 8
+REPORT_VERSION = "2"  # bump when what a report says changes: every report is then rewritten
+TITLE_ENTITIES = 3
+TITLE_DOCUMENTS = 2
 
 
 ChunkTexts = Callable[[Sequence[str]], Mapping[str, str]]
@@ -31,12 +42,40 @@ ChunkTexts = Callable[[Sequence[str]], Mapping[str, str]]
 
 def fingerprint(graph: GraphStore, members: Sequence[str]) -> str:
     """Hash of what a report is made from: members, their chunks, relation weights."""
-    parts: list[object] = []
+    parts: list[object] = [REPORT_VERSION]
     for key in sorted(members):
         entity = graph.entity(key)
         parts.append([key, list(entity.chunk_ids) if entity else []])
     parts.append([[r.source, r.target, r.weight] for r in graph.relations_among(members)])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def centrality(entities: Mapping[str, Entity], relations: Sequence[Relation]) -> dict[str, float]:
+    """Weighted degree of each member inside the community."""
+    degree: defaultdict[str, float] = defaultdict(float)
+    for r in relations:
+        degree[r.source] += r.weight
+        degree[r.target] += r.weight
+    return {k: degree[k] for k in entities}
+
+
+def ranked_members(graph: GraphStore, members: Sequence[str]) -> list[str]:
+    """A community's member keys, most important first (see the module docstring)."""
+    entities = {k: e for k in members if (e := graph.entity(k)) is not None}
+    degree = centrality(entities, graph.relations_among(list(entities)))
+    ordered = sorted(entities, key=lambda k: (-degree[k], -entities[k].mentions, k))
+    return ordered + sorted(set(members) - set(entities))
+
+
+def report_title(entities: Mapping[str, Entity], central: Sequence[str], fallback: str) -> str:
+    """The most central entities, then (after a dash) the most central documents."""
+    names = [entities[k].name for k in central if entities[k].type != "title"]
+    documents = [entities[k].name for k in central if entities[k].type == "title"]
+    head = ", ".join(names[:TITLE_ENTITIES])
+    tail = "; ".join(documents[:TITLE_DOCUMENTS])
+    if head and tail:
+        return f"{head} — {tail}"
+    return head or tail or fallback
 
 
 def extractive_report(
@@ -52,41 +91,31 @@ def extractive_report(
     members = list(community.members)
     entities = {k: e for k in members if (e := graph.entity(k)) is not None}
     relations = graph.relations_among(members)
-    degree: defaultdict[str, float] = defaultdict(float)
-    for r in relations:
-        degree[r.source] += r.weight
-        degree[r.target] += r.weight
+    degree = centrality(entities, relations)
     central = sorted(entities, key=lambda k: (-degree[k], -entities[k].mentions, k))
     chunk_ids = sorted({c for e in entities.values() for c in e.chunk_ids})
-    findings: list[Finding] = []
-    for r in sorted(relations, key=lambda r: (-r.weight, r.source, r.target))[:3]:
-        a, b = entities.get(r.source), entities.get(r.target)
-        if a and b:
-            findings.append(
-                Finding(
-                    f"{a.name} and {b.name} (together in {r.weight:g} sentences): {r.description}",
-                    (r.source, r.target),
-                    ((r.source, r.target),),
-                    r.chunk_ids[:5],
-                )
-            )
+    findings: list[Finding]
     if children and len(chunk_ids) > max_chunks:
-        for child in sorted(children, key=lambda c: -c.importance)[:MAX_FINDINGS]:
-            findings.append(Finding(f"{child.title}: {child.summary}", (), (), child.chunk_ids[:5]))
+        findings = _from_children(children)
     else:
-        findings.extend(_central_sentences(entities, chunk_ids[:max_chunks], chunk_texts))
-    names = [entities[k].name for k in central[:3]]
-    extra = len(entities) - len(names)
-    title = ", ".join(names) + (f" and {extra} more" if extra > 0 else "")
-    types = Counter(e.type for e in entities.values()).most_common(3)
-    summary = (
-        f"{len(entities)} entities ({', '.join(f'{n} {t}' for t, n in types)}) centred on "
-        f"{', '.join(names) or 'nothing'}, mentioned in {len(chunk_ids)} chunks."
+        # the chunks that hold the most central members are read first
+        weight = {c: 0.0 for c in chunk_ids}
+        for key, entity in entities.items():
+            for c in entity.chunk_ids:
+                weight[c] += 1.0 + degree[key]
+        read = sorted(chunk_ids, key=lambda c: (-weight[c], c))[:max_chunks]
+        findings = central_sentences(entities, degree, relations, read, chunk_texts)
+        if not findings:  # nothing ends with a stop (records, terse notes): their lines
+            findings = central_sentences(
+                entities, degree, relations, read, chunk_texts, split=statements
+            )
+    summary = " ".join(f.text for f in findings[:2]) or (
+        "Mentions " + ", ".join(entities[k].name for k in central[:5]) + "."
     )
     return CommunityReport(
         community_id=community.id,
         level=community.level,
-        title=title or community.id,
+        title=report_title(entities, central, community.id),
         summary=summary,
         findings=tuple(findings[:MAX_FINDINGS]),
         importance=round(10.0 * min(1.0, len(chunk_ids) / max(1, largest)), 2),
@@ -95,22 +124,46 @@ def extractive_report(
     )
 
 
-def _central_sentences(
-    entities: Mapping[str, object], chunk_ids: Sequence[str], chunk_texts: ChunkTexts
+def _from_children(children: Sequence[CommunityReport]) -> list[Finding]:
+    """A large parent: its children's best findings, most important child first."""
+    out: list[Finding] = []
+    seen: set[str] = set()
+    ordered = sorted(children, key=lambda c: (-c.importance, c.community_id))
+    for depth in range(MAX_FINDINGS):
+        for child in ordered:
+            if depth < len(child.findings) and child.findings[depth].text not in seen:
+                seen.add(child.findings[depth].text)
+                out.append(child.findings[depth])
+        if len(out) >= MAX_FINDINGS:
+            break
+    return out[:MAX_FINDINGS]
+
+
+def central_sentences(
+    entities: Mapping[str, Entity],
+    degree: Mapping[str, float],
+    relations: Sequence[Relation],
+    chunk_ids: Sequence[str],
+    chunk_texts: ChunkTexts,
+    split: Callable[[str], list[str]] = whole_sentences,
 ) -> list[Finding]:
+    """Whole sentences of the chunks, ranked by the centrality of the members they name."""
     texts = chunk_texts(chunk_ids)
-    scored: list[tuple[int, str, str, tuple[str, ...]]] = []
+    names = {k: {k, entity_key(e.name), e.name.lower()} for k, e in entities.items()}
+    pairs = {(r.source, r.target): r for r in relations}
+    scored: list[tuple[float, str, str, tuple[str, ...]]] = []
     seen: set[str] = set()
     for chunk_id in chunk_ids:
-        for sentence in _SENTENCE.split(texts.get(chunk_id, "")):
-            clean = " ".join(sentence.split())
-            if len(clean) < 20 or clean in seen:
+        for sentence in split(texts.get(chunk_id, "")):
+            key = " ".join(sentence.lower().split())
+            if key in seen:
                 continue
-            lowered = clean.lower().replace("`", "")
-            hits = tuple(k for k in entities if k in lowered)
+            lowered = key.replace("`", "")
+            hits = tuple(k for k, forms in names.items() if any(f and f in lowered for f in forms))
             if hits:
-                seen.add(clean)
-                scored.append((len(hits), chunk_id, clean, hits))
+                seen.add(key)
+                score = sum(1.0 + degree.get(k, 0.0) for k in hits)
+                scored.append((score, chunk_id, sentence, hits))
     scored.sort(key=lambda item: (-item[0], item[1], item[2]))
     per_chunk: defaultdict[str, int] = defaultdict(int)
     out = []
@@ -118,10 +171,21 @@ def _central_sentences(
         if per_chunk[chunk_id] >= 2:
             continue
         per_chunk[chunk_id] += 1
-        out.append(Finding(sentence[:400], hits, (), (chunk_id,)))
+        ordered = sorted(hits)
+        stated = tuple(
+            (a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :] if (a, b) in pairs
+        )
+        out.append(Finding(_clip(sentence), hits, stated, (chunk_id,)))
         if len(out) >= MAX_FINDINGS:
             break
     return out
+
+
+def _clip(sentence: str, limit: int = 400) -> str:
+    """A sentence cut at a word boundary (an ellipsis says so) when it is very long."""
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 1].rsplit(" ", 1)[0] + " …"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from graph.communities import Community, Edge
-from graph.models import CommunityReport, Entity, EntityMention, Relation, RelationMention
+from graph.models import (
+    ChunkMentions,
+    CommunityReport,
+    Entity,
+    EntityMention,
+    Relation,
+    RelationMention,
+)
 
 
 class GraphStore(Protocol):
@@ -31,6 +38,14 @@ class GraphStore(Protocol):
         relations: Sequence[RelationMention],
     ) -> None:
         """Replace everything ``chunk_id`` contributes with these mentions."""
+        ...
+
+    def put_chunks(self, chunks: Sequence[ChunkMentions]) -> None:
+        """:meth:`put_chunk` for many chunks at once, in one transaction.
+
+        A repeated chunk id: the last wins. A blank id or a name without a key raises
+        ``InvalidRequestError`` and nothing is written.
+        """
         ...
 
     def remove_chunks(self, chunk_ids: Sequence[str]) -> int:

@@ -1,12 +1,16 @@
 """Token-aware chunking that follows the document's structure.
 
 The text is cut into sections at Markdown headings; each section into blocks
-(paragraphs and fenced code, never split inside a fence unless the fence alone is too
-big); blocks are packed greedily into chunks of at most ``size`` word pieces. A block
-that is too big is cut at sentence ends, then (for one huge sentence or fence) into
-overlapping token windows. A new chunk within a section starts with the tail of the
-previous one (up to ``overlap`` word pieces of whole sentences). Each chunk carries its
-heading path (``Runbook > Mitigation``), which the indexes and the embedder also see.
+(paragraphs, fenced code and tables, never split inside a fence or a table unless it
+alone is too big); blocks are packed greedily into chunks of at most ``size`` word
+pieces, and a block that fits is never cut across two chunks. A paragraph that is too
+big is cut at sentence ends (:func:`lore.sentences.cut_points`); a fence or a table
+that is too big is cut between lines (rows), each piece re-wrapped in its fence or
+under its table's header row, so every piece still reads as code or as a table; one
+huge line or sentence is cut into overlapping token windows. A new chunk within a
+section starts with the tail of the previous one (up to ``overlap`` word pieces of
+whole sentences). Each chunk carries its heading path (``Runbook > Mitigation``), which
+the indexes and the embedder also see.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import re
 from dataclasses import dataclass
 
 from lore.models import ChunkDraft
+from lore.sentences import cut_points
 from lore.tokens import WordPieceCounter
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9`*_-])")
+_TABLE_ROW = re.compile(r"^[ \t]*\|")
+_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
 _MIN_BUDGET = 32
 
 
@@ -120,19 +126,74 @@ def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: i
         if tokens <= budget:
             units.append(_Unit(block, tokens, number))
             continue
-        is_code = bool(_FENCE.match(block))
-        parts = block.splitlines() if is_code else _SENTENCE_END.split(block)
-        for part in parts:
+        frame = _frame(block)
+        if frame is not None:
+            head, body, tail = frame
+            units.extend(_line_pieces(head, body, tail, counter, budget, overlap, number))
+            continue
+        for part in cut_points(block):
             if not part.strip():
                 continue
             part_tokens = counter.count(part)
-            joiner = "\n" if is_code else " "
             if part_tokens <= budget:
-                units.append(_Unit(part, part_tokens, number, joiner))
+                units.append(_Unit(part, part_tokens, number))
                 continue
             for window in counter.windows(part, budget, overlap):
-                units.append(_Unit(window, counter.count(window), number, joiner))
+                units.append(_Unit(window, counter.count(window), number))
     return units
+
+
+def _frame(block: str) -> tuple[list[str], list[str], list[str]] | None:
+    """(lines repeated on top, lines to share out, lines repeated below) of code or a table."""
+    lines = block.splitlines()
+    if _FENCE.match(block):
+        closed = len(lines) > 1 and _FENCE.match(lines[-1]) is not None
+        return lines[:1], lines[1:-1] if closed else lines[1:], lines[-1:] if closed else []
+    if len(lines) > 1 and all(_TABLE_ROW.match(line) for line in lines):
+        header = 2 if _TABLE_RULE.match(lines[1]) else 1
+        return lines[:header], lines[header:], []
+    return None
+
+
+def _line_pieces(
+    head: list[str],
+    body: list[str],
+    tail: list[str],
+    counter: WordPieceCounter,
+    budget: int,
+    overlap: int,
+    number: int,
+) -> list[_Unit]:
+    """Share ``body`` lines out into pieces that each fit with ``head`` and ``tail``."""
+    frame_tokens = counter.count("\n".join(head + tail))
+    if frame_tokens * 2 > budget:  # a frame this big leaves no room: plain lines
+        head, tail, frame_tokens = [], [], 0
+    room = budget - frame_tokens
+    units: list[_Unit] = []
+    piece: list[str] = []
+    used = 0
+
+    def flush() -> None:
+        if piece:
+            text = "\n".join(head + piece + tail)
+            units.append(_Unit(text, counter.count(text), number, "\n"))
+        piece.clear()
+
+    for line in body:
+        tokens = counter.count(line)
+        if tokens > room:
+            flush()
+            used = 0
+            for window in counter.windows(line, budget, overlap):
+                units.append(_Unit(window, counter.count(window), number, "\n"))
+            continue
+        if piece and used + tokens > room:
+            flush()
+            used = 0
+        piece.append(line)
+        used += tokens
+    flush()
+    return [unit for unit in units if unit.text.strip()]
 
 
 def _pack(units: list[_Unit], budget: int, overlap: int) -> list[str]:

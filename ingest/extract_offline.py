@@ -1,11 +1,26 @@
 """Offline entity and relation extraction for technical text: no model, deterministic.
 
 Entities are what an operator would look up: identifiers (error codes, HTTP statuses,
-config keys, function and metric names, hostnames, paths), service names (kebab-case
-words like ``payments-api``) and capitalized multi-word names ("Incident Commander",
-"Payments Database"). Each gets a type guessed from its shape and context, and the
-first sentence it appears in as description. Relations link entities that occur in the
-same sentence; their weight counts the sentences that pair them within the chunk.
+config keys, function and metric names, hostnames, paths, ``CamelCase`` and
+``camelCase`` names, kebab-case names marked as code) and capitalised names ("Incident
+Commander", "Lothair II"). The text is read through the shared splitter
+(:mod:`lore.sentences`), so the kind of each line is known and precision comes from
+where a word stands rather than from a list of one corpus's words:
+
+- a field label (``Severity: critical``), a table row, a heading or a code block never
+  yields a *name* — title case there is layout, not evidence; identifiers count
+  everywhere, in the chunk's own heading (and an outer heading that is one identifier);
+- a capitalised word opening a sentence or list item is not a name on its own, and a
+  capitalised word the same text also writes in lower case is an ordinary word;
+- template and placeholder spans (``{{ $labels.x }}``, ``<image-name>``, ``${VAR}``) and
+  abbreviations ("e.g.") are markup, not entities;
+- a type comes from the token's shape (metric suffix, call parentheses, dotted key,
+  path, host) or stays generic: ``identifier`` for code-like words, ``name`` for names.
+
+Each entity gets the first sentence it appears in as description. Relations link
+entities of one sentence; their weight counts the sentences that pair them in the chunk.
+The chunk's title (an entity of its own) and heading identifiers relate to everything
+the chunk mentions.
 """
 
 from __future__ import annotations
@@ -14,48 +29,121 @@ import re
 from collections import Counter
 
 from graph.models import EntityMention, RelationMention, entity_key
+from lore.sentences import Segment, segments
 
-VERSION = "2"  # bump on any change to what is extracted: stored graphs are then redone
-# A full stop after a lone capital is an initial ("Albert S. Rogell"), not a sentence end.
-_SENTENCE = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+|\n{2,}|\n(?=\s*(?:[-*]|\d+\.)\s)")
+VERSION = "7"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
-_TOKEN = re.compile(r"(?<![\w/.-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
+_TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){2,}$")
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
+_MARKUP = re.compile(
+    r"\{\{.*?\}\}|\{%.*?%\}|\$\{[^}]*\}|\$\(|<[^<>\s][^<>]*>|\]\([^)]*\)"
+    r"|\[[A-Z][A-Za-z ]{0,30}\](?!\()|\([A-Z][a-z]+\)"  # [MUSIC], (Laughter): directions
+)
+_CODE_SPAN = re.compile(r"`([^`]+)`")
 _CONNECTORS = {
     *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
     *("bin", "ibn", "mac"),
 }
-_METRIC_SUFFIX = ("_seconds", "_total", "_bytes", "_count", "_ratio", "_ms", "_lag_seconds")
-_STOP_CAPS = {
-    "The",
-    "This",
-    "That",
-    "When",
-    "If",
-    "Use",
-    "For",
-    "See",
-    "Do",
-    "Not",
-    "After",
-    "Before",
-    "Open",
-    "Check",
-    "Record",
-    "Escalate",
-    "Shed",
-    "What",
-    "How",
-    "Why",
-}
+_FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "we",
+        "you",
+        "they",
+        "he",
+        "she",
+        "i",
+        "our",
+        "your",
+        "their",
+        "my",
+        "his",
+        "her",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "when",
+        "while",
+        "where",
+        "what",
+        "which",
+        "who",
+        "why",
+        "how",
+        "all",
+        "any",
+        "each",
+        "every",
+        "some",
+        "no",
+        "not",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "from",
+        "with",
+        "as",
+        "of",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "after",
+        "before",
+        "during",
+        "since",
+        "until",
+        "via",
+        "per",
+        "do",
+        "does",
+        "did",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "may",
+        "must",
+        "also",
+        "only",
+        "please",
+        "see",
+        "use",
+    ]
+)
+_METRIC_SUFFIX = ("_seconds", "_total", "_bytes", "_count", "_ratio", "_ms", "_bucket", "_sum")
 
 
-def classify(token: str, sentence: str) -> str | None:
-    """The entity type of an identifier-looking token, or None for ordinary words."""
+def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
+    """The entity type of an identifier-looking token, or None for ordinary words.
+
+    ``code`` says the token is marked as code (backticks, a code block, a heading or a
+    title), which is the evidence a kebab-case word is a name rather than a compound.
+    """
     bare = token.rstrip("()")
-    if bare.startswith(("/", "~/")) and "/" in bare[1:]:
+    if bare.startswith(("/", "~/")) and "/" in bare[1:] and len(bare) > 3:
         return "path"
     if _ERROR.match(bare):
         return "error_code"
@@ -65,45 +153,75 @@ def classify(token: str, sentence: str) -> str | None:
         return "metric"
     if (
         re.fullmatch(r"[A-Z][A-Za-z0-9]*\.[a-z_][A-Za-z0-9_]*", bare)
-        or token.endswith("()")
+        or (token.endswith("()") and len(bare) > 1)
         or ("_" in bare and bare.islower() and f"{bare}(" in sentence)
     ):
         return "function"
-    if re.fullmatch(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+", bare) or ("_" in bare and bare.islower()):
+    if re.fullmatch(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]{2,})+", bare) and "_" in bare:
         return "config_key"
-    if re.fullmatch(r"(?:[A-Z][a-z0-9]+){2,}", bare):
-        return "class"
-    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare):
-        return "service"
+    if re.fullmatch(r"[a-z][a-z0-9]*(?:\.[a-z0-9_]{2,}){2,}", bare) or (
+        "_" in bare and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*[A-Za-z0-9]", bare)
+    ):
+        return "config_key" if bare.islower() else "identifier"
+    if re.fullmatch(r"[A-Z]?[a-z0-9]+(?:[A-Z]+[a-z0-9]*)+", bare) and re.search(
+        r"[a-z][A-Z]|[A-Z]{2}[a-z]", bare
+    ):
+        return "identifier"  # CamelCase / camelCase: KubeHpaMaxedOut, etcdMembersDown
+    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare) and (code or _not_a_compound(bare)):
+        return (
+            "service"
+            if re.search(rf"{re.escape(bare)}`? (?:service|api)\b", sentence)
+            else ("identifier")
+        )
     return None
 
 
-def extract(text: str, title: str = "") -> tuple[list[EntityMention], list[RelationMention]]:
+def _not_a_compound(word: str) -> bool:
+    """A kebab-case word that is no English compound ("split-brain", "read-only").
+
+    A digit, three or more parts, or a short part ("api", "db", "k8s") says it is a name.
+    """
+    parts = word.split("-")
+    return any(ch.isdigit() for ch in word) or len(parts) >= 3 or min(map(len, parts)) <= 3
+
+
+def extract(
+    text: str, title: str = "", heading: str = ""
+) -> tuple[list[EntityMention], list[RelationMention]]:
     """Entities and co-occurrence relations of one chunk (deterministic order)."""
     counts: Counter[str] = Counter()
     first: dict[str, tuple[str, str, str]] = {}  # key -> (name, type, sentence)
     pairs: Counter[tuple[str, str]] = Counter()
     pair_sentence: dict[tuple[str, str], str] = {}
-    for sentence in _sentences(text):
-        found = _entities_in(sentence)
+    lowered = _lower_words(text)
+    for segment in segments(text):
+        found = _entities_in(segment, lowered)
         for key, (name, kind) in found.items():
             counts[key] += 1
-            first.setdefault(key, (name, kind, sentence))
+            first.setdefault(key, (name, kind, segment.text))
         keys = sorted(found)
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
                 pairs[(a, b)] += 1
-                pair_sentence.setdefault((a, b), sentence)
+                pair_sentence.setdefault((a, b), segment.text)
+    anchors: list[str] = []
+    for part in _naming_headings(heading):
+        for key, (name, kind) in _identifiers(part, code=True).items():
+            counts[key] += 1
+            first.setdefault(key, (name, kind, part))
+            anchors.append(key)
     if title.strip():
         # The document's title is an entity of every chunk, linked to what the chunk
         # mentions: "Teutberga" -- "Lothair II" connects a question about one to the other.
         key = entity_key(title)
         counts[key] += 1
-        first.setdefault(key, (title.strip(), "title", _clip(text.strip().split("\n")[0])))
+        first.setdefault(key, (title.strip(), "title", _clip(_first_sentence(text))))
+        anchors.append(key)
+    for key in dict.fromkeys(anchors):
         for other in sorted(k for k in counts if k != key):
             pair = (key, other) if key < other else (other, key)
             pairs[pair] += 1
-            pair_sentence.setdefault(pair, f"mentioned in {title.strip()}")
+            pair_sentence.setdefault(pair, f"mentioned in {title.strip() or heading}")
     entities = [
         EntityMention(first[k][0], first[k][1], _clip(first[k][2]), counts[k])
         for k in sorted(counts)
@@ -115,49 +233,98 @@ def extract(text: str, title: str = "") -> tuple[list[EntityMention], list[Relat
     return entities, relations
 
 
-def _sentences(text: str) -> list[str]:
-    parts = (" ".join(part.split()) for part in _SENTENCE.split(text))
-    return [part for part in parts if part]
+def _naming_headings(heading: str) -> list[str]:
+    """The heading parts whose identifiers are mentions of this chunk.
+
+    The chunk's own section heading always; an outer heading only when it *is* one
+    identifier ("# KubeHpaMaxedOut"): an outer heading's words otherwise describe the
+    whole document and would make its identifiers seem to cover every chunk.
+    """
+    parts = [p.strip() for p in heading.split(" > ") if p.strip()]
+    if not parts:
+        return []
+    outer = [p for p in parts[:-1] if re.fullmatch(r"`?[\w.\-/:]+`?(?:\(\))?", p)]
+    return [*outer, parts[-1]]
 
 
-def _entities_in(sentence: str) -> dict[str, tuple[str, str]]:
-    found: dict[str, tuple[str, str]] = {}
-    for match in _HTTP.finditer(sentence):
-        name = f"HTTP {match.group(1)}"
-        found.setdefault(entity_key(name), (name, "http_status"))
-    for match in _TOKEN.finditer(sentence):
-        token = match.group().rstrip(".:")
-        kind = classify(token, sentence)
-        if kind is not None and len(token) >= 3:
-            found.setdefault(entity_key(token), (token.rstrip("()"), kind))
-    for name, _ in _names(sentence):
-        found.setdefault(entity_key(name), (name, "name"))
+def _first_sentence(text: str) -> str:
+    for segment in segments(text):
+        if segment.kind in ("prose", "item", "value"):
+            return segment.text
+    return " ".join(text.split())
+
+
+def _lower_words(text: str) -> set[str]:
+    """Words the text writes in lower case (so a capitalised one is an ordinary word)."""
+    return {w for w in re.findall(r"\b[a-z][a-z'\u2019]+\b", text)}
+
+
+def _entities_in(segment: Segment, lowered: set[str]) -> dict[str, tuple[str, str]]:
+    if segment.kind == "field":
+        return {}  # a label ("Severity", "Comments") is layout
+    code = segment.kind == "code"
+    found = _identifiers(segment.text, code=code)
+    if segment.kind in ("prose", "item", "value"):
+        for name in _names(_MARKUP.sub(" , ", _CODE_SPAN.sub(" , ", segment.text)), lowered):
+            found.setdefault(entity_key(name), (name, "name"))
     return found
 
 
-def _names(sentence: str) -> list[tuple[str, bool]]:
-    """Runs of capitalized words ("Lothair II", "Boso the Elder").
+def _identifiers(text: str, *, code: bool) -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
+    for match in _HTTP.finditer(text):
+        name = f"HTTP {match.group(1)}"
+        found.setdefault(entity_key(name), (name, "http_status"))
+    marked = {m.group(1).strip() for m in _CODE_SPAN.finditer(text)}
+    clean = _MARKUP.sub(" ", text)
+    for match in _TOKEN.finditer(clean):
+        token = match.group().rstrip(".:")
+        is_code = code or token in marked or f"{token}()" in marked
+        kind = classify(token, clean, code=is_code)
+        if kind is not None and len(token) >= 3:
+            found.setdefault(entity_key(token), (token.rstrip("()"), kind))
+    return found
 
-    A lone capitalized word counts too, unless it starts the sentence.
+
+def _names(sentence: str, lowered: set[str]) -> list[str]:
+    """Runs of capitalised words ("Lothair II", "Boso the Elder").
+
+    The opening word of a sentence is capitalised by grammar, so it counts only inside a
+    longer run and only when it is not a function word or a word the text writes in
+    lower case elsewhere; the same holds for a lone capitalised word anywhere.
     """
-    out: list[tuple[str, bool]] = []
+    out: list[str] = []
     run: list[str] = []
     run_start = 0
+
+    def ordinary(word: str) -> bool:
+        bare = word.rstrip(".").lower()
+        if re.search(r"['\u2019](?:ve|re|ll|d|m|s|t)$", bare) and bare[:1] == "i":
+            return True  # "I've", "I'm": a pronoun, capitalised by grammar
+        return bare in _FUNCTION_WORDS or (
+            bare in lowered and (not word.isupper() or bare.isalpha())
+        )
 
     def close() -> None:
         while run and run[-1] in _CONNECTORS:
             run.pop()
         if run:
             words = [*run[:-1], re.sub(r"['\u2019]s$", "", run[-1].rstrip("."))]
-            if run_start == 0 and words[0] in _STOP_CAPS:
+            while words and (ordinary(words[0]) or (run_start == 0 and len(words) == 1)):
                 words = words[1:]
-            if len(words) >= 2 or (words and run_start > 0 and len(words[0]) >= 4):
-                out.append((" ".join(words), run_start == 0))
+            if run_start == 0 and len(words) > 2 and words[1] in _CONNECTORS:
+                words = words[1:]  # "Review the Grafana …": an imperative, not "X the Elder"
+            while words and words[0].lower() in _CONNECTORS:
+                words = words[1:]
+            if len(words) >= 2 or (
+                words and len(words[0]) >= 4 and not ordinary(words[0]) and not _shouting(words[0])
+            ):
+                out.append(" ".join(words))
         run.clear()
 
     for index, match in enumerate(_WORD.finditer(sentence)):
         word = match.group()
-        if word[0].isupper() and word[0].isalpha():
+        if word[0].isupper() and word[0].isalpha() and not (index == 0 and len(word) == 1):
             if not run:
                 run_start = index
             run.append(word)
@@ -169,6 +336,11 @@ def _names(sentence: str) -> list[tuple[str, bool]]:
             close()
     close()
     return out
+
+
+def _shouting(word: str) -> bool:
+    """An all-capitals word without digits of 6+ letters: a header or a placeholder."""
+    return word.isupper() and word.isalpha() and len(word) >= 6
 
 
 def _clip(sentence: str, limit: int = 240) -> str:

@@ -25,6 +25,7 @@ class ChunkInput:
     document_id: str
     text: str
     title: str
+    heading: str = ""  # the heading path ("Runbook > Mitigation"): identifiers there count
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,6 @@ class OfflineExtractor:
         """Extract every chunk (deterministic)."""
         out: list[Extraction | Quarantined] = []
         for chunk in chunks:
-            entities, relations = extract(chunk.text, chunk.title)
+            entities, relations = extract(chunk.text, chunk.title, chunk.heading)
             out.append(Extraction(entities, relations))
         return out

@@ -19,9 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from graph.communities import Community, hierarchical_communities
+from graph.models import ChunkMentions
 from graph.store import GraphStore
-from ingest.extraction import ChunkInput, Extraction, Extractor
+from graph.stores.merging import checked_chunks
+from ingest.extraction import ChunkInput, Extraction, Extractor, Quarantined
 from ingest.quarantine import Quarantine
+from lore.errors import InvalidRequestError
 from lore.llm import LLMStats
 from lore.store import Store
 
@@ -58,23 +61,49 @@ def reset_if_extractor_changed(
     return True
 
 
+def store_extractions(
+    graph: GraphStore,
+    quarantine: Quarantine,
+    extractor_name: str,
+    chunks: Sequence[ChunkInput],
+    results: Sequence[Extraction | Quarantined],
+) -> tuple[int, int]:
+    """Store a batch's extractions in one graph write; quarantine the rest, with reasons.
+
+    An extraction the graph would refuse (a name without a key) is quarantined like a
+    failed one, so one bad chunk never stops the batch. Returns (stored, quarantined).
+    """
+    stored: list[ChunkMentions] = []
+    held = 0
+    for chunk, result in zip(chunks, results, strict=True):
+        reason = result.reason if isinstance(result, Quarantined) else None
+        if isinstance(result, Extraction):
+            mentions = ChunkMentions(
+                chunk.chunk_id, chunk.document_id, result.entities, result.relations
+            )
+            try:
+                checked_chunks([mentions])
+                stored.append(mentions)
+            except InvalidRequestError as exc:
+                reason = str(exc)
+        if reason is not None:
+            quarantine.add(chunk.chunk_id, chunk.document_id, extractor_name, reason)
+            held += 1
+    graph.put_chunks(stored)
+    return len(stored), held
+
+
 def extract_chunks(
     graph: GraphStore, extractor: Extractor, quarantine: Quarantine, chunks: Sequence[ChunkInput]
 ) -> tuple[int, int]:
     """Extract the chunks' graph contributions and store them: the one extraction loop.
 
     A chunk the extractor cannot handle is quarantined with the reason (its document
-    stays searchable; the chunk waits for a retry). Returns (extracted, quarantined).
+    stays searchable; the chunk waits for a retry); the rest are stored in one graph
+    write (:func:`store_extractions`). Returns (extracted, quarantined).
     """
-    extracted = quarantined = 0
-    for chunk, result in zip(chunks, extractor.extract_batch(chunks), strict=True):
-        if isinstance(result, Extraction):
-            graph.put_chunk(chunk.chunk_id, chunk.document_id, result.entities, result.relations)
-            extracted += 1
-        else:
-            quarantine.add(chunk.chunk_id, chunk.document_id, extractor.name, result.reason)
-            quarantined += 1
-    return extracted, quarantined
+    results = extractor.extract_batch(chunks)
+    return store_extractions(graph, quarantine, extractor.name, chunks, results)
 
 
 def build_graph(
@@ -107,7 +136,7 @@ def build_graph(
         rows = pending[start : start + batch]
         by_row = store.chunks_by_row_ids(rows)
         chunks = [
-            ChunkInput(c.id, c.document_id, c.text, c.title)
+            ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
             for row in rows
             if (c := by_row.get(row)) is not None  # deleted meanwhile: the next build sees it
         ]

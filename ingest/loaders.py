@@ -1,16 +1,22 @@
-"""Loaders: files and directories in, :class:`SourceDocument` or :class:`Rejected` out.
+"""Loaders: files and directories in; documents, rejections or skips out.
 
-Supported: Markdown (optional ``---`` front matter of flat ``key: value`` lines becomes
-metadata), plain text, HTML (visible text only, headings kept as Markdown headings so
-the chunker can split at them) and JSON Lines (one record per line: ``id`` or ``_id``,
-``text``, optional ``title`` and ``metadata`` object; every other top-level scalar
-field becomes metadata too). Directories are walked recursively with include/exclude
-globs. Anything unreadable is returned as ``Rejected`` with a reason; loading never
-stops the batch.
+Supported: Markdown (YAML ``---`` or TOML ``+++`` front matter becomes metadata, see
+``ingest.front_matter``), plain text, HTML (converted to Markdown, see ``ingest.html``)
+and JSON Lines (one record per line: ``id`` or ``_id``, ``text``, optional ``title`` and
+``metadata`` object; every other top-level scalar field becomes metadata too).
+Directories are walked recursively with include/exclude globs. Anything unreadable is
+returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
+MkDocs ``_index.md``) is ``Skipped`` with the reason; loading never stops the batch.
+
+Every document loaded from a file on disk (not an upload, which has no tree to be
+relative to) carries path metadata relative to the ingest root
+(the directory given, or the file's own directory for a file given by name): ``path``
+(``alerts/etcd/high-latency.md``), ``dir`` (``alerts/etcd``, ``.`` at the root) and
+``ext`` (``md``). A document's own keys (front matter, JSON fields) win over these, and
+metadata given for the run (``--meta k=v``) wins over both.
 
 Document ids: a file's path relative to the working directory (absolute when outside
-it); a JSON Lines record's own id. Metadata given for the run (``--meta k=v``) overrides
-the file's own keys.
+it); a JSON Lines record's own id.
 """
 
 from __future__ import annotations
@@ -19,21 +25,23 @@ import fnmatch
 import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ingest.front_matter import FrontMatterError
+from ingest.front_matter import split_front_matter as _split_front_matter
+from ingest.html import html_to_markdown
 from lore import jsonsafe
 from lore.errors import InvalidRequestError
 from lore.metadata import Metadata, normalize_metadata
-from lore.models import Rejected, SourceDocument
+from lore.models import Rejected, Skipped, SourceDocument
 
 SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
 _RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
 
-LoadResult = SourceDocument | Rejected
+LoadResult = SourceDocument | Rejected | Skipped
 
 
 def load_paths(
@@ -49,7 +57,7 @@ def load_paths(
     for path in paths:
         if path.is_dir():
             for file in _walk(path, include, exclude):
-                yield from load_file(file, max_bytes=max_bytes, extra_metadata=extra)
+                yield from load_file(file, max_bytes=max_bytes, extra_metadata=extra, root=path)
         elif path.is_file():
             yield from load_file(path, max_bytes=max_bytes, extra_metadata=extra)
         else:
@@ -74,11 +82,33 @@ def document_id_for(path: Path) -> str:
         return resolved.as_posix()
 
 
+def path_metadata(relative: PurePosixPath) -> dict[str, str]:
+    """``path``, ``dir`` and ``ext`` metadata of a file at ``relative`` to the ingest root."""
+    parent = relative.parent.as_posix()
+    return {
+        "path": relative.as_posix(),
+        "dir": parent or ".",
+        "ext": relative.suffix.lower().lstrip("."),
+    }
+
+
 def load_file(
-    path: Path, *, max_bytes: int, extra_metadata: Metadata | None = None
+    path: Path,
+    *,
+    max_bytes: int,
+    extra_metadata: Metadata | None = None,
+    root: Path | None = None,
 ) -> Iterator[LoadResult]:
-    """Load one file (a JSON Lines file may yield many documents)."""
+    """Load one file (a JSON Lines file may yield many documents).
+
+    ``root`` is the directory the path metadata is relative to (default: the file's own).
+    """
     doc_id = document_id_for(path)
+    try:
+        relative = PurePosixPath(path.relative_to(root).as_posix()) if root else None
+    except ValueError:
+        relative = None
+    file_meta = path_metadata(relative or PurePosixPath(path.name))
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         yield Rejected(
@@ -88,7 +118,7 @@ def load_file(
         )
         return
     if suffix == ".jsonl":  # limits apply per record; the file is streamed
-        yield from _jsonl(path, doc_id, extra_metadata or {}, max_bytes)
+        yield from _jsonl(path, doc_id, extra_metadata or {}, max_bytes, file_meta)
         return
     try:
         size = path.stat().st_size
@@ -99,7 +129,7 @@ def load_file(
     except OSError as exc:
         yield Rejected(doc_id, doc_id, f"cannot read file: {exc.strerror or exc}")
         return
-    yield from_bytes(raw, suffix, path.stem, doc_id, doc_id, extra_metadata)
+    yield from_bytes(raw, suffix, path.stem, doc_id, doc_id, extra_metadata, file_meta)
 
 
 def load_upload(
@@ -123,7 +153,7 @@ def load_upload(
         with tempfile.TemporaryDirectory() as tmp:
             staged = Path(tmp) / "upload.jsonl"
             staged.write_bytes(raw)
-            yield from _jsonl(staged, doc_id, extra_metadata or {}, max_bytes)
+            yield from _jsonl(staged, doc_id, extra_metadata or {}, max_bytes, {})
     elif len(raw) > max_bytes:
         yield Rejected(doc_id, source, over_limit("upload", len(raw), max_bytes))
     else:
@@ -137,6 +167,7 @@ def from_bytes(
     doc_id: str,
     source: str,
     extra_metadata: Metadata | None = None,
+    file_metadata: Mapping[str, Any] | None = None,
 ) -> LoadResult:
     """One document from a file's bytes, read by its type (suffix)."""
     try:
@@ -146,15 +177,20 @@ def from_bytes(
     extra = extra_metadata or {}
     meta: dict[str, Any] = {}
     if suffix in (".html", ".htm"):
-        title, body = _html(text)
+        title, body = html_to_markdown(text)
     elif suffix in (".md", ".markdown"):
-        meta, body = split_front_matter(text)
+        try:
+            meta, body, had_front_matter = _split_front_matter(text)
+        except FrontMatterError as exc:
+            return Rejected(doc_id, source, str(exc))
+        if had_front_matter and not body.strip():
+            return Skipped(doc_id, source, "front matter only, no body to index")
         found = _MD_TITLE.search(body)
-        title = str(meta.pop("title", "")) or (found.group(1).strip(" \t#") if found else "")
+        title = str(meta.pop("title", "") or "") or (found.group(1).strip(" \t#") if found else "")
         title = title or stem
     else:
         title, body, meta = stem, text, {}
-    return make_document(doc_id, source, body, title, {**meta, **extra})
+    return make_document(doc_id, source, body, title, {**(file_metadata or {}), **meta, **extra})
 
 
 def over_limit(what: str, size: int, max_bytes: int) -> str:
@@ -208,26 +244,14 @@ def decode_text(raw: bytes) -> str:
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """Split ``---`` front matter of flat ``key: value`` lines from a Markdown body."""
-    found = _FRONT_MATTER.match(text)
-    if not found:
-        return {}, text
-    meta: dict[str, Any] = {}
-    for line in found.group(1).splitlines():
-        if not line.strip() or line.lstrip().startswith("#") or ":" not in line:
-            continue
-        key, _, value = line.partition(":")
-        value = value.strip().strip("'\"")
-        if value.startswith("[") and value.endswith("]"):
-            meta[key.strip()] = [
-                v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()
-            ]
-        else:
-            meta[key.strip()] = value
-    return meta, text[found.end() :]
+    """Split front matter (YAML or TOML, flattened to metadata) from a Markdown body."""
+    meta, body, _ = _split_front_matter(text)
+    return meta, body
 
 
-def _jsonl(path: Path, path_id: str, extra: Metadata, max_bytes: int) -> Iterator[LoadResult]:
+def _jsonl(
+    path: Path, path_id: str, extra: Metadata, max_bytes: int, file_meta: Mapping[str, Any]
+) -> Iterator[LoadResult]:
     seen: set[str] = set()
     try:
         handle = path.open("rb")
@@ -237,11 +261,17 @@ def _jsonl(path: Path, path_id: str, extra: Metadata, max_bytes: int) -> Iterato
     with handle:
         for lineno, raw in enumerate(handle, start=1):
             if raw.strip():
-                yield _jsonl_record(raw, lineno, path_id, extra, max_bytes, seen)
+                yield _jsonl_record(raw, lineno, path_id, extra, max_bytes, seen, file_meta)
 
 
 def _jsonl_record(
-    raw: bytes, lineno: int, path_id: str, extra: Metadata, max_bytes: int, seen: set[str]
+    raw: bytes,
+    lineno: int,
+    path_id: str,
+    extra: Metadata,
+    max_bytes: int,
+    seen: set[str],
+    file_meta: Mapping[str, Any],
 ) -> LoadResult:
     where = f"{path_id}:{lineno}"
     if len(raw) > max_bytes:
@@ -271,29 +301,6 @@ def _jsonl_record(
         for k, v in record.items()
         if k not in _RESERVED_JSONL and isinstance(v, str | int | float | bool)
     }
-    return make_document(rid, source, body, str(title or ""), {**scalars, **nested, **extra})
-
-
-def _html(text: str) -> tuple[str, str]:
-    """Visible text of an HTML page, headings as Markdown headings; returns (title, body)."""
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(text, "html.parser")
-    for tag in soup(["script", "style", "noscript", "template", "svg"]):
-        tag.decompose()
-    title_tag = soup.find("title")
-    title = title_tag.get_text(" ", strip=True) if title_tag else ""
-    if title_tag:
-        title_tag.decompose()
-    for level in range(1, 7):
-        for heading in soup.find_all(f"h{level}"):
-            words = " ".join(heading.get_text(" ", strip=True).split())
-            heading.replace_with(f"\n\n{'#' * level} {words}\n\n")
-    for block in soup.find_all(["p", "li", "pre", "tr", "div", "br", "blockquote", "section"]):
-        block.insert_after("\n\n" if block.name != "br" else "\n")
-    lines = [" ".join(line.split()) for line in soup.get_text().splitlines()]
-    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    if not title:
-        first = _MD_TITLE.search(body)
-        title = first.group(1).strip(" \t#") if first else ""
-    return title, body
+    return make_document(
+        rid, source, body, str(title or ""), {**file_meta, **scalars, **nested, **extra}
+    )

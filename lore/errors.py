@@ -14,6 +14,7 @@ class to one HTTP status (``api/errors.py``)::
     │   ├── UnauthorizedError           no key, or an unknown or revoked one (HTTP 401)
     │   ├── ForbiddenError              a valid key without the right (HTTP 403)
     │   ├── ConfigurationError          settings that cannot work together
+    │   │   └── MissingExtraError       a chosen backend's optional driver is not installed
     │   ├── StorageError                a store file damaged, or a path of the wrong kind
     │   ├── EmbeddingMismatchError      the store was built with another embedding model
     │   └── LLMReplyError               the model's reply stayed invalid after repair and
@@ -63,6 +64,10 @@ class ForbiddenError(PermanentError):
 
 class ConfigurationError(PermanentError):
     """Settings that cannot work, e.g. an unknown engine name."""
+
+
+class MissingExtraError(ConfigurationError):
+    """A backend chosen in settings needs an optional dependency that is not installed."""
 
 
 class StorageError(PermanentError):

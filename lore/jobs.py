@@ -2,11 +2,12 @@
 
 The tables live in the store's SQLite file, so job state is as durable as the data and
 survives a broker that forgets everything (Redis here keeps nothing on disk). A document
-moves ``pending → chunked → embedded → extracted → done``, or ends ``failed`` with a
-reason; a status only ever moves forward, so a re-delivered task cannot undo progress.
-An ingest job for the workers stages each loaded document (its JSON) until the document
-is done, so a worker needs nothing but the job id and the document ids to redo any step;
-a job run in-process records statuses only.
+moves ``pending → chunked → embedded → extracted → done``, or ends ``failed`` (or
+``skipped``: nothing to index, e.g. front matter only) with a reason; a status only
+ever moves forward, so a re-delivered task cannot undo progress. An ingest job for the
+workers stages each loaded document (its JSON) until the document is done, so a worker
+needs nothing but the job id and the document ids to redo any step; a job run
+in-process records statuses only.
 
 Every job records its owner, the process that created it (host, pid and the process's
 start time, so a reused pid is not mistaken for it). A job run in-process (no broker
@@ -30,7 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from lore.models import Rejected, SourceDocument
+from lore.models import Rejected, Skipped, SourceDocument
 from lore.sqlite import SQLiteTables
 
 _SCHEMA = """
@@ -86,7 +87,7 @@ def owner_alive(owner: str) -> bool | None:
 
 
 class JobStatus(StrEnum):
-    """Where one document of a job is; ``done`` and ``failed`` are final."""
+    """Where one document of a job is; ``done``, ``failed`` and ``skipped`` are final."""
 
     PENDING = "pending"
     CHUNKED = "chunked"
@@ -94,10 +95,11 @@ class JobStatus(StrEnum):
     EXTRACTED = "extracted"
     DONE = "done"
     FAILED = "failed"
+    SKIPPED = "skipped"
 
 
 _RANK = {s: i for i, s in enumerate(JobStatus)}
-FINAL = (JobStatus.DONE, JobStatus.FAILED)
+FINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SKIPPED)
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class JobInfo:
 
     @property
     def finished(self) -> int:
-        """Documents done or failed."""
+        """Documents done, failed or skipped."""
         return sum(self.counts.get(s.value, 0) for s in FINAL)
 
 
@@ -181,10 +183,30 @@ class JobStore(SQLiteTables):
         found = self._jobs("WHERE id = ?", (job_id,))
         return found[0] if found else None
 
-    def list_jobs(self, limit: int = 20, state: str | None = None) -> list[JobInfo]:
+    def list_jobs(
+        self, limit: int = 20, state: str | None = None, offset: int = 0
+    ) -> list[JobInfo]:
         """The newest jobs first."""
         where, args = ("WHERE state = ?", (state,)) if state else ("", ())
-        return self._jobs(f"{where} ORDER BY created_at DESC, id LIMIT {int(limit)}", args)
+        return self._jobs(
+            f"{where} ORDER BY created_at DESC, id LIMIT {int(limit)} OFFSET {int(offset)}", args
+        )
+
+    def count_jobs(self, state: str | None = None) -> int:
+        """How many jobs there are (of one state)."""
+        where, args = ("WHERE state = ?", (state,)) if state else ("", ())
+        with self._lock:
+            return int(self._db.execute(f"SELECT COUNT(*) FROM jobs {where}", args).fetchone()[0])
+
+    def final_document_counts(self) -> dict[str, int]:
+        """Documents that ended, over every job, by status (``done``, ``failed``)."""
+        finals = [s.value for s in FINAL]
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT status, COUNT(*) FROM job_documents WHERE status IN (?, ?) GROUP BY status",
+                finals,
+            ).fetchall()
+        return {str(s): int(n) for s, n in rows}
 
     def _jobs(self, tail: str, args: Sequence[object]) -> list[JobInfo]:
         with self._lock:
@@ -238,11 +260,16 @@ class JobStore(SQLiteTables):
     # -- documents -------------------------------------------------------------------------
 
     def stage(
-        self, job_id: str, items: Iterable[SourceDocument | Rejected], *, keep_text: bool = True
+        self,
+        job_id: str,
+        items: Iterable[SourceDocument | Rejected | Skipped],
+        *,
+        keep_text: bool = True,
     ) -> list[str]:
         """Record every input of a job; return the ids of the documents to process.
 
-        A rejected input is recorded ``failed`` with its reason; an id seen twice in one
+        A rejected input is recorded ``failed`` with its reason, a skipped one ``skipped``
+        with its reason; an id seen twice in one
         job is processed once and the repeat is noted in the job's detail. With
         ``keep_text`` (a job for the workers) each document is kept until it is done;
         without it (run in this process, which still holds the documents) only its
@@ -258,8 +285,17 @@ class JobStore(SQLiteTables):
                 ).fetchone()[0]
             )
             for item in items:
-                failed = isinstance(item, Rejected)
-                payload = None if isinstance(item, Rejected) or not keep_text else _dump(item)
+                final = isinstance(item, Rejected | Skipped)
+                status = (
+                    JobStatus.FAILED
+                    if isinstance(item, Rejected)
+                    else JobStatus.SKIPPED
+                    if isinstance(item, Skipped)
+                    else JobStatus.PENDING
+                )
+                payload = (
+                    None if isinstance(item, Rejected | Skipped) or not keep_text else _dump(item)
+                )
                 cur = db.execute(
                     "INSERT OR IGNORE INTO job_documents VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
                     (
@@ -267,8 +303,8 @@ class JobStore(SQLiteTables):
                         item.id,
                         position,
                         item.source,
-                        JobStatus.FAILED.value if failed else JobStatus.PENDING.value,
-                        item.reason if isinstance(item, Rejected) else None,
+                        status.value,
+                        item.reason if isinstance(item, Rejected | Skipped) else None,
                         payload,
                         _now(),
                     ),
@@ -278,7 +314,7 @@ class JobStore(SQLiteTables):
                     repeats.append(
                         [item.id, f"id {item.id!r} appears twice in this run ({item.source})"]
                     )
-                elif not failed:
+                elif not final:
                     staged.append(item.id)
         if repeats:
             self.update_job(job_id, detail={"repeated": repeats})

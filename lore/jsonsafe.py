@@ -44,7 +44,9 @@ def loads(text: str | bytes, *, what: str = "JSON", max_depth: int = MAX_JSON_DE
             raise InvalidRequestError(f"{what} is not UTF-8 text") from exc
     depth = json_depth(text)
     if depth > max_depth:
-        raise InvalidRequestError(f"{what} is nested {depth} levels deep; the limit is {max_depth}")
+        raise InvalidRequestError(
+            f"{what} is nested too deeply ({depth} levels; the limit is {max_depth})"
+        )
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -15,11 +15,15 @@ from lore.metadata import Metadata
 
 
 class DocumentStatus(StrEnum):
-    """Where a document is in the pipeline; every document ends ``done`` or ``failed``."""
+    """Where a document is in the pipeline; every input ends ``done``, ``failed`` or ``skipped``.
+
+    ``skipped``: nothing to index by design (a page of front matter only), with a reason.
+    """
 
     PENDING = "pending"
     DONE = "done"
     FAILED = "failed"
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,19 @@ class Rejected:
     id: str
     source: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An input that is fine but holds nothing to index (e.g. front matter only)."""
+
+    id: str
+    source: str
+    reason: str
+
+
+Loaded = SourceDocument | Rejected | Skipped
+"""What a loader yields for one input."""
 
 
 @dataclass(frozen=True, slots=True)

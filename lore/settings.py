@@ -1,44 +1,84 @@
 """Typed settings, one object for the whole service.
 
-Built once at start-up by :func:`load_settings` (environment ``LORE_*``, nested sections
-with ``__``, e.g. ``LORE_SPARSE__ENGINE=rank_bm25``) and read only by ``api/`` and
-``workers/``; everything below them receives plain arguments.
+Built once at start-up by :func:`load_settings` and read only by ``api/`` and
+``workers/``; everything below them receives plain arguments. Sources, strongest first:
+keyword overrides (CLI flags), the environment (``LORE_*``, nested sections with
+``__``, e.g. ``LORE_SPARSE__ENGINE=rank_bm25``), a config file (TOML or YAML: ``--config``,
+``LORE_CONFIG`` or ``./lore.toml``), the defaults below. An unknown key — in the file or
+as a ``LORE_*`` variable — is a :class:`~lore.errors.ConfigurationError` naming the
+closest valid one (:mod:`lore.config_file`), so a typo never passes silently.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
+
+from lore.config_file import check_known_keys, find_config_file, read_config_file
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 
+# The config file the settings being built read (set by load_settings for one call).
+_CONFIG_FILE: ContextVar[Path | None] = ContextVar("lore_config_file", default=None)
 
-class EmbeddingSettings(BaseModel):
+
+class Section(BaseModel):
+    """A settings section: unknown keys are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbeddingSettings(Section):
     """Which embedder turns text into vectors."""
 
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai"] = Field(
+        "local",
+        description="local (sentence-transformers, CPU) or openai (an OpenAI-compatible "
+        "/v1/embeddings endpoint)",
+    )
     model: str = Field(
         PACKAGED_MODEL,
         description="local: the packaged all-MiniLM-L6-v2, or a sentence-transformers "
         "model directory; openai: the model name the endpoint serves.",
     )
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint (openai backend)")
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(None, description="openai backend: the endpoint's key")
     dimensions: int | None = Field(None, ge=1, description="openai backend: vector size")
-    batch_size: int = Field(32, ge=1, le=2048)
+    batch_size: int = Field(32, ge=1, le=2048, description="texts per embedding batch")
     max_seq_length: int = Field(256, ge=16, le=8192, description="word pieces the model reads")
     threads: int = Field(2, ge=1, le=256, description="torch CPU threads")
-    timeout_s: float = Field(30.0, gt=0)
+    timeout_s: float = Field(30.0, gt=0, description="openai backend: seconds per request")
+    query_runtime: Literal["auto", "torch"] = Field(
+        "auto",
+        description="local: 'auto' embeds queries with ONNX Runtime (exported from the same "
+        "weights on first use, PyTorch if that fails); 'torch' always uses PyTorch",
+    )
+    query_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime threads per query")
+    onnx_cache_dir: Path | None = Field(
+        None, description="where exported ONNX graphs are cached (default ~/.cache/lorekeeper/onnx)"
+    )
+    query_cache_size: int = Field(
+        1024, ge=0, le=1_000_000, description="query vectors kept in an LRU cache (0: off)"
+    )
 
 
-class ChunkSettings(BaseModel):
+class ChunkSettings(Section):
     """How documents are cut into chunks (sizes in the embedding model's word pieces)."""
 
-    size_tokens: int = Field(200, ge=16, le=8192)
-    overlap_tokens: int = Field(32, ge=0)
+    size_tokens: int = Field(
+        200, ge=16, le=8192, description="chunk size in the embedding model's word pieces"
+    )
+    overlap_tokens: int = Field(32, ge=0, description="word pieces shared by neighbouring chunks")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkSettings:
@@ -47,59 +87,87 @@ class ChunkSettings(BaseModel):
         return self
 
 
-class IngestSettings(BaseModel):
+class IngestSettings(Section):
     """Limits and defaults for loading files."""
 
-    max_document_bytes: int = Field(5_000_000, ge=1)
-    include: list[str] = Field(
-        default_factory=lambda: ["*.md", "*.markdown", "*.txt", "*.html", "*.htm", "*.jsonl"]
+    max_document_bytes: int = Field(
+        5_000_000,
+        ge=1,
+        description="larger files, uploads, JSON lines or JSON texts fail with a reason",
     )
-    exclude: list[str] = Field(default_factory=lambda: [".*", "*/.*", "node_modules/*"])
+    include: list[str] = Field(
+        default_factory=lambda: ["*.md", "*.markdown", "*.txt", "*.html", "*.htm", "*.jsonl"],
+        description="globs of file names taken from directories",
+    )
+    exclude: list[str] = Field(
+        default_factory=lambda: [".*", "*/.*", "node_modules/*"],
+        description="globs of paths skipped in directories",
+    )
 
 
-class SparseSettings(BaseModel):
+class SparseSettings(Section):
     """Keyword engine and the analyzer it shares with every sparse scorer."""
 
-    engine: Literal["tantivy", "rank_bm25", "tfidf"] = "tantivy"
-    stemming: bool = True
-    stopwords: bool = True
-    bm25_variant: Literal["okapi", "l", "plus"] = "okapi"
-    k1: float = Field(1.2, ge=0)
-    b: float = Field(0.75, ge=0, le=1)
-    epsilon: float = Field(0.25, ge=0)
-    delta: float = Field(1.0, ge=0)
+    engine: Literal["tantivy", "rank_bm25", "tfidf"] = Field(
+        "tantivy", description="keyword engine: tantivy, rank_bm25 or tfidf"
+    )
+    stemming: bool = Field(True, description="Snowball stemming of words (identifiers stay whole)")
+    stopwords: bool = Field(True, description="drop English stop words (identifiers stay whole)")
+    bm25_variant: Literal["okapi", "l", "plus"] = Field(
+        "okapi", description="rank_bm25 only: okapi, l or plus"
+    )
+    k1: float = Field(
+        1.2, ge=0, description="rank_bm25 only: term-frequency saturation (tantivy uses 1.2)"
+    )
+    b: float = Field(
+        0.75, ge=0, le=1, description="rank_bm25 only: length normalisation (tantivy uses 0.75)"
+    )
+    epsilon: float = Field(0.25, ge=0, description="rank_bm25 okapi only: floor of negative IDF")
+    delta: float = Field(1.0, ge=0, description="rank_bm25 l/plus only: term-frequency offset")
 
 
-class DenseSettings(BaseModel):
+class DenseSettings(Section):
     """HNSW parameters for the vector index."""
 
-    m: int = Field(16, ge=2, le=128)
-    ef_construction: int = Field(200, ge=8)
-    ef_search: int = Field(128, ge=8)
+    m: int = Field(16, ge=2, le=128, description="HNSW links per node")
+    ef_construction: int = Field(200, ge=8, description="HNSW candidate list while building")
+    ef_search: int = Field(
+        128, ge=8, description="HNSW candidate list while searching (grows with the candidate pool)"
+    )
     build_threads: int = Field(2, ge=1, le=256, description="threads for adding vectors")
     exact_scan_max_rows: int = Field(
         20_000, ge=0, description="filters matching at most this many chunks are scanned exactly"
     )
 
 
-class RerankSettings(BaseModel):
+class RerankSettings(Section):
     """An optional reranker for the best fused candidates."""
 
-    backend: Literal["none", "local", "http"] = "none"
+    backend: Literal["none", "local", "http"] = Field(
+        "none", description="none, local (cross-encoder directory) or http"
+    )
     model: str = Field("", description="local: cross-encoder model directory; http: model name")
     url: str = Field("", description="http: the rerank endpoint, e.g. http://host:8080/rerank")
-    style: Literal["tei", "cohere", "jina"] = "tei"
-    api_key: SecretStr | None = None
+    style: Literal["tei", "cohere", "jina"] = Field(
+        "tei", description="http: the endpoint's API shape (tei, cohere, jina)"
+    )
+    api_key: SecretStr | None = Field(None, description="http: the endpoint's key")
     top_n: int = Field(50, ge=1, le=1000, description="fused candidates sent to the reranker")
-    timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(
+        10.0, gt=0, description="after this the fused order is returned with a warning"
+    )
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(Section):
     """Defaults of hybrid search; a request may override the weights and k."""
 
-    rrf_k: int = Field(60, ge=1)
-    dense_weight: float = Field(1.0, ge=0)
-    sparse_weight: float = Field(1.0, ge=0)
+    rrf_k: int = Field(60, ge=1, description="RRF constant k: score = sum of weight / (k + rank)")
+    dense_weight: float = Field(
+        1.0, ge=0, description="default weight of the dense list (a request may override)"
+    )
+    sparse_weight: float = Field(
+        1.0, ge=0, description="default weight of the BM25 list (a request may override)"
+    )
     exact_boost: float = Field(
         1.0, ge=0, description="weight of the exact-identifier list, relative to sparse_weight"
     )
@@ -116,29 +184,41 @@ class SearchSettings(BaseModel):
     graph_seeds: int = Field(
         5, ge=1, le=100, description="best fused chunks the graph walk starts from"
     )
-    candidate_multiplier: int = Field(4, ge=1, le=100)
-    min_candidates: int = Field(50, ge=1)
-    max_candidates: int = Field(2000, ge=1)
+    candidate_multiplier: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="each engine is asked for clamp(top_k x this, min, max) candidates",
+    )
+    min_candidates: int = Field(50, ge=1, description="smallest candidate pool per engine")
+    max_candidates: int = Field(2000, ge=1, description="largest candidate pool per engine")
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Section):
     """An optional OpenAI-compatible chat endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp)."""
 
     base_url: str | None = Field(None, description="e.g. http://localhost:11434/v1; unset = none")
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(
+        None, description="the endpoint's key (sent as a bearer token)"
+    )
     model: str = Field("gpt-4o-mini", description="the model name the endpoint serves")
     timeout_s: float = Field(120.0, gt=0, description="per call")
     max_concurrency: int = Field(4, ge=1, le=256, description="calls in flight per process")
     max_retries: int = Field(5, ge=0, le=20, description="retries on 429, 5xx and timeouts")
     backoff_s: float = Field(1.0, gt=0, description="first retry delay; doubles each retry")
-    backoff_max_s: float = Field(30.0, gt=0)
+    backoff_max_s: float = Field(30.0, gt=0, description="longest retry delay")
     max_tokens: int = Field(2000, ge=16, description="completion tokens per call")
-    temperature: float = Field(0.0, ge=0, le=2)
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="sampling temperature (0 = as deterministic as the model allows)",
+    )
     json_mode: bool = Field(True, description="ask for response_format=json_object")
     cache: bool = Field(True, description="reuse replies for identical model + prompt")
 
 
-class GraphSettings(BaseModel):
+class GraphSettings(Section):
     """Knowledge-graph extraction and communities."""
 
     extractor: Literal["auto", "offline", "llm"] = Field(
@@ -167,13 +247,13 @@ class GraphSettings(BaseModel):
         6000, ge=500, description="a report's raw material beyond this uses child reports"
     )
     max_cluster_size: int = Field(10, ge=2, description="Leiden splits larger communities")
-    seed: int = 42
+    seed: int = Field(42, description="Leiden seed (same seed, same communities)")
     backend: Literal["local", "neo4j"] = Field(
         "local", description="local: tables in the SQLite store; neo4j: a Neo4j server"
     )
     neo4j_uri: str = Field("", description="neo4j backend: e.g. neo4j://host:7687")
-    neo4j_user: str = "neo4j"
-    neo4j_password: SecretStr | None = None
+    neo4j_user: str = Field("neo4j", description="neo4j backend: user name")
+    neo4j_password: SecretStr | None = Field(None, description="neo4j backend: password")
     neo4j_database: str | None = Field(None, description="neo4j backend: None = server default")
     neo4j_namespace: str = Field(
         "lore",
@@ -188,11 +268,15 @@ class GraphSettings(BaseModel):
         return self
 
 
-class AuthSettings(BaseModel):
+class AuthSettings(Section):
     """API keys and namespaces (off by default: one local namespace, no keys)."""
 
     enabled: bool = Field(False, description="require `Authorization: Bearer <key>`")
-    default_namespace: str = Field("default", pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+    default_namespace: str = Field(
+        "default",
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
+        description="the namespace of requests that name none",
+    )
     metrics_token: SecretStr | None = Field(
         None,
         description="with auth on, /metrics needs an admin key or this bearer token "
@@ -200,14 +284,14 @@ class AuthSettings(BaseModel):
     )
 
 
-class ApiSettings(BaseModel):
+class ApiSettings(Section):
     """Limits of the HTTP API."""
 
     max_body_bytes: int = Field(10_000_000, ge=1024, description="larger requests get 413")
     max_batch_documents: int = Field(100, ge=1, description="documents per POST")
 
 
-class AskSettings(BaseModel):
+class AskSettings(Section):
     """Defaults of ``ask``: the query router and global search over community reports."""
 
     mode: Literal["auto", "local", "global"] = Field(
@@ -221,6 +305,9 @@ class AskSettings(BaseModel):
     )
     reduce_tokens: int = Field(
         1500, ge=50, le=200_000, description="key-point tokens kept by the global reduce step"
+    )
+    local_diversity: float = Field(
+        0.3, ge=0, le=1, description="MMR diversity of the local passages an answer shows"
     )
     map_batch_tokens: int = Field(
         2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"
@@ -236,7 +323,7 @@ class AskSettings(BaseModel):
     )
 
 
-class BrokerSettings(BaseModel):
+class BrokerSettings(Section):
     """Celery's broker and result backend; no URL means every step runs in-process."""
 
     url: str | None = Field(
@@ -250,14 +337,14 @@ class BrokerSettings(BaseModel):
     )
 
 
-class WorkerSettings(BaseModel):
+class WorkerSettings(Section):
     """How the background pipeline batches, retries, limits and schedules its work."""
 
     ingest_batch_documents: int = Field(8, ge=1, le=1000, description="documents per task")
     extract_batch_chunks: int = Field(64, ge=1, le=10_000, description="chunks per task")
     max_retries: int = Field(5, ge=0, le=100, description="retries of a transient failure")
     retry_backoff_s: float = Field(2.0, gt=0, description="first retry delay; doubles")
-    retry_backoff_max_s: float = Field(120.0, gt=0)
+    retry_backoff_max_s: float = Field(120.0, gt=0, description="longest retry delay")
     task_time_limit_s: float = Field(900.0, gt=0, description="hard limit of one task")
     refresh_interval_s: float = Field(
         600.0, gt=0, description="beat: refresh stale community summaries this often"
@@ -269,12 +356,42 @@ class WorkerSettings(BaseModel):
     llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
 
 
+class CLISettings(Section):
+    """How the ``lore`` command reports on long work."""
+
+    progress_interval_s: float = Field(
+        10.0, gt=0, description="off a terminal, long commands log a progress line this often"
+    )
+
+
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
     model_config = SettingsConfigDict(env_prefix="LORE_", env_nested_delimiter="__", extra="ignore")
 
-    data_dir: Path = Path(".lore")
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags, then the environment, then the config file (if any), then defaults."""
+        path = _CONFIG_FILE.get()
+        if path is None:
+            return (init_settings, env_settings)
+        file_source: PydanticBaseSettingsSource
+        if path.suffix.lower() in {".yaml", ".yml"}:
+            file_source = YamlConfigSettingsSource(settings_cls, yaml_file=path)
+        else:
+            file_source = TomlConfigSettingsSource(settings_cls, toml_file=path)
+        return (init_settings, env_settings, file_source)
+
+    data_dir: Path = Field(
+        Path(".lore"), description="store (SQLite) and index files; --data-dir overrides it"
+    )
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
@@ -289,9 +406,21 @@ class Settings(BaseSettings):
     ask: AskSettings = Field(default_factory=AskSettings)
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    cli: CLISettings = Field(default_factory=CLISettings)
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Read settings from the environment; keyword overrides win (CLI flags)."""
+def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:
+    """Read settings: keyword overrides (CLI flags) > environment > config file > defaults.
+
+    ``config_file`` is the ``--config`` flag; without it ``LORE_CONFIG`` or ``./lore.toml``
+    is read when present. Unknown keys in the file or the environment raise a
+    :class:`~lore.errors.ConfigurationError` that names the closest valid key.
+    """
+    path = find_config_file(config_file)
+    check_known_keys(read_config_file(path) if path is not None else {}, path, Settings)
     clean = {key: value for key, value in overrides.items() if value is not None}
-    return Settings(**clean)  # type: ignore[arg-type]
+    token = _CONFIG_FILE.set(path)
+    try:
+        return Settings(**clean)  # type: ignore[arg-type]
+    finally:
+        _CONFIG_FILE.reset(token)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,8 +40,10 @@ CREATE TABLE IF NOT EXISTS documents (
     status TEXT NOT NULL,
     error TEXT,
     chunk_count INTEGER NOT NULL DEFAULT 0,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    text TEXT
 );
+CREATE INDEX IF NOT EXISTS documents_by_source ON documents(source);
 CREATE TABLE IF NOT EXISTS doc_meta (
     key TEXT NOT NULL,
     value TEXT NOT NULL,
@@ -70,6 +72,7 @@ CREATE TABLE IF NOT EXISTS changes (
 """
 
 Vector = npt.NDArray[np.float32]
+_IN_BATCH = 500  # values per SQL IN-list
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,9 @@ class Store(SQLiteTables):
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
                 (uuid.uuid4().hex,),
             )
+            columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(documents)")}
+            if "text" not in columns:  # stores made before documents kept their text
+                self._db.execute("ALTER TABLE documents ADD COLUMN text TEXT")
 
     # -- settings recorded with the data ------------------------------------------------
 
@@ -165,6 +171,14 @@ class Store(SQLiteTables):
             ).fetchone()
         return None if row is None else _document_info(row)
 
+    def document_ids_by_source(self, source: str) -> list[str]:
+        """Ids of the documents recorded with exactly this ``source``, sorted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM documents WHERE source = ? ORDER BY id", (source,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def list_documents(self, status: DocumentStatus | None = None) -> list[DocumentInfo]:
         """All document rows, optionally of one status, ordered by id."""
         sql = (
@@ -178,6 +192,63 @@ class Store(SQLiteTables):
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
         return [_document_info(row) for row in rows]
+
+    def page_documents(
+        self,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        status: DocumentStatus | None = None,
+        among: Collection[str] | None = None,
+        prefix: str = "",
+    ) -> tuple[int, list[DocumentInfo]]:
+        """One page of document rows by id, and how many match in all.
+
+        ``among`` keeps only those ids (a metadata filter resolved by the caller),
+        ``prefix`` only ids starting with it.
+        """
+        where: list[str] = ["1"]
+        args: list[object] = []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status.value)
+        if among is not None:
+            where.append("id IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(sorted(among)))
+        if prefix:
+            where.append("substr(id, 1, ?) = ?")
+            args.extend([len(prefix), prefix])
+        clause = " AND ".join(where)
+        with self._lock:
+            total = int(
+                self._db.execute(f"SELECT COUNT(*) FROM documents WHERE {clause}", args).fetchone()[
+                    0
+                ]
+            )
+            rows = self._db.execute(
+                "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
+                f"updated_at FROM documents WHERE {clause} ORDER BY id LIMIT ? OFFSET ?",
+                [*args, int(limit), int(offset)],
+            ).fetchall()
+        return total, [_document_info(row) for row in rows]
+
+    def document_text(self, document_id: str) -> str | None:
+        """The text a document was stored with (None: unknown, or stored before texts were kept)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def resolve_document_id(self, ref: str) -> str | None:
+        """The id of the document ``ref`` names: its id, or the ``source`` printed for it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id FROM documents WHERE id = ? UNION ALL "
+                "SELECT id FROM documents WHERE source = ? LIMIT 1",
+                (ref, ref),
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
         """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""
@@ -231,11 +302,11 @@ class Store(SQLiteTables):
                 db.execute("INSERT INTO changes(op, row_id) VALUES ('upsert', ?)", (cur.lastrowid,))
             db.execute(
                 "INSERT INTO documents(id, source, title, metadata, content_hash, status, error, "
-                "chunk_count, updated_at) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?) "
+                "chunk_count, updated_at, text) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET source = excluded.source, title = excluded.title, "
                 "metadata = excluded.metadata, content_hash = excluded.content_hash, "
                 "status = 'done', error = NULL, chunk_count = excluded.chunk_count, "
-                "updated_at = excluded.updated_at",
+                "updated_at = excluded.updated_at, text = excluded.text",
                 (
                     doc.id,
                     doc.source,
@@ -244,6 +315,7 @@ class Store(SQLiteTables):
                     doc.content_hash(),
                     len(chunks),
                     _now(),
+                    doc.text,
                 ),
             )
         return True
@@ -284,15 +356,33 @@ class Store(SQLiteTables):
                 ),
             )
 
+    def mark_skipped(self, document_id: str, source: str, reason: str) -> None:
+        """Record an input with nothing to index (not a failure); a stored version stays."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+            if row is not None and int(row[0]) > 0:
+                reason = (
+                    f"{reason} (the previous version, {row[0]} chunks, is kept: "
+                    "`lore delete` removes it)"
+                )
+            db.execute(
+                "INSERT INTO documents(id, source, title, metadata, status, error, updated_at) "
+                "VALUES (?, ?, '', '{}', 'skipped', ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "status = 'skipped', error = excluded.error, updated_at = excluded.updated_at",
+                (document_id, source, reason, _now()),
+            )
+
     def clear_failures(self, prefix: str) -> int:
-        """Forget failed inputs whose id starts with ``prefix`` and that hold no chunks.
+        """Forget failed or skipped inputs whose id starts with ``prefix`` and hold no chunks.
 
         Used before a path is ingested again, so a fixed file (or JSON line) does not keep
         its old failure in ``lore status``; inputs that still fail are recorded anew.
         """
         with self._transaction() as db:
             cur = db.execute(
-                "DELETE FROM documents WHERE status = 'failed' AND chunk_count = 0 "
+                "DELETE FROM documents WHERE status IN ('failed', 'skipped') AND chunk_count = 0 "
                 "AND substr(id, 1, ?) = ?",
                 (len(prefix), prefix),
             )
@@ -449,19 +539,48 @@ class Store(SQLiteTables):
             rows = self._db.execute("SELECT DISTINCT key FROM doc_meta").fetchall()
         return {str(r[0]) for r in rows}
 
+    def metadata_values(self, key: str) -> list[str]:
+        """The distinct canonical values stored under ``key``, sorted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT value FROM doc_meta WHERE key = ? ORDER BY value", (key,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def row_ids_matching(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
-        """Row ids of chunks whose document matches every clause (key in values)."""
+        """Row ids of chunks whose document matches every clause (key in exact values)."""
+        if not clauses:
+            return set(self.all_row_ids())
+        if any(not values for values in clauses.values()):
+            return set()
+        if sum(len(values) for values in clauses.values()) > _IN_BATCH:
+            return self._row_ids_matching_many(clauses)
         parts: list[str] = []
         args: list[str] = []
         for key, values in sorted(clauses.items()):
             marks = ",".join("?" * len(values))
             parts.append(f"SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks})")
             args.extend([key, *values])
-        if not parts:
-            return set(self.all_row_ids())
         sql = "SELECT row_id FROM chunks WHERE document_id IN (" + " INTERSECT ".join(parts) + ")"
         with self._lock:
             return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    def _row_ids_matching_many(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
+        """:meth:`row_ids_matching` for long clauses (a prefix matching many paths)."""
+        documents: set[str] | None = None
+        for key, values in sorted(clauses.items(), key=lambda kv: len(kv[1])):
+            found: set[str] = set()
+            for start in range(0, len(values), _IN_BATCH):
+                batch = list(values[start : start + _IN_BATCH])
+                sql = "SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({})"
+                with self._lock:
+                    rows = self._db.execute(sql.format(",".join("?" * len(batch))), [key, *batch])
+                    found.update(str(r[0]) for r in rows)
+            documents = found if documents is None else documents & found
+            if not documents:
+                return set()
+        sql = "SELECT row_id FROM chunks WHERE document_id IN ({marks})"
+        return {int(row[0]) for row in self._lookup(sql, sorted(documents or ()))}
 
     # -- status --------------------------------------------------------------------------
 

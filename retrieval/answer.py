@@ -4,17 +4,19 @@ An :class:`AnswerWriter` receives the evidence — the local chunks that fit the
 the reduced key points of global search, or both — and returns the answer text with
 ``[n]`` markers and the citations they point to. With an LLM, the writer asks for a
 grounded answer from that evidence. Offline, :class:`ExtractiveAnswerWriter` shows the
-evidence itself, clearly marked as extractive: for each chunk its best sentences (by the
-question's terms), for each key point its statement and report.
+evidence itself, clearly marked as extractive: for each chunk its best whole sentences
+(by the question's terms; the shared splitter of :mod:`lore.sentences`), each passage
+once even when several chunks hold it; the key points under a short heading per
+community, each point once, citing every report and chunk that holds it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lore.sentences import is_whole, sentences
 from retrieval.analyzer import Analyzer
 from retrieval.ask_contract import Citation
 from retrieval.contract import QueryResult
@@ -22,7 +24,7 @@ from retrieval.keypoints import KeyPoint, TokenCounter
 from retrieval.router import Decision
 
 SENTENCES_PER_CHUNK = 2
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+HEADING_CHARS = 60
 LOCAL_HEADER = "Extractive answer (no LLM): the passages that best match the question."
 GLOBAL_HEADER = (
     "Extractive answer (no LLM): key points from the community reports, most relevant first."
@@ -80,16 +82,22 @@ def best_sentences(analyzer: Analyzer, question: str, text: str, limit: int) -> 
     Sentences sharing no term are left out; if none shares one, the first is taken.
     """
     terms = set(analyzer.query_terms(question))
-    sentences = [" ".join(s.split()) for s in _SENTENCE.split(text)]
-    sentences = [s for s in sentences if len(s) > 2]
-    if not sentences:
+    found = [s for s in sentences(text) if len(s) > 2]
+    if not found:
         return " ".join(text.split())
-    overlap = [len(terms & set(analyzer.tokens(s))) for s in sentences]
-    ranked = sorted(
-        (i for i in range(len(sentences)) if overlap[i]), key=lambda i: (-overlap[i], i)
-    )
+    whole = [s for s in found if is_whole(s)] or found  # a chunk cut mid-sentence: skip the cut
+    overlap = [len(terms & set(analyzer.tokens(s))) for s in whole]
+    ranked = sorted((i for i in range(len(whole)) if overlap[i]), key=lambda i: (-overlap[i], i))
     keep = sorted(ranked[:limit]) or [0]  # no sentence shares a term: the opening one
-    return " ".join(sentences[i] for i in keep)
+    return " ".join(whole[i] for i in keep)
+
+
+def short_heading(title: str) -> str:
+    """A community's heading in an answer: its title's entity part, cut at a word."""
+    head = title.split(" — ", maxsplit=1)[0].strip() or title
+    if len(head) <= HEADING_CHARS:
+        return head
+    return head[:HEADING_CHARS].rsplit(" ", 1)[0].rstrip(",;") + " …"
 
 
 @dataclass
@@ -113,31 +121,43 @@ class ExtractiveAnswerWriter:
             lines.append(LOCAL_HEADER)
             if both:
                 lines.append("Specific passages:")
+            shown: dict[str, Citation] = {}
             for hit in evidence.chunks:
-                n = len(citations) + 1
                 where = hit.heading or hit.title or hit.source
                 snippet = best_sentences(
                     self.analyzer, evidence.question, hit.text, self.sentences_per_chunk
                 )
+                same = shown.get(" ".join(snippet.lower().split()))
+                if same is not None:  # the same passage in another chunk: cite it, once
+                    same.chunk_ids.append(hit.chunk_id)
+                    if hit.source not in same.sources:
+                        same.sources.append(hit.source)
+                    continue
+                n = len(citations) + 1
                 lines.append(f"[{n}] {where} ({hit.source}): {snippet}")
-                citations.append(
-                    Citation(
-                        id=n,
-                        kind="chunk",
-                        chunk_ids=[hit.chunk_id],
-                        sources=[hit.source],
-                        title=where,
-                        score=hit.rrf_score,
-                    )
+                citation = Citation(
+                    id=n,
+                    kind="chunk",
+                    chunk_ids=[hit.chunk_id],
+                    sources=[hit.source],
+                    title=where,
+                    score=hit.rrf_score,
                 )
+                citations.append(citation)
+                shown[" ".join(snippet.lower().split())] = citation
         if evidence.points:
             if both:
                 lines.extend(["", "Across the corpus:"])
             else:
                 lines.append(GLOBAL_HEADER)
+            current = None
             for point in evidence.points:
+                if point.report_id != current:
+                    current = point.report_id
+                    lines.extend(["", f"## {short_heading(point.report_title)}"])
                 n = len(citations) + 1
-                lines.append(f"[{n}] {point.text} (report {point.report_id}: {point.report_title})")
+                also = "".join(f"; also {rid}" for rid, _ in point.also_in)
+                lines.append(f"[{n}] {point.text} (report {point.report_id}{also})")
                 sources = list(
                     dict.fromkeys(
                         evidence.sources[c] for c in point.chunk_ids if c in evidence.sources

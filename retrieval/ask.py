@@ -71,6 +71,7 @@ class Asker:
                     search_text=request.question,
                     top_k=request.top_k or self.settings.local_top_k,
                     metadata_filter=request.filters,
+                    diversity=self.settings.local_diversity,
                 )
             )
             warnings.extend(response.warnings)
@@ -88,6 +89,8 @@ class Asker:
                 allowed_chunks=allowed,
             )
             warnings.extend(found.warnings)
+            if flt is not None and not flt.allowed:
+                warnings.extend(w for w in flt.hints if w not in warnings)
         points = found.points if found else []
         cited = sorted({c for p in points for c in p.chunk_ids})
         written = await self.writer.write(

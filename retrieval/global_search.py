@@ -5,14 +5,16 @@
    Unless the caller names a level, the deepest view whose reports fit the budget is
    taken — the most detailed one a model could read whole — and when none fits, the
    deepest (its reports are the most specific; relevance cuts it to the budget).
-2. **Relevance.** The view's reports are ranked against the question (keyword and
-   dense lists fused by weighted RRF, as in local search); a report sharing no
-   question term whose cosine is well below the best one's is dropped, and the rest are
-   read best first until the budget is spent.
+2. **Relevance.** The view's reports are ranked against the question by
+   :func:`~retrieval.report_ranking.rank_reports` (BM25 over the reports and their
+   stored vectors, fused by RRF) and read best first until the budget is spent. The
+   vectors come from :class:`~retrieval.report_vectors.ReportVectorIndex`, written with
+   the reports: a question costs one query embedding, not one per report.
 3. **Map.** Batches of reports go to a :class:`~retrieval.keypoints.KeyPointMapper`
    (offline: scored statements; later, one LLM call per batch, bounded by a semaphore).
-4. **Reduce.** The best key points within the reduce budget
-   (:func:`~retrieval.keypoints.reduce_key_points`) become the answer's context.
+4. **Reduce.** The best key points within the reduce budget, duplicates merged and
+   spread over as many communities as fit (:func:`~retrieval.keypoints.reduce_key_points`),
+   become the answer's context.
 
 Tokens are counted with the embedding model's word pieces: ``map_tokens`` is the report
 text the map step read, ``reduce_tokens`` the key points the reduce step kept.
@@ -32,7 +34,6 @@ from graph.store import GraphStore
 from lore.embedders import Embedder, Matrix
 from lore.errors import InvalidRequestError
 from retrieval.analyzer import Analyzer
-from retrieval.fusion import weighted_rrf
 from retrieval.keypoints import (
     ExtractiveKeyPointMapper,
     HybridScorer,
@@ -44,8 +45,8 @@ from retrieval.keypoints import (
     report_text,
     report_units,
 )
-
-DENSE_FLOOR = 0.85  # keep a report without a shared term only this close to the best cosine
+from retrieval.report_ranking import ReportBM25, rank_reports
+from retrieval.report_vectors import ReportVectorIndex
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,9 @@ class GlobalSearcher:
     counter: TokenCounter
     mapper: KeyPointMapper | None = None  # None: the offline extractive mapper
     executor: Executor | None = None
+    vectors: ReportVectorIndex | None = None  # None: report texts embedded on demand
     _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
-    _scorers: dict[int, HybridScorer] = field(default_factory=dict, init=False)
+    _scorers: dict[int, tuple[HybridScorer, ReportBM25]] = field(default_factory=dict, init=False)
     _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
 
     def report_tokens(self, report: CommunityReport) -> int:
@@ -147,35 +149,31 @@ class GlobalSearcher:
             self._tokens[key] = self.counter.count(report_text(report))
         return self._tokens[key]
 
-    def scorer(self, view: Sequence[CommunityReport]) -> HybridScorer:
-        """A hybrid scorer whose IDF comes from the view's statements (cached per view)."""
-        key = hash(tuple((r.community_id, r.fingerprint) for r in view))
+    def scorer(self, view: Sequence[CommunityReport]) -> tuple[HybridScorer, ReportBM25]:
+        """Statement scorer (IDF over the view) and BM25 over its reports, cached per view."""
+        key = hash(tuple((r.community_id, r.fingerprint, r.method, r.title) for r in view))
         if key not in self._scorers:
             texts = (text for r in view for text, _ in report_units(r))
             df, n = document_frequencies(self.analyzer, texts)
-            scorer = HybridScorer(self.analyzer, self.embedder, df, n, cache=self._vectors)
-            self._scorers = {key: scorer}  # one view at a time; vectors outlive it
+            known = self.vectors.by_text(view) if self.vectors is not None else {}
+            scorer = HybridScorer(
+                self.analyzer, self.embedder, df, n, cache=self._vectors, known=known
+            )
+            bm25 = ReportBM25(self.analyzer, [report_text(r) for r in view])
+            self._scorers = {key: (scorer, bm25)}  # one view at a time; vectors outlive it
         return self._scorers[key]
 
     def rank(
-        self, question: str, view: Sequence[CommunityReport], scorer: HybridScorer
+        self,
+        question: str,
+        view: Sequence[CommunityReport],
+        scorer: HybridScorer,
+        bm25: ReportBM25,
     ) -> list[CommunityReport]:
         """The view's relevant reports, most relevant first (see the module docstring)."""
-        texts = [report_text(r) for r in view]
-        scored = scorer.score(question, texts)
-        if not scored:
-            return []
-        keyword = sorted(
-            (i for i in range(len(view)) if scored[i][1] > 0), key=lambda i: (-scored[i][1], i)
-        )
-        dense = sorted(range(len(view)), key=lambda i: (-scored[i][2], i))
-        best_cosine = scored[dense[0]][2]
-        fused = weighted_rrf({"keyword": keyword, "dense": dense}, {})
-        return [
-            view[i]
-            for i, _ in fused
-            if scored[i][1] > 0 or scored[i][2] >= DENSE_FLOOR * best_cosine
-        ]
+        matrix = scorer.vectors([report_text(r) for r in view])
+        ranked = rank_reports(bm25, matrix, scorer.query_vector(question), question)
+        return [view[i] for i, _ in ranked]
 
     async def search(
         self,
@@ -201,8 +199,10 @@ class GlobalSearcher:
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
         loop = asyncio.get_running_loop()
-        scorer = await loop.run_in_executor(self.executor, self.scorer, view)
-        ranked = await loop.run_in_executor(self.executor, self.rank, question, view, scorer)
+        if self.vectors is not None:
+            await loop.run_in_executor(self.executor, self.vectors.catch_up, reports)
+        scorer, bm25 = await loop.run_in_executor(self.executor, self.scorer, view)
+        ranked = await loop.run_in_executor(self.executor, self.rank, question, view, scorer, bm25)
         picked = pick_within_budget(ranked, tokens, budget_tokens)
         mapper = self.mapper or ExtractiveKeyPointMapper(scorer, executor=self.executor)
         mapped = await asyncio.gather(
@@ -232,6 +232,13 @@ def _restrict(points: Sequence[KeyPoint], allowed: set[str]) -> list[KeyPoint]:
         chunks = tuple(c for c in point.chunk_ids if c in allowed)
         if chunks:
             out.append(
-                KeyPoint(point.text, point.score, point.report_id, point.report_title, chunks)
+                KeyPoint(
+                    point.text,
+                    point.score,
+                    point.report_id,
+                    point.report_title,
+                    chunks,
+                    point.also_in,
+                )
             )
     return out

@@ -26,7 +26,6 @@ One request goes through small steps (:meth:`HybridSearcher.search`):
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -50,7 +49,13 @@ from retrieval.contract import (
     QueryResult,
 )
 from retrieval.dense import DenseIndex
-from retrieval.filters import ResolvedFilter, parse_filter
+from retrieval.filters import (
+    ResolvedFilter,
+    clauses_key,
+    empty_result_hints,
+    parse_filter,
+    resolve_values,
+)
 from retrieval.fusion import relative_score_fusion, weighted_rrf
 from retrieval.graph_search import GraphExpander
 from retrieval.rerank import Reranker
@@ -137,10 +142,13 @@ class HybridSearcher:
         clauses = parse_filter(raw, self.store.metadata_keys() if raw else set())
         if not clauses:
             return None
-        key = (self.store.last_seq(), json.dumps(clauses, sort_keys=True))
+        key = (self.store.last_seq(), clauses_key(clauses))
         cached = self._filter_cache.get(key)
         if cached is None:
-            cached = ResolvedFilter(clauses, frozenset(self.store.row_ids_matching(clauses)))
+            exact, value_hints = resolve_values(clauses, self.store.metadata_values)
+            allowed = frozenset(self.store.row_ids_matching(exact))
+            hints = () if allowed else empty_result_hints(clauses, value_hints)
+            cached = ResolvedFilter(exact, allowed, hints)
             self._filter_cache[key] = cached
             while len(self._filter_cache) > FILTER_CACHE_SIZE:
                 self._filter_cache.popitem(last=False)
@@ -163,6 +171,8 @@ class HybridSearcher:
         lists["graph"] = await self._graph_source(plan, lists)
         fused = fuse(lists, plan.weights, plan.k, request.fusion)
         shaped = await self._shape(request, fused)
+        if plan.flt is not None and not plan.flt.allowed:
+            shaped.warnings.extend(plan.flt.hints)  # why nothing came back
         return self._respond(request, shaped, lists)
 
     def _plan(self, request: QueryRequest) -> _Plan:

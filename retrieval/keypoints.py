@@ -31,6 +31,7 @@ from retrieval.analyzer import Analyzer
 POINTS_PER_REPORT = 3
 VECTOR_CACHE = 50_000
 _SPACE = re.compile(r"\s+")
+_PUNCT = re.compile(r"[^\w\s]+")
 
 
 class TokenCounter(Protocol):
@@ -50,6 +51,7 @@ class KeyPoint:
     report_id: str
     report_title: str
     chunk_ids: tuple[str, ...]
+    also_in: tuple[tuple[str, str], ...] = ()  # (report id, title) of other reports saying it
 
 
 class KeyPointMapper(Protocol):
@@ -65,12 +67,11 @@ class KeyPointMapper(Protocol):
 def report_units(report: CommunityReport) -> list[tuple[str, tuple[str, ...]]]:
     """A report's statements that can stand as key points, with the chunks each cites.
 
-    Findings that state something (sentences) come first; findings that only pair two
-    entities ("A and B (together in 3 sentences)") and the summary, which counts
-    members, are used only when a report has nothing else.
+    Every finding is a sentence of the corpus; a report without findings offers its
+    summary. (Reports written before findings were whole sentences paired two entities,
+    "A and B (together in 3 sentences): …"; such a line is a statistic, never a point.)
     """
-    prose = [(f.text, f.chunks) for f in report.findings if not f.relations]
-    units = prose or [(f.text, f.chunks) for f in report.findings]
+    units = [(f.text, f.chunks) for f in report.findings if "(together in " not in f.text]
     units = units or [(report.summary, report.chunk_ids[:5])]
     return [(" ".join(text.split()), chunks) for text, chunks in units if text.strip()]
 
@@ -104,6 +105,7 @@ class HybridScorer:
     sparse_weight: float = 1.0
     dense_weight: float = 1.0
     cache: OrderedDict[str, Matrix] = field(default_factory=OrderedDict)
+    known: Mapping[str, Matrix] = field(default_factory=dict)  # stored report vectors
 
     def idf(self, term: str) -> float:
         """BM25's IDF (never negative) of a term over the scorer's documents."""
@@ -122,7 +124,9 @@ class HybridScorer:
 
     def vectors(self, texts: Sequence[str]) -> Matrix:
         """Unit vectors of ``texts`` (cached by text)."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        missing = list(
+            dict.fromkeys(t for t in texts if t not in self.cache and t not in self.known)
+        )
         if missing:
             for text, vector in zip(missing, self.embedder.embed_documents(missing), strict=True):
                 self.cache[text] = vector
@@ -130,7 +134,7 @@ class HybridScorer:
                 self.cache.popitem(last=False)
         if not texts:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts])
+        return np.stack([self.known[t] if t in self.known else self.cache[t] for t in texts])
 
     def query_vector(self, question: str) -> Matrix:
         """The question's vector (embedded once)."""
@@ -189,6 +193,31 @@ class ExtractiveKeyPointMapper:
         return points
 
 
+def point_key(text: str) -> str:
+    """What two statements share when they say the same thing (case, spacing, punctuation)."""
+    return _SPACE.sub(" ", _PUNCT.sub(" ", text.lower())).strip()
+
+
+def merge_duplicates(points: Sequence[KeyPoint]) -> list[KeyPoint]:
+    """One point per statement, citing every report and chunk that holds it."""
+    groups: dict[str, list[KeyPoint]] = {}
+    for point in sorted(points, key=lambda p: (-p.score, p.report_id, p.text)):
+        groups.setdefault(point_key(point.text), []).append(point)
+    out = []
+    for same in groups.values():
+        best = same[0]
+        others = tuple(
+            dict.fromkeys(
+                (p.report_id, p.report_title) for p in same[1:] if p.report_id != best.report_id
+            )
+        )
+        chunks = tuple(dict.fromkeys(c for p in same for c in p.chunk_ids))
+        out.append(
+            KeyPoint(best.text, best.score, best.report_id, best.report_title, chunks, others)
+        )
+    return out
+
+
 def reduce_key_points(
     points: Sequence[KeyPoint],
     budget_tokens: int,
@@ -196,29 +225,35 @@ def reduce_key_points(
     *,
     min_relative_score: float = 0.35,
 ) -> list[KeyPoint]:
-    """The best points within a token budget: best first, duplicates dropped.
+    """The best points within a token budget, spread over as many reports as fit.
 
-    A point scoring below ``min_relative_score`` of the best one is left out (relative
-    to this question, like the local cut-off), and so is a point whose text repeats one
-    already taken (reports at different levels often share findings).
+    Duplicates are merged first (:func:`merge_duplicates`: reports often share a
+    sentence). A point scoring below ``min_relative_score`` of the best one is left out
+    (relative to this question, like the local cut-off). The rest are taken in rounds —
+    each report's best remaining point per round, reports ordered by their best point —
+    so a broad question reads many communities before any one community's third point.
+    The result is grouped by report, reports in the order they were first taken.
     """
-    ordered = sorted(points, key=lambda p: (-p.score, p.report_id, p.text))
-    if not ordered or ordered[0].score <= 0:
+    merged = merge_duplicates(points)
+    if not merged or max(p.score for p in merged) <= 0:
         return []
-    floor = ordered[0].score * min_relative_score
-    seen: set[str] = set()
-    out: list[KeyPoint] = []
+    floor = max(p.score for p in merged) * min_relative_score
+    by_report: dict[str, list[KeyPoint]] = {}
+    for point in sorted(merged, key=lambda p: (-p.score, p.report_id, p.text)):
+        if point.score >= floor:
+            by_report.setdefault(point.report_id, []).append(point)
+    taken: dict[str, list[KeyPoint]] = {}
     used = 0
-    for point in ordered:
-        if point.score < floor:
-            break
-        key = _SPACE.sub(" ", point.text.lower()).strip()
-        if key in seen:
-            continue
-        tokens = counter.count(point.text)
-        if used + tokens > budget_tokens:
-            continue
-        seen.add(key)
-        used += tokens
-        out.append(point)
-    return out
+    depth = 0
+    while any(len(found) > depth for found in by_report.values()):
+        for report_id, found in by_report.items():
+            if len(found) <= depth:
+                continue
+            point = found[depth]
+            tokens = counter.count(point.text)
+            if used + tokens > budget_tokens:
+                continue
+            used += tokens
+            taken.setdefault(report_id, []).append(point)
+        depth += 1
+    return [point for found in taken.values() for point in found]

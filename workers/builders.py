@@ -33,6 +33,7 @@ from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import IndexSet
 from retrieval.keypoints import KeyPointMapper
 from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
+from retrieval.report_vectors import ReportVectorIndex
 from retrieval.rerank import Reranker, open_reranker
 from retrieval.router import HeuristicRouteClassifier, RouteClassifier
 
@@ -54,6 +55,10 @@ def build_embedder(settings: Settings) -> Embedder:
         batch_size=cfg.batch_size,
         max_seq_length=cfg.max_seq_length,
         threads=cfg.threads,
+        query_runtime=cfg.query_runtime,
+        query_threads=cfg.query_threads,
+        onnx_cache_dir=cfg.onnx_cache_dir,
+        query_cache_size=cfg.query_cache_size,
     )
 
 
@@ -218,6 +223,7 @@ def build_asker(
     searcher: HybridSearcher,
     graph: GraphStore,
     counter: WordPieceCounter,
+    vectors: ReportVectorIndex | None = None,
 ) -> Asker:
     """Router, global search and answer writer.
 
@@ -244,6 +250,7 @@ def build_asker(
             counter=counter,
             executor=searcher.embed_executor,
             mapper=mapper,
+            vectors=vectors,
         ),
         graph=graph,
         store=searcher.store,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lore.jobs import JobInfo, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from lore.settings import Settings
 from workers.celery_app import broker_epoch, create_app
 from workers.jobs import batches, stage_documents
@@ -41,7 +41,7 @@ def submit_documents(
     settings: Settings,
     runtime: Runtime,
     jobs: JobStore,
-    items: Iterable[SourceDocument | Rejected],
+    items: Iterable[Loaded],
     detail: Mapping[str, Any] | None = None,
 ) -> str:
     """Stage documents into a new job and queue it; returns the job id."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.pipeline import IngestReport, Outcome, Progress
 from lore.jobs import JobInfo, JobStatus, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from lore.settings import Settings
 from workers.jobs import batches, extract_ready, job_progress, load_documents
 from workers.refresh import extractor_for
@@ -32,7 +32,7 @@ from workers.refresh import extractor_for
 if TYPE_CHECKING:
     from workers.runtime import Runtime
 
-Items = Iterable[SourceDocument | Rejected]
+Items = Iterable[Loaded]
 STAGE_BATCH = 64
 
 
@@ -138,9 +138,9 @@ def run_inline(
     return report
 
 
-def _staging(jobs: JobStore, job_id: str, items: Items) -> Iterator[SourceDocument | Rejected]:
+def _staging(jobs: JobStore, job_id: str, items: Items) -> Iterator[Loaded]:
     """``items`` as they come, each recorded in the job (a batch at a time) first."""
-    batch: list[SourceDocument | Rejected] = []
+    batch: list[Loaded] = []
     for item in items:
         batch.append(item)
         if len(batch) >= STAGE_BATCH:
@@ -160,6 +160,8 @@ def job_report(jobs: JobStore, job_id: str) -> IngestReport:
             report.done.append(document_id)
         elif status is JobStatus.FAILED:
             report.failed.append((document_id, reason or ""))
+        elif status is JobStatus.SKIPPED:
+            report.skipped.append((document_id, reason or ""))
     info = jobs.get(job_id)
     for document_id, reason in info.detail.get("repeated", []) if info else []:
         report.failed.append((document_id, reason))

@@ -22,7 +22,7 @@ from ingest.graph_build import extract_chunks, reset_if_extractor_changed
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded, Rejected, Skipped
 from workers.refresh import extractor_for
 
 if TYPE_CHECKING:
@@ -39,27 +39,30 @@ def batches(ids: Sequence[str], size: int) -> list[list[str]]:
 def stage_documents(
     runtime: Runtime,
     jobs: JobStore,
-    items: Iterable[SourceDocument | Rejected],
+    items: Iterable[Loaded],
     *,
     epoch: str = "",
     detail: Mapping[str, object] | None = None,
 ) -> tuple[str, list[str]]:
     """Create an ingest job holding ``items``; return its id and the documents to process.
 
-    Inputs rejected while loading are recorded as failed, in the job and in the store.
+    Inputs rejected while loading are recorded as failed, in the job and in the store;
+    inputs with nothing to index as skipped.
     """
     job_id = jobs.create("ingest", epoch=epoch, detail=detail)
-    loaded: list[SourceDocument | Rejected] = []
+    loaded: list[Loaded] = []
     for item in items:
         if isinstance(item, Rejected):
             runtime.store.mark_failed(item.id, item.source, item.reason)
+        elif isinstance(item, Skipped):
+            runtime.store.mark_skipped(item.id, item.source, item.reason)
         loaded.append(item)
     return job_id, jobs.stage(job_id, loaded)
 
 
 def load_documents(
     runtime: Runtime, paths: Sequence[Path], metadata: Mapping[str, str] | None = None
-) -> Iterable[SourceDocument | Rejected]:
+) -> Iterable[Loaded]:
     """Files and directories as documents (lazily); their old load failures are cleared."""
     cfg = runtime.settings.ingest
     for path in paths:
@@ -110,8 +113,8 @@ def job_progress(
 
     def finished(outcome: Outcome) -> None:
         document_id, status, detail = outcome
-        if status == "repeated":
-            pass  # the job notes repeats itself (JobStore.stage); the first one counts
+        if status in ("repeated", "skipped"):
+            pass  # recorded by JobStore.stage: repeats in the job's detail, skips as final
         elif status == "failed":
             jobs.fail(job_id, document_id, detail)
         else:
@@ -133,7 +136,7 @@ def extract_ready(runtime: Runtime, extractor: Extractor, document_ids: Sequence
     reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
     skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
     pending = [
-        ChunkInput(c.id, c.document_id, c.text, c.title)
+        ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
         for document_id in document_ids
         for c in runtime.store.chunks_of_document(document_id)
         if c.id not in skip

@@ -104,6 +104,7 @@ def refresh_in_process(
         runtime, rebuild=rebuild, extractor=roles.extractor, progress=progress
     )
     refreshed = run_plan(runtime.graph(), roles.summarizer, plan)
+    runtime.embed_reports()  # report vectors are written with the reports
     built.reports_written = refreshed.refreshed
     built.report_writer = roles.summarizer.name
     built.llm = roles.llm

@@ -13,7 +13,6 @@ path of its operation: ingest (``workers.ingest``), query and ask
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,10 +23,11 @@ from graph.store import GraphStore
 from ingest.graph_build import GraphBuildReport
 from ingest.pipeline import IngestPipeline, IngestReport, Progress
 from ingest.quarantine import Quarantine
+from lore.aio import run_sync
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
 from lore.jobs import JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import Loaded
 from lore.settings import Settings
 from lore.sqlite import ensure_dir
 from lore.store import Store
@@ -39,6 +39,7 @@ from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import IndexSet
 from retrieval.queries import QueryService
+from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 from retrieval.router import Mode
 from workers import ingest as ingesting
 from workers.builders import (
@@ -69,6 +70,7 @@ class Runtime:
     _jobs: JobStore | None = field(default=None, init=False)
     _counter: WordPieceCounter | None = field(default=None, init=False)
     _queries: QueryService | None = field(default=None, init=False)
+    _report_vectors: ReportVectorIndex | None = field(default=None, init=False)
 
     @property
     def data_dir(self) -> Path:
@@ -91,6 +93,18 @@ class Runtime:
                 self._quarantine = Quarantine(self.data_dir / "lore.sqlite3")
             return self._quarantine
 
+    def report_vectors(self) -> ReportVectorIndex:
+        """Report embeddings (a table in the SQLite store, whatever the graph backend)."""
+        with self._lock:
+            if self._report_vectors is None:
+                store = ReportVectorStore(self.data_dir / "lore.sqlite3")
+                self._report_vectors = ReportVectorIndex(store, self.embedder)
+            return self._report_vectors
+
+    def embed_reports(self) -> int:
+        """Embed the reports written since the last call (run after reports are stored)."""
+        return self.report_vectors().catch_up(self.graph().reports())
+
     def jobs(self) -> JobStore:
         """The job tables of this store."""
         with self._lock:
@@ -112,7 +126,9 @@ class Runtime:
                 searcher = build_searcher(
                     self.settings, self.store, self.indexes, self.embedder, self.graph()
                 )
-                asker = build_asker(self.settings, searcher, self.graph(), self.counter())
+                asker = build_asker(
+                    self.settings, searcher, self.graph(), self.counter(), self.report_vectors()
+                )
                 self._queries = QueryService(self.indexes, searcher, asker)
             return self._queries
 
@@ -142,6 +158,17 @@ class Runtime:
 
     # -- indexes ---------------------------------------------------------------------------
 
+    def index_state(self) -> dict[str, object]:
+        """Each index's engine and applied change sequence against the store's (read only)."""
+        sparse, dense = self.indexes.open()
+        head = self.store.last_seq()
+        return {
+            "store_seq": head,
+            "sparse": {"engine": self.settings.sparse.engine, "applied_seq": sparse.applied_seq},
+            "dense": {"engine": "hnswlib", "applied_seq": dense.applied_seq},
+            "current": sparse.applied_seq == head and dense.applied_seq == head,
+        }
+
     def sync_indexes(self) -> dict[str, int]:
         """Catch both indexes up with the store; return the changes each applied."""
         return self.indexes.catch_up()
@@ -167,8 +194,8 @@ class Runtime:
         return await self.queries().query(request)
 
     def query_sync(self, request: QueryRequest) -> QueryResponse:
-        """Catch up, then search (blocking, for the CLI and benchmarks)."""
-        return asyncio.run(self.query(request))
+        """Catch up, then search (blocking; also works inside a running event loop)."""
+        return run_sync(lambda: self.query(request))
 
     async def ask(
         self,
@@ -201,14 +228,14 @@ class Runtime:
         budget: int | None = None,
         level: int | None = None,
     ) -> AskResponse:
-        """Blocking :meth:`ask` for the CLI, scripts and benchmarks."""
-        return asyncio.run(
-            self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
+        """Blocking :meth:`ask` for the CLI, scripts and notebooks (inside a loop too)."""
+        return run_sync(
+            lambda: self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
         )
 
     def ingest(
         self,
-        items: Iterable[SourceDocument | Rejected],
+        items: Iterable[Loaded],
         progress: Progress | None = None,
         *,
         extract_graph: bool = True,
@@ -262,6 +289,8 @@ class Runtime:
         for opened in (self._graph, self._quarantine, self._jobs):
             if opened is not None:
                 opened.close()
+        if self._report_vectors is not None:
+            self._report_vectors.store.close()
         self.store.close()
 
 

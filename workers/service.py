@@ -55,4 +55,4 @@ def refresh(runtime: Runtime, *, rebuild: bool) -> dict[str, Any]:
     return {**refresh_inline(runtime, jobs, rebuild=rebuild), "queued": False}
 
 
-FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value}
+FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.SKIPPED.value}

@@ -231,6 +231,7 @@ def store_level(
     written = [CommunityReport.from_json(r["report"]) for r in results if r["report"]]
     checked = [str(r["id"]) for r in results if not r["failed"]]
     store_reports(runtime.graph(), written, checked)
+    runtime.embed_reports()
     used = sum(int(r["llm_calls"]) for r in results)
     _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used)
     return len(written)

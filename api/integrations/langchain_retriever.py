@@ -10,21 +10,26 @@ fused score and namespace, plus the document's own metadata. Needs the ``langcha
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
+from lore.aio import run_sync
 from lore.errors import InvalidRequestError
+from lore.extras import missing_extra
 from retrieval.contract import QueryRequest, QueryResponse
 from workers.runtime import Runtime
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ModuleNotFoundError as exc:  # the one-line error that names the extra
+    raise (missing_extra(exc, "the LangChain retriever") or exc) from exc
 
 
 class LorekeeperRetriever(BaseRetriever):
@@ -42,6 +47,9 @@ class LorekeeperRetriever(BaseRetriever):
     http_client: Any = Field(
         None, exclude=True, description="an httpx-style client to reuse (``post`` is called)"
     )
+    async_http_client: Any = Field(
+        None, exclude=True, description="an httpx.AsyncClient-style client to reuse (async calls)"
+    )
 
     @model_validator(mode="after")
     def _one_backend(self) -> LorekeeperRetriever:
@@ -58,7 +66,8 @@ class LorekeeperRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         if self.runtime is not None:
-            return _documents(asyncio.run(self.runtime.query(self._request(query))))
+            request = self._request(query)
+            return _documents(run_sync(lambda: self.runtime.query(request)))
         client = self.http_client or httpx.Client(base_url=str(self.url), timeout=self.timeout_s)
         try:
             reply = client.post(
@@ -77,13 +86,19 @@ class LorekeeperRetriever(BaseRetriever):
     ) -> list[Document]:
         if self.runtime is not None:
             return _documents(await self.runtime.query(self._request(query)))
-        async with httpx.AsyncClient(base_url=str(self.url), timeout=self.timeout_s) as client:
+        client = self.async_http_client or httpx.AsyncClient(
+            base_url=str(self.url), timeout=self.timeout_s
+        )
+        try:
             reply = await client.post(
                 "/v1/memory/query",
                 json=self._request(query).model_dump(mode="json", exclude_none=True),
                 params=[("namespace", n) for n in self.namespaces],
                 headers=self._headers(),
             )
+        finally:
+            if self.async_http_client is None:
+                await client.aclose()
         return _documents(_parse(reply))
 
     def _headers(self) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""An MCP server over one data directory: ``search``, ``ask``, ``ingest`` and ``entity``.
+"""An MCP server over one data directory: search, ask, ingest, read back, delete, entities.
 
 Runs over stdio (``lore mcp``, for desktop agents that start it as a subprocess) or
 streamable HTTP (``lore mcp --transport http --port 8765``). Each tool is a thin call
@@ -11,21 +11,28 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from api.routes.documents import document_out
 from ingest.loaders import make_document
-from lore.errors import LoreError
+from lore.errors import LoreError, NotFoundError
+from lore.models import DocumentStatus
+from lore.readback import MAX_PAGE, read_document
 from retrieval.contract import QueryRequest
+from workers import service
+from workers.ingest import ingest as ingest_documents
+from workers.readback import document_page
 from workers.runtime import Runtime
 
 INSTRUCTIONS = (
     "Lorekeeper is a long-term memory. Use `search` to find passages (exact identifiers such "
     "as error codes work), `ask` for a question answered from the memory with citations, "
-    "`ingest` to remember a new text, and `entity` to see what the knowledge graph knows "
-    "about a name."
+    "`ingest` to remember a new text, `list_documents` / `get_document` / `delete_document` "
+    "to browse, read back and forget stored documents, and `entity` to see what the "
+    "knowledge graph knows about a name."
 )
 
 
@@ -74,11 +81,13 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
 
     @server.tool()
     @_clear_errors
-    async def ask(question: str, mode: str = "auto") -> dict[str, Any]:
-        """Answer from the memory with citations; mode: auto, local or global."""
-        if mode not in ("auto", "local", "global"):
-            raise ToolError("mode must be auto, local or global")
-        response = await runtime.ask(question, mode=mode)  # type: ignore[arg-type]
+    async def ask(
+        question: str,
+        mode: Literal["auto", "local", "global"] = "auto",
+        filters: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Answer from the memory with citations. `filters` matches metadata as in `search`."""
+        response = await runtime.ask(question, mode=mode, filters=filters)
         return response.model_dump(mode="json", include={"mode", "route", "answer", "citations"})
 
     @server.tool()
@@ -86,20 +95,85 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
     async def ingest(
         id: str, text: str, title: str = "", metadata: dict[str, str] | None = None
     ) -> dict[str, Any]:
-        """Store a text under an id (the same id again replaces it); searchable on return."""
+        """Store a text under an id (the same id again replaces it).
+
+        On return it is searchable and its entities are in the knowledge graph.
+        """
         if not id.strip():
             raise ToolError("id must have a character that is not whitespace")
         limit = runtime.settings.ingest.max_document_bytes
         document = make_document(
             id, f"mcp:{id}", text, title or id, dict(metadata or {}), max_bytes=limit
         )
-        report = await asyncio.to_thread(runtime.ingest, [document])
+        result = await asyncio.to_thread(ingest_documents, runtime, [document], wait=True)
+        job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
+        if job is None:  # pragma: no cover - the job was just created
+            raise NotFoundError(f"job {result.job_id} vanished")
+        entry = next((d for d in job.documents if d["id"] == id), None)
+        stored = await asyncio.to_thread(runtime.store.get_document, id)
+        status = entry["status"] if entry else "failed"
         return {
             "id": id,
-            "status": "failed" if report.failed else "unchanged" if report.unchanged else "done",
-            "reason": report.failed[0][1] if report.failed else None,
-            "chunks": report.chunks,
+            "job_id": job.job_id,
+            "status": status,
+            "reason": entry.get("reason") if entry else "the job did not record the document",
+            "chunks": stored.chunk_count if stored is not None and status != "failed" else 0,
         }
+
+    @server.tool()
+    @_clear_errors
+    async def get_document(
+        id: str, include_text: bool = True, include_chunks: bool = False
+    ) -> dict[str, Any]:
+        """Read a stored document back: status (or failure reason), metadata, text, chunks.
+
+        `id` may be a document id or the `source` a search result printed.
+        """
+        view = await asyncio.to_thread(
+            read_document, runtime.store, id, text=include_text, chunks=include_chunks
+        )
+        if view is None:
+            raise NotFoundError(f"no document {id!r}")
+        return document_out(view.info, view).model_dump(mode="json", exclude_none=True)
+
+    @server.tool()
+    @_clear_errors
+    async def list_documents(
+        offset: int = 0,
+        limit: int = 50,
+        status: Literal["pending", "done", "failed"] | None = None,
+        filters: dict[str, Any] | None = None,
+        prefix: str = "",
+    ) -> dict[str, Any]:
+        """Stored documents by id, a page at a time, filtered by metadata and status."""
+        page = await asyncio.to_thread(
+            document_page,
+            runtime,
+            offset=max(0, offset),
+            limit=max(1, min(limit, MAX_PAGE)),
+            status=DocumentStatus(status) if status else None,
+            metadata_filter=filters,
+            prefix=prefix,
+        )
+        return {
+            "total": page.total,
+            "offset": page.offset,
+            "limit": page.limit,
+            "documents": [
+                {"id": d.id, "source": d.source, "title": d.title, "status": d.status.value}
+                for d in page.documents
+            ],
+        }
+
+    @server.tool()
+    @_clear_errors
+    async def delete_document(id: str) -> dict[str, Any]:
+        """Forget a document: store, search indexes and its graph provenance."""
+        target = await asyncio.to_thread(runtime.store.resolve_document_id, id)
+        if target is None:
+            raise NotFoundError(f"no document {id!r}")
+        removed = await asyncio.to_thread(runtime.delete, target)
+        return {"id": target, "deleted": True, "chunks_removed": removed}
 
     @server.tool()
     @_clear_errors

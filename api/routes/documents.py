@@ -1,24 +1,26 @@
-"""``/v1/documents`` (ingest, read, delete) and ``/v1/jobs/{id}``."""
+"""``/v1/documents``: ingest, list, read back (text and chunks), delete."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Path, Request
+from fastapi import APIRouter, BackgroundTasks, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
 
 from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
+from api.routes.jobs import JobOut, job_out
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, NotFoundError
-from lore.models import Rejected, SourceDocument
+from lore.models import DocumentInfo, DocumentStatus, Loaded
+from lore.readback import MAX_PAGE, DocumentView, read_chunk, read_document
 from workers import service
 from workers.ingest import ingest
-from workers.service import JobView
+from workers.readback import document_page
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -86,28 +88,72 @@ class IngestRequest(BaseModel):
         ]
 
 
-class JobOut(BaseModel):
-    """A job and its documents' statuses."""
+class ChunkOut(BaseModel):
+    """A stored chunk of a document."""
 
-    job_id: str
-    kind: str
-    state: str = Field(description="running, done or failed")
-    counts: dict[str, int] = Field(description="documents per status")
-    documents: list[dict[str, Any]] = Field(description="id, status, reason (when failed)")
-    detail: dict[str, Any] = Field(default_factory=dict)
+    id: str
+    ordinal: int
+    heading: str
+    text: str
 
 
 class DocumentOut(BaseModel):
-    """What the store knows of a document."""
+    """What the store knows of a document (text and chunks when asked for)."""
 
     id: str
     source: str
     title: str
     metadata: dict[str, Any]
-    status: str
-    error: str | None
+    status: str = Field(description="pending, done or failed")
+    error: str | None = Field(description="why it failed, when it did")
     chunks: int
     updated_at: str
+    text: str | None = Field(None, description="with ?include=text: the stored text")
+    text_reconstructed: bool = Field(
+        False, description="the text was joined from the chunks (stored before texts were kept)"
+    )
+    chunk_list: list[ChunkOut] | None = Field(None, description="with ?include=chunks")
+
+
+class ChunkDetail(ChunkOut):
+    """A chunk with the document it belongs to."""
+
+    document_id: str
+    source: str
+    title: str
+    metadata: dict[str, Any]
+
+
+class DocumentPageOut(BaseModel):
+    """One page of ``GET /v1/documents``."""
+
+    total: int = Field(description="documents matching, over all pages")
+    offset: int
+    limit: int
+    documents: list[DocumentOut]
+
+
+def document_out(info: DocumentInfo, view: DocumentView | None = None) -> DocumentOut:
+    """The response shape of a document row (and its text and chunks)."""
+    chunk_list = None
+    if view is not None and view.chunks is not None:
+        chunk_list = [
+            ChunkOut(id=c.id, ordinal=c.ordinal, heading=c.heading, text=c.text)
+            for c in view.chunks
+        ]
+    return DocumentOut(
+        id=info.id,
+        source=info.source,
+        title=info.title,
+        metadata=dict(info.metadata),
+        status=info.status.value,
+        error=info.error,
+        chunks=info.chunk_count,
+        updated_at=info.updated_at,
+        text=view.text if view is not None else None,
+        text_reconstructed=view.text_reconstructed if view is not None else False,
+        chunk_list=chunk_list,
+    )
 
 
 _UPLOAD_BODY = {
@@ -120,6 +166,11 @@ _UPLOAD_BODY = {
                     "properties": {
                         "file": {"type": "array", "items": {"type": "string", "format": "binary"}},
                         "metadata": {"type": "string", "description": "a JSON object"},
+                        "id": {
+                            "type": "string",
+                            "description": "the document id (one file), or an id prefix "
+                            "`ID/<file name>` (several files); default: the file name",
+                        },
                         "wait": {"type": "boolean"},
                     },
                     "required": ["file"],
@@ -143,18 +194,14 @@ def add_schemas(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _out(job: JobView) -> JobOut:
-    return JobOut(
-        job_id=job.job_id,
-        kind=job.kind,
-        state=job.state,
-        counts=job.counts,
-        documents=job.documents,
-        detail=job.detail,
-    )
+def _upload_id(given: str, name: str, *, several: bool) -> str:
+    """An uploaded file's document id: the form's ``id`` (a prefix for several files)."""
+    if not given:
+        return name
+    return f"{given.rstrip('/')}/{name}" if several else given
 
 
-async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument | Rejected], bool]:
+async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
         async with request.form() as form:  # closes the spooled upload files
@@ -164,12 +211,16 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[SourceDocument 
             uploads = [f for f in form.getlist("file") if not isinstance(f, str)]
             if not uploads:
                 raise InvalidRequestError("multipart upload without a `file` part")
-            items: list[SourceDocument | Rejected] = []
+            given = str(form.get("id") or "").strip()
+            if len(given) > 1000:
+                raise InvalidRequestError("form field `id` is longer than 1000 characters")
+            items: list[Loaded] = []
             for upload in uploads:
                 name = upload.filename or "upload.txt"
+                doc_id = _upload_id(given, name, several=len(uploads) > 1)
                 raw = await upload.read()
                 items.extend(
-                    load_upload(name, raw, doc_id=name, max_bytes=max_bytes, extra_metadata=extra)
+                    load_upload(name, raw, doc_id=doc_id, max_bytes=max_bytes, extra_metadata=extra)
                 )
             wait = str(form.get("wait", "")).lower() in ("1", "true", "yes")
         return items, wait
@@ -207,37 +258,85 @@ async def post_documents(
     result = await asyncio.to_thread(
         ingest, runtime, items, wait=wait, defer=background.add_task, timeout_s=600.0
     )
-    metrics = request.app.state.metrics
     job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
     if job is None:  # pragma: no cover - the job was just created
         raise NotFoundError(f"job {result.job_id} vanished")
-    for doc in job.documents:
-        if doc["status"] in service.FINAL:
-            metrics.ingested.labels(doc["status"]).inc()
-    out = _out(job)
+    out = job_out(job)
     status = 200 if wait else 202
     return JSONResponse(out.model_dump(mode="json"), status_code=status)
 
 
-DocumentId = Annotated[str, Path(min_length=1, max_length=1000, description="e.g. docs/a.md")]
+DocumentId = Annotated[
+    str,
+    Path(min_length=1, max_length=1000, description="its id or its printed source, e.g. docs/a.md"),
+]
+Include = Annotated[
+    str | None,
+    Query(
+        pattern=r"^(text|chunks)(,(text|chunks))*$",
+        max_length=20,
+        description="comma-separated: `text`, `chunks`",
+    ),
+]
+StatusQuery = Annotated[DocumentStatus | None, Query(description="only documents of this status")]
+FilterQuery = Annotated[
+    str | None,
+    Query(
+        alias="filter",
+        max_length=10_000,
+        description='a metadata filter as JSON, as in a query\'s metadata_filter: {"env": "prod"}',
+    ),
+]
+
+
+def _filter(raw: str | None) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    parsed = jsonsafe.loads(raw, what="`filter`")
+    if not isinstance(parsed, dict):
+        raise InvalidRequestError("`filter` must be a JSON object")
+    return parsed
+
+
+@router.get("/documents", response_model=DocumentPageOut)
+async def list_documents(
+    runtime: RuntimeDep,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    status: StatusQuery = None,
+    metadata_filter: FilterQuery = None,
+    prefix: Annotated[str, Query(max_length=1000, description="ids starting with this")] = "",
+) -> DocumentPageOut:
+    """A page of the namespace's documents by id, filtered by metadata and status."""
+    page = await asyncio.to_thread(
+        document_page,
+        runtime,
+        offset=offset,
+        limit=limit,
+        status=status,
+        metadata_filter=_filter(metadata_filter),
+        prefix=prefix,
+    )
+    return DocumentPageOut(
+        total=page.total,
+        offset=page.offset,
+        limit=page.limit,
+        documents=[document_out(d) for d in page.documents],
+    )
 
 
 @router.get("/documents/{document_id:path}", response_model=DocumentOut)
-async def get_document(document_id: DocumentId, runtime: RuntimeDep) -> DocumentOut:
-    """A stored document's status, metadata and chunk count."""
-    info = await asyncio.to_thread(runtime.store.get_document, document_id)
-    if info is None:
-        raise NotFoundError(f"no document {document_id!r}")
-    return DocumentOut(
-        id=info.id,
-        source=info.source,
-        title=info.title,
-        metadata=dict(info.metadata),
-        status=info.status.value,
-        error=info.error,
-        chunks=info.chunk_count,
-        updated_at=info.updated_at,
+async def get_document(
+    document_id: DocumentId, runtime: RuntimeDep, include: Include = None
+) -> DocumentOut:
+    """A stored document: status (or failure reason), metadata, and its text and chunks."""
+    parts = set((include or "").split(","))
+    view = await asyncio.to_thread(
+        read_document, runtime.store, document_id, text="text" in parts, chunks="chunks" in parts
     )
+    if view is None:
+        raise NotFoundError(f"no document {document_id!r}")
+    return document_out(view.info, view)
 
 
 @router.delete("/documents/{document_id:path}")
@@ -246,16 +345,27 @@ async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[
 
     The graph drops its contributions at the next ``graph build`` or refresh.
     """
-    removed = await asyncio.to_thread(runtime.delete, document_id)
-    return {"id": document_id, "deleted": True, "chunks_removed": removed}
+    resolved = await asyncio.to_thread(runtime.store.resolve_document_id, document_id)
+    target = resolved or document_id
+    removed = await asyncio.to_thread(runtime.delete, target)
+    return {"id": target, "deleted": True, "chunks_removed": removed}
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut)
-async def get_job(
-    job_id: Annotated[str, Path(min_length=1, max_length=100)], runtime: RuntimeDep
-) -> JobOut:
-    """An ingest or refresh job: state, counts per status, each document's status."""
-    job = await asyncio.to_thread(service.get_job, runtime, job_id)
-    if job is None:
-        raise NotFoundError(f"no job {job_id!r}")
-    return _out(job)
+@router.get("/chunks/{chunk_id}", response_model=ChunkDetail)
+async def get_chunk(
+    chunk_id: Annotated[str, Path(min_length=1, max_length=200)], runtime: RuntimeDep
+) -> ChunkDetail:
+    """One stored chunk and its document (what citations and entity sources point to)."""
+    chunk = await asyncio.to_thread(read_chunk, runtime.store, chunk_id)
+    if chunk is None:
+        raise NotFoundError(f"no chunk {chunk_id!r}")
+    return ChunkDetail(
+        id=chunk.id,
+        ordinal=chunk.ordinal,
+        heading=chunk.heading,
+        text=chunk.text,
+        document_id=chunk.document_id,
+        source=chunk.source,
+        title=chunk.title,
+        metadata=dict(chunk.metadata),
+    )

@@ -9,7 +9,9 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import RuntimeDep
+from graph.lookup import find_entities
 from graph.models import CommunityReport
+from graph.reports import ranked_members
 from lore.errors import NotFoundError
 from workers import service
 
@@ -34,13 +36,33 @@ class Neighbour(BaseModel):
     name: str
     type: str
     weight: float
+    mentions: int = Field(0, description="chunks mentioning the neighbour")
+
+
+class RelationOut(BaseModel):
+    """A relation between two entities of a neighbourhood."""
+
+    source: str = Field(description="entity key")
+    target: str = Field(description="entity key")
+    weight: float
+    description: str
 
 
 class EntityResponse(BaseModel):
-    """``GET /v1/entities/{name}``."""
+    """``GET /v1/entities/{name}``: the entity, its neighbours and the relations among them."""
 
     entity: EntityOut
     neighbours: list[Neighbour]
+    relations: list[RelationOut] = Field(default_factory=list)
+
+
+class EntityMatch(BaseModel):
+    """An entity found by ``GET /v1/entities?q=``."""
+
+    key: str
+    name: str
+    type: str
+    mentions: int
 
 
 class FindingOut(BaseModel):
@@ -96,6 +118,17 @@ def _report(report: CommunityReport | None) -> ReportOut | None:
     )
 
 
+@router.get("/entities", response_model=list[EntityMatch])
+async def search_entities(
+    runtime: RuntimeDep,
+    q: Annotated[str, Query(min_length=1, max_length=300, description="part of a name")],
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> list[EntityMatch]:
+    """Entities by name: prefix matches first, then names containing it, then close spellings."""
+    found = await asyncio.to_thread(find_entities, runtime.graph(), q, limit)
+    return [EntityMatch(key=e.key, name=e.name, type=e.type, mentions=e.mentions) for e in found]
+
+
 @router.get("/entities/{name}", response_model=EntityResponse)
 async def get_entity(
     name: Annotated[str, Path(min_length=1, max_length=300)],
@@ -108,6 +141,8 @@ async def get_entity(
     if entity is None:
         raise NotFoundError(f"no entity named {name!r} (has `lore graph build` run?)")
     neighbours = await asyncio.to_thread(graph.neighbours, name, limit)
+    keys = [entity.key, *(e.key for e, _ in neighbours)]
+    relations = await asyncio.to_thread(graph.relations_among, keys)
     return EntityResponse(
         entity=EntityOut(
             key=entity.key,
@@ -118,7 +153,14 @@ async def get_entity(
             chunk_ids=list(entity.chunk_ids),
         ),
         neighbours=[
-            Neighbour(key=e.key, name=e.name, type=e.type, weight=w) for e, w in neighbours
+            Neighbour(key=e.key, name=e.name, type=e.type, weight=w, mentions=e.mentions)
+            for e, w in neighbours
+        ],
+        relations=[
+            RelationOut(
+                source=r.source, target=r.target, weight=r.weight, description=r.description
+            )
+            for r in relations
         ],
     )
 
@@ -138,13 +180,16 @@ async def list_communities(
         if reports
         else {}
     )
+    ranked = await asyncio.to_thread(
+        lambda: {c.id: ranked_members(graph, c.members) for c in found}
+    )
     return [
         CommunityOut(
             id=c.id,
             level=c.level,
             parent=c.parent,
             size=len(c.members),
-            members=list(c.members),
+            members=ranked[c.id],
             stale=c.id in stale,
             report=_report(by_id.get(c.id)),
         )
@@ -176,7 +221,7 @@ async def get_community(
         level=found.level,
         parent=found.parent,
         size=len(found.members),
-        members=list(found.members),
+        members=await asyncio.to_thread(ranked_members, graph, found.members),
         stale=found.id in await asyncio.to_thread(graph.stale_communities),
         report=_report(report),
     )

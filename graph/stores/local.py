@@ -15,6 +15,7 @@ from typing import Any
 
 from graph.communities import Community, Edge
 from graph.models import (
+    ChunkMentions,
     CommunityReport,
     Entity,
     EntityMention,
@@ -23,6 +24,7 @@ from graph.models import (
     entity_key,
     merge_descriptions,
 )
+from graph.stores.merging import checked_chunks, required_ids
 from lore.sqlite import SQLiteTables
 
 _SCHEMA = """
@@ -68,18 +70,27 @@ class LocalGraphStore(SQLiteTables):
         relations: Sequence[RelationMention],
     ) -> None:
         """Replace the chunk's contributions."""
+        self.put_chunks([ChunkMentions(chunk_id, document_id, entities, relations)])
+
+    def put_chunks(self, chunks: Sequence[ChunkMentions]) -> None:
+        """Replace many chunks' contributions in one transaction (bad ids: nothing written)."""
+        todo = checked_chunks(chunks)
         ent_rows = [
-            (entity_key(e.name), chunk_id, document_id, e.name, e.type, e.description, e.count)
-            for e in entities
+            (entity_key(e.name), c.chunk_id, c.document_id, e.name, e.type, e.description, e.count)
+            for c in todo
+            for e in c.entities
         ]
         rel_rows = []
-        for r in relations:
-            a, b = sorted((entity_key(r.source), entity_key(r.target)))
-            if a != b:
-                rel_rows.append((a, b, chunk_id, r.weight, r.description))
+        for c in todo:
+            for r in c.relations:
+                a, b = sorted((entity_key(r.source), entity_key(r.target)))
+                if a != b:
+                    rel_rows.append((a, b, c.chunk_id, r.weight, r.description))
+        if not todo:
+            return
         with self._transaction():
             self._touch({row[0] for row in ent_rows})
-            self._delete_chunks([chunk_id])
+            self._delete_chunks([c.chunk_id for c in todo])
             self._db.executemany(
                 "INSERT OR REPLACE INTO entity_mentions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 ent_rows,
@@ -87,8 +98,9 @@ class LocalGraphStore(SQLiteTables):
             self._db.executemany(
                 "INSERT OR REPLACE INTO relation_mentions VALUES (?, ?, ?, ?, ?)", rel_rows
             )
-            self._db.execute(
-                "INSERT OR REPLACE INTO extracted_chunks VALUES (?, ?)", (chunk_id, document_id)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO extracted_chunks VALUES (?, ?)",
+                [(c.chunk_id, c.document_id) for c in todo],
             )
 
     def _delete_chunks(self, chunk_ids: Sequence[str]) -> None:
@@ -289,7 +301,7 @@ class LocalGraphStore(SQLiteTables):
         with self._transaction():
             self._db.executemany(
                 "INSERT OR IGNORE INTO stale_communities VALUES (?)",
-                [(c,) for c in sorted(set(community_ids))],
+                [(c,) for c in required_ids(community_ids, "a community id")],
             )
 
     def stale_communities(self) -> set[str]:

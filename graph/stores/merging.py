@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from graph.models import (
+    ChunkMentions,
     Entity,
     EntityMention,
     Relation,
@@ -27,11 +28,49 @@ from graph.models import (
     entity_key,
     merge_descriptions,
 )
+from lore.errors import InvalidRequestError
 
 # (chunk_id, name, type, description, count) of one stored entity mention
 MentionRow = tuple[str, str, str, str, int]
 # (source_key, target_key, chunk_id, weight, description) of one stored relation mention
 RelationRow = tuple[str, str, str, float, str]
+
+
+def required_ids(values: Iterable[object], what: str) -> list[str]:
+    """The distinct ids, sorted; an id that is not a non-blank string is refused.
+
+    A server backend validates every key before it reaches a ``MERGE``: Neo4j refuses a
+    null key, a lenient server (ArcadeDB) would create a node, so neither is ever asked.
+    """
+    out = set()
+    for value in values:
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidRequestError(f"{what} must be a non-empty string, got {value!r}")
+        out.add(value)
+    return sorted(out)
+
+
+def checked_chunks(chunks: Iterable[ChunkMentions]) -> list[ChunkMentions]:
+    """The chunks to store (the last of a repeated chunk id wins), in chunk id order.
+
+    Refused, before anything is written: a chunk or document id that is not a non-blank
+    string, and an entity or relation end whose name has no key (``entity_key`` of it is
+    empty, as for ``"()"``).
+    """
+    last: dict[str, ChunkMentions] = {}
+    for chunk in chunks:
+        (chunk_id,) = required_ids([chunk.chunk_id], "a chunk id")
+        required_ids([chunk.document_id], f"the document id of chunk {chunk_id!r}")
+        names = [e.name for e in chunk.entities]
+        names += [end for r in chunk.relations for end in (r.source, r.target)]
+        for name in names:
+            if not isinstance(name, str) or not entity_key(name):
+                raise InvalidRequestError(
+                    f"chunk {chunk_id!r}: the entity name {name!r} has no key (empty once "
+                    "normalised); the extractor must drop it"
+                )
+        last[chunk_id] = chunk
+    return [last[k] for k in sorted(last)]
 
 
 def mention_row(record: Mapping[str, Any]) -> MentionRow:

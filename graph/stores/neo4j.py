@@ -9,7 +9,8 @@ Every node carries the store's ``namespace`` (property ``ns``), matched by every
 statement, so several data directories (or test runs) can share one database; a
 dedicated ``database`` can be named instead or as well. Constraints and indexes are
 created idempotently when the store opens. Writes run in managed write transactions
-(retried by the driver on transient errors); lists are sent in ``UNWIND`` batches.
+(retried by the driver on transient errors); lists are sent in ``UNWIND`` batches, and
+the graph build stores many chunks per transaction (:meth:`Neo4jGraphStore.put_chunks`).
 This module imports the ``neo4j`` driver, so it is imported only when chosen
 (``LORE_GRAPH__BACKEND=neo4j``).
 """
@@ -28,6 +29,7 @@ import neo4j.exceptions
 
 from graph.communities import Community, Edge
 from graph.models import (
+    ChunkMentions,
     CommunityReport,
     Entity,
     EntityMention,
@@ -38,6 +40,7 @@ from graph.models import (
 from graph.stores import neo4j_cypher as q
 from graph.stores.merging import (
     MentionRow,
+    checked_chunks,
     entity_rows,
     heaviest_neighbours,
     mention_row,
@@ -45,6 +48,7 @@ from graph.stores.merging import (
     merge_relations,
     relation_row,
     relation_rows,
+    required_ids,
 )
 from lore.errors import BackendUnavailableError, ConfigurationError
 
@@ -171,7 +175,17 @@ class Neo4jGraphStore:
     def _detach(
         self, tx: neo4j.ManagedTransaction, chunk_ids: Sequence[str]
     ) -> tuple[set[str], set[str]]:
-        """Delete the chunks' mentions and relations: (keys they mentioned, every key affected)."""
+        """Delete the chunks' mentions and relations: (keys they mentioned, every key affected).
+
+        Only chunks stored before are looked at (their ``LoreChunk`` is written in the same
+        transaction as their relationships): a new chunk has nothing to delete, and the
+        relationship lookup by ``chunk_id``, a scan on servers without relationship
+        indexes, is skipped for it.
+        """
+        stored = self._run_batched(tx, q.STORED_CHUNKS, "chunk_ids", chunk_ids)
+        chunk_ids = sorted({str(r["id"]) for r in stored})
+        if not chunk_ids:
+            return set(), set()
         mentioned = {
             str(r["key"]) for r in self._run_batched(tx, q.DELETE_MENTIONS, "chunk_ids", chunk_ids)
         }
@@ -193,14 +207,26 @@ class Neo4jGraphStore:
         relations: Sequence[RelationMention],
     ) -> None:
         """Replace the chunk's contributions (one write transaction)."""
-        ents = entity_rows(entities)
-        rels = relation_rows(relations)
+        self.put_chunks([ChunkMentions(chunk_id, document_id, entities, relations)])
+
+    def put_chunks(self, chunks: Sequence[ChunkMentions]) -> None:
+        """Replace many chunks' contributions in one write transaction, ``UNWIND`` batches.
+
+        Every id and key is checked first: a bad one raises ``InvalidRequestError`` and
+        nothing is written.
+        """
+        todo = checked_chunks(chunks)
+        if not todo:
+            return
+        heads = [{"chunk_id": c.chunk_id, "document_id": c.document_id} for c in todo]
+        ents = [{**row, "chunk_id": c.chunk_id} for c in todo for row in entity_rows(c.entities)]
+        rels = [{**row, "chunk_id": c.chunk_id} for c in todo for row in relation_rows(c.relations)]
 
         def work(tx: neo4j.ManagedTransaction) -> None:
-            mentioned, affected = self._detach(tx, [chunk_id])
-            _data(tx, q.MERGE_CHUNK, self._params(chunk_id=chunk_id, document_id=document_id))
-            self._run_batched(tx, q.CREATE_MENTIONS, "rows", ents, chunk_id=chunk_id)
-            self._run_batched(tx, q.CREATE_RELATIONS, "rows", rels, chunk_id=chunk_id)
+            mentioned, affected = self._detach(tx, [c.chunk_id for c in todo])
+            self._run_batched(tx, q.MERGE_CHUNKS, "chunks", heads)
+            self._run_batched(tx, q.CREATE_MENTIONS, "rows", ents)
+            self._run_batched(tx, q.CREATE_RELATIONS, "rows", rels)
             self._touch_and_tidy(tx, mentioned | {row["key"] for row in ents}, affected)
 
         self._write(work)
@@ -357,7 +383,7 @@ class Neo4jGraphStore:
 
     def mark_stale(self, community_ids: Sequence[str]) -> None:
         """Mark communities stale."""
-        self._write_batched(q.MARK_STALE, "ids", community_ids)
+        self._write_batched(q.MARK_STALE, "ids", required_ids(community_ids, "a community id"))
 
     def stale_communities(self) -> set[str]:
         """Communities marked stale."""

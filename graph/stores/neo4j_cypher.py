@@ -2,7 +2,12 @@
 
 Every value is a parameter (``$ns`` is the store's namespace, present on every node and
 ``RELATED`` relationship and matched by every statement); labels, relationship types
-and property names are constants, never built from input. The model::
+and property names are constants, never built from input. Two rules keep these portable
+beyond the servers they were tried on (the ArcadeDB stand-in accepts both mistakes,
+Neo4j does not), each checked by a test: no statement reads (``MATCH``) after a
+``CREATE`` without a ``WITH`` between them, and no key reaches a ``MERGE`` before Python
+has refused a null or empty one (:func:`graph.stores.merging.checked_chunks`,
+:func:`~graph.stores.merging.required_ids`). The model::
 
     (:LoreChunk {ns, id, document_id})
         -[:MENTIONS {name, type, description, occurrences}]->(:LoreEntity {ns, key})
@@ -40,6 +45,12 @@ SCHEMA: Final = (
 
 # -- writes: a chunk's contributions ----------------------------------------------------
 
+STORED_CHUNKS: Final = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (c:LoreChunk {ns: $ns, id: chunk_id})
+RETURN c.id AS id
+"""
+
 DELETE_MENTIONS: Final = """
 UNWIND $chunk_ids AS chunk_id
 MATCH (:LoreChunk {ns: $ns, id: chunk_id})-[m:MENTIONS]->(e:LoreEntity)
@@ -60,14 +71,15 @@ MATCH (c:LoreChunk {ns: $ns, id: chunk_id})
 DETACH DELETE c
 """
 
-MERGE_CHUNK: Final = """
-MERGE (c:LoreChunk {ns: $ns, id: $chunk_id})
-SET c.document_id = $document_id
+MERGE_CHUNKS: Final = """
+UNWIND $chunks AS row
+MERGE (c:LoreChunk {ns: $ns, id: row.chunk_id})
+SET c.document_id = row.document_id
 """
 
 CREATE_MENTIONS: Final = """
-MATCH (c:LoreChunk {ns: $ns, id: $chunk_id})
 UNWIND $rows AS row
+MATCH (c:LoreChunk {ns: $ns, id: row.chunk_id})
 MERGE (e:LoreEntity {ns: $ns, key: row.key})
 CREATE (c)-[:MENTIONS {
     name: row.name, type: row.type, description: row.description, occurrences: row.count
@@ -79,7 +91,7 @@ UNWIND $rows AS row
 MERGE (a:LoreEntity {ns: $ns, key: row.source})
 MERGE (b:LoreEntity {ns: $ns, key: row.target})
 CREATE (a)-[:RELATED {
-    ns: $ns, chunk_id: $chunk_id, weight: row.weight, description: row.description
+    ns: $ns, chunk_id: row.chunk_id, weight: row.weight, description: row.description
 }]->(b)
 """
 

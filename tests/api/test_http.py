@@ -143,3 +143,20 @@ def test_graph_routes(client: TestClient) -> None:
     assert one["id"] == level0[0]["id"] and one["report"]["title"] and one["stale"] is False
     assert client.get("/v1/communities/nope").status_code == 404
     assert client.get("/v1/communities", params={"level": -1}).status_code == 422
+
+
+def test_filter_values_ignore_case_and_a_wrong_one_warns(client: TestClient) -> None:
+    upper = client.post(
+        "/v1/memory/query", json={"search_text": "HTTP 504", "metadata_filter": {"env": "STAGING"}}
+    )
+    assert upper.status_code == 200
+    assert [r["source"] for r in upper.json()["results"]] == ["b.md"]
+    assert upper.json()["warnings"] == []
+    wrong = client.post(
+        "/v1/memory/query", json={"search_text": "HTTP 504", "metadata_filter": {"env": "prod"}}
+    )
+    assert wrong.status_code == 200
+    body = wrong.json()
+    assert body["total_retrieved"] == 0 and body["results"] == []
+    (warning,) = body["warnings"]
+    assert "'env' equal to 'prod'" in warning and "production" in warning

@@ -14,7 +14,7 @@ pages the Data Platform team."""
 def test_identifiers_become_typed_entities() -> None:
     entities, _ = extract(TEXT)
     types = {e.name: e.type for e in entities}
-    assert types["payments-api"] == "service"
+    assert types["payments-api"] == "identifier"  # code-marked; nothing says "service"
     assert types["HTTP 503"] == "http_status"
     assert types["payments_db_pool_wait_seconds"] == "metric"
     assert types["pool.max_size"] == "config_key"
@@ -52,3 +52,45 @@ def test_initials_and_name_particles_stay_inside_a_name() -> None:
     names = {e.name for e in extract(text)[0]}
     assert {"Albert S. Rogell", "Muhammad bin Saud", "Conchobar mac Nessa"} <= names
     assert "Albert" not in names and "Rogell" not in names  # no split at the initial
+
+
+RUNBOOK = """# KubeHpaMaxedOut
+
+Severity: warning
+**Comments:** Threshold of 0.05/s avoids firing.
+
+Check the HPA. The Horizontal Pod Autoscaler has been running at max replicas
+for longer than 15 minutes, e.g. when `metrics-server` lags. Review the
+Grafana dashboard. Note that scaling is limited by `maxReplicas`.
+
+| NAMESPACE | NAME |
+|---|---|
+| default | web |
+
+```shell
+kubectl get hpa -n {{ $labels.namespace }}
+```
+"""
+
+
+def test_layout_and_sentence_openers_are_not_entities() -> None:
+    names = {e.name for e in extract(RUNBOOK, "HPA maxed out", "KubeHpaMaxedOut > Meaning")[0]}
+    for noise in ("Severity", "Comments", "Threshold", "Check", "Review", "Note", "NAMESPACE"):
+        assert noise not in names, noise
+    assert not any(n.startswith(("e.g", "labels.")) for n in names)
+    assert {"Horizontal Pod Autoscaler", "Grafana", "metrics-server", "maxReplicas"} <= names
+    assert "KubeHpaMaxedOut" in names  # an identifier in the heading is a mention
+
+
+def test_a_capitalised_word_the_text_also_writes_in_lower_case_is_ordinary() -> None:
+    text = "Restart the pod when the restart count grows. Logs show a Restart loop on Kafka."
+    names = {e.name for e in extract(text)[0]}
+    assert "Restart" not in names and "Kafka" in names
+
+
+def test_names_meet_across_accents_and_case_identifiers_stay_exact() -> None:
+    assert entity_key("Akinoshū Kenji") == entity_key("akinoshu KENJI")
+    assert entity_key("pool.max_size") == "pool.max_size"
+    assert entity_key("ERR_CONN_RESET") != entity_key("ERR_CONN_RESETS")
+    kinds = {e.name: e.type for e in extract("Compound words like split-brain and read-only.")[0]}
+    assert "split-brain" not in kinds and "read-only" not in kinds  # no code mark, no digit

@@ -1,10 +1,11 @@
-"""Graph building: a changed extractor version re-extracts every chunk."""
+"""Graph building: a changed extractor version re-extracts every chunk; batched writes."""
 
 from pathlib import Path
 
+from graph.models import EntityMention
 from graph.stores.local import LocalGraphStore
-from ingest.extraction import OfflineExtractor
-from ingest.graph_build import build_graph
+from ingest.extraction import ChunkInput, Extraction, OfflineExtractor, Quarantined
+from ingest.graph_build import build_graph, store_extractions
 from ingest.quarantine import Quarantine
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
@@ -35,3 +36,22 @@ def test_a_new_extractor_version_redoes_the_graph(
     graph.close()
     held.close()
     rt.close()
+
+
+def test_a_batch_is_stored_at_once_and_keyless_extractions_are_quarantined(
+    tmp_path: Path,
+) -> None:
+    graph = LocalGraphStore(tmp_path / "lore.sqlite3")
+    held = Quarantine(tmp_path / "lore.sqlite3")
+    chunks = [ChunkInput(f"c{i}", "d1", "text", "") for i in range(3)]
+    results: list[Extraction | Quarantined] = [
+        Extraction([EntityMention("kestrel-svc", "service", "")], []),
+        Extraction([EntityMention("()", "title", "")], []),  # no key: Neo4j would refuse it
+        Quarantined("the model said nothing"),
+    ]
+    assert store_extractions(graph, held, "offline", chunks, results) == (1, 2)
+    assert graph.extracted_chunks() == {"c0"} and graph.entity_keys() == {"kestrel-svc"}
+    reasons = {e.chunk_id: e.reason for e in held.entries()}
+    assert reasons["c2"] == "the model said nothing" and "has no key" in reasons["c1"]
+    graph.close()
+    held.close()

@@ -1,21 +1,23 @@
 """The GraphStore contract, run on every backend: embedded (SQLite) and Neo4j.
 
 The Neo4j run needs a server: set ``NEO4J_URI`` (and ``NEO4J_USER``, ``NEO4J_PASSWORD``,
-optionally ``NEO4J_DATABASE``). Each test then works in a namespace of its own and
-drops it afterwards. Without ``NEO4J_URI`` the Neo4j run is skipped, with that reason.
+optionally ``NEO4J_DATABASE``), or let ``scripts/arcadedb_server.py`` start the ArcadeDB
+Bolt stand-in for Neo4j, as CI does (ids then read ``neo4j-arcadedb-stand-in``). Each
+test works in a namespace of its own and drops it afterwards. Without ``NEO4J_URI`` the
+Neo4j run is skipped, with that reason.
 """
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from graph.communities import Community
-from graph.models import CommunityReport, EntityMention, Finding, RelationMention
+from graph.models import ChunkMentions, CommunityReport, EntityMention, Finding, RelationMention
 from graph.store import GraphStore
 from graph.stores import open_graph_store
+from lore.errors import InvalidRequestError
+from tests.neo4j_server import fresh_namespace, neo4j_param, neo4j_server
 
 
 def mention(name: str, kind: str = "service", count: int = 1) -> EntityMention:
@@ -26,25 +28,16 @@ def rel(a: str, b: str, w: float = 1.0) -> RelationMention:
     return RelationMention(a, b, w, f"{a} with {b}")
 
 
-@pytest.fixture(params=["local", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+@pytest.fixture(params=["local", neo4j_param()])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
     if request.param == "local":
         local = open_graph_store("local", path=tmp_path / "g.sqlite3")
         yield local
         local.close()
         return
-    uri = os.environ.get("NEO4J_URI")
-    if not uri:
-        pytest.skip("NEO4J_URI not set (no Neo4j server here)")
     from graph.stores.neo4j import Neo4jGraphStore
 
-    server = Neo4jGraphStore(
-        uri,
-        os.environ.get("NEO4J_USER", "neo4j"),
-        os.environ.get("NEO4J_PASSWORD", ""),
-        database=os.environ.get("NEO4J_DATABASE") or None,
-        namespace=f"contract-{uuid.uuid4().hex}",
-    )
+    server = Neo4jGraphStore(**neo4j_server().store_options(fresh_namespace("contract")))
     try:
         yield server
     finally:
@@ -227,3 +220,49 @@ def test_communities_are_ordered_by_level_then_cluster(store: GraphStore) -> Non
     assert [c.id for c in store.communities()] == ["0-0", "1-2", "1-10"]
     assert store.communities(level=0) == [hierarchy[1]]
     assert store.communities(level=5) == []
+
+
+def test_put_chunks_stores_many_chunks_as_put_chunk_does(store: GraphStore) -> None:
+    store.put_chunk("c0", "d0", [mention("old-svc")], [])
+    store.put_chunks(
+        [
+            ChunkMentions(
+                "c2", "d1", [mention("a-svc"), mention("b-svc")], [rel("a-svc", "b-svc")]
+            ),
+            ChunkMentions("c0", "d0", [mention("a-svc", count=2)], [rel("b-svc", "a-svc", 0.5)]),
+            ChunkMentions("c1", "d1", [mention("B-SVC")], []),
+            ChunkMentions("c1", "d1", [mention("c-svc")], [rel("c-svc", "a-svc", 2.0)]),  # wins
+        ]
+    )
+    assert store.extracted_chunks() == {"c0", "c1", "c2"}
+    assert store.entity("old-svc") is None  # c0 was replaced
+    a_svc = store.entity("a-svc")
+    assert a_svc is not None and a_svc.mentions == 3 and a_svc.chunk_ids == ("c0", "c2")
+    b_svc = store.entity("b-svc")
+    assert b_svc is not None and b_svc.chunk_ids == ("c2",)  # c1's first version lost
+    assert store.edges() == [("a-svc", "b-svc", 1.5), ("a-svc", "c-svc", 2.0)]
+    assert store.touched_entities() == {"a-svc", "b-svc", "c-svc", "old-svc"}
+    store.put_chunks([])
+    assert store.counts()["entities"] == 3
+
+
+@pytest.mark.parametrize(
+    ("chunk", "problem"),
+    [
+        (ChunkMentions("", "d1", [], []), "chunk id"),
+        (ChunkMentions("c2", " ", [], []), "document id"),
+        (ChunkMentions("c2", "d1", [mention("()")], []), "has no key"),
+        (ChunkMentions("c2", "d1", [mention("a-svc")], [rel("a-svc", "  ")]), "has no key"),
+    ],
+)
+def test_a_blank_id_or_keyless_name_is_refused_and_nothing_is_written(
+    store: GraphStore, chunk: ChunkMentions, problem: str
+) -> None:
+    """Neo4j refuses a null MERGE key where ArcadeDB creates a node: we refuse it first."""
+    good = ChunkMentions("c1", "d1", [mention("x-svc")], [])
+    with pytest.raises(InvalidRequestError, match=problem):
+        store.put_chunks([good, chunk])
+    assert store.extracted_chunks() == set() and store.entity_keys() == set()
+    with pytest.raises(InvalidRequestError, match="community id"):
+        store.mark_stale(["0-1", ""])
+    assert store.stale_communities() == set()

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from pydantic import SecretStr, ValidationError
 
@@ -15,7 +21,7 @@ from lore.embedders import LocalEmbedder
 from lore.errors import InvalidRequestError
 from lore.keys import KeyStore
 from lore.models import SourceDocument
-from lore.settings import load_settings
+from lore.settings import Settings, load_settings
 from workers.namespaces import Namespaces
 from workers.runtime import Runtime
 
@@ -58,3 +64,71 @@ def test_async_python_api(demo_runtime: Runtime) -> None:
 def test_exactly_one_backend() -> None:
     with pytest.raises(ValidationError, match="exactly one"):
         LorekeeperRetriever()
+
+
+def test_sync_invoke_inside_a_running_loop(demo_runtime: Runtime) -> None:
+    """Jupyter / LangGraph nodes call the sync API from inside a running event loop."""
+    retriever = LorekeeperRetriever(runtime=demo_runtime, top_k=2)
+
+    async def node() -> list[str]:
+        return [d.page_content for d in retriever.invoke("E_LEDGER_LOCK_TIMEOUT")]
+
+    texts = asyncio.run(node())
+    assert len(texts) == 2 and "E_LEDGER_LOCK_TIMEOUT" in texts[0]
+
+
+def test_async_invoke_inside_a_running_loop(demo_runtime: Runtime) -> None:
+    retriever = LorekeeperRetriever(runtime=demo_runtime, top_k=2)
+
+    async def node() -> tuple[list[str], list[str]]:
+        first, second = await asyncio.gather(
+            retriever.ainvoke("E_LEDGER_LOCK_TIMEOUT"), retriever.ainvoke("ledger lock timeout")
+        )
+        return [d.page_content for d in first], [d.page_content for d in second]
+
+    first, second = asyncio.run(node())
+    assert len(first) == 2 and "E_LEDGER_LOCK_TIMEOUT" in first[0] and len(second) == 2
+
+
+@contextmanager
+def real_server(settings: Settings, namespaces: Namespaces) -> Iterator[str]:
+    """The HTTP app under a real uvicorn server on a free loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    config = uvicorn.Config(
+        create_app(settings, namespaces), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def test_http_backend_sync_and_async_inside_and_outside_a_loop(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    namespaces = Namespaces(settings, embedder=local_embedder)
+    namespaces.runtime("default").ingest(
+        [SourceDocument("r.md", "r.md", "Rotate the TLS cert when HTTP 495 shows up.", "Certs", {})]
+    )
+    with real_server(settings, namespaces) as url:
+        retriever = LorekeeperRetriever(url=url, top_k=1)
+        assert retriever.invoke("HTTP 495")[0].metadata["source"] == "r.md"
+        assert asyncio.run(retriever.ainvoke("HTTP 495"))[0].metadata["source"] == "r.md"
+
+        async def node() -> tuple[str, str]:
+            sync_doc = retriever.invoke("HTTP 495")[0]
+            async_doc = (await retriever.ainvoke("HTTP 495"))[0]
+            return sync_doc.metadata["source"], async_doc.metadata["source"]
+
+        assert asyncio.run(node()) == ("r.md", "r.md")
+    namespaces.close()

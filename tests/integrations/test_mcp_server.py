@@ -58,6 +58,39 @@ def test_an_agent_ingests_then_finds_it_over_stdio(tmp_path: Path) -> None:
             assert answer["citations"][0]["sources"] == ["mcp:notes/ledger.md"]
             bad = await client.call_tool("search", {"query": "x", "filters": {"colour": "red"}})
             assert bad.is_error and "unknown filter key 'colour'" in bad.content[0].text
+            # the graph knows the new text at once: ingest went through the HTTP entry point
+            known = payload(await client.call_tool("entity", {"name": "ERR_LEDGER_FENCE"}))
+            assert known["found"] and known["chunk_ids"]
+            filtered = payload(
+                await client.call_tool(
+                    "ask",
+                    {
+                        "question": "What does ERR_LEDGER_FENCE mean?",
+                        "mode": "local",
+                        "filters": {"team": "payments"},
+                    },
+                )
+            )
+            assert filtered["citations"][0]["sources"] == ["mcp:notes/ledger.md"]
+            wrong_mode = await client.call_tool("ask", {"question": "x", "mode": "sideways"})
+            assert wrong_mode.is_error
+            doc = payload(
+                await client.call_tool(
+                    "get_document", {"id": "notes/ledger.md", "include_chunks": True}
+                )
+            )
+            assert doc["status"] == "done" and doc["text"].startswith("When ERR_LEDGER_FENCE")
+            assert len(doc["chunk_list"]) == 1 and doc["metadata"] == {"team": "payments"}
+            listed = payload(
+                await client.call_tool("list_documents", {"filters": {"team": "payments"}})
+            )
+            assert listed["total"] == 1 and listed["documents"][0]["id"] == "notes/ledger.md"
+            gone = payload(await client.call_tool("delete_document", {"id": "notes/ledger.md"}))
+            assert gone == {"id": "notes/ledger.md", "deleted": True, "chunks_removed": 1}
+            missing = await client.call_tool("get_document", {"id": "notes/ledger.md"})
+            assert missing.is_error and "no document" in missing.content[0].text
+            after = payload(await client.call_tool("search", {"query": "ERR_LEDGER_FENCE"}))
+            assert all(r["source"] != "mcp:notes/ledger.md" for r in after["results"])
 
     asyncio.run(session())
 
@@ -92,7 +125,15 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
                 assert missing == {"found": False, "name": "nothing-here"}
                 return sorted(t.name for t in (await c.list_tools()).tools)
 
-        assert asyncio.run(session()) == ["ask", "entity", "ingest", "search"]
+        assert asyncio.run(session()) == [
+            "ask",
+            "delete_document",
+            "entity",
+            "get_document",
+            "ingest",
+            "list_documents",
+            "search",
+        ]
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -98,7 +98,8 @@ def test_report_units_prefer_stated_findings() -> None:
     pair = Finding("A and B (together in 2 sentences): x", ("a", "b"), (("a", "b"),), ("c1",))
     said = Finding("The pool ran dry at noon.", ("pool",), (), ("c2",))
     assert report_units(report("0-0", 0, pair, said)) == [("The pool ran dry at noon.", ("c2",))]
-    assert report_units(report("0-1", 0, pair))[0][0].startswith("A and B")
+    # a legacy pair-count finding is a statistic: the report offers its summary instead
+    assert report_units(report("0-1", 0, pair))[0][0] == "summary of 0-1"
     assert report_units(report("0-2", 0)) == [("summary of 0-2", ())]
 
 
@@ -171,3 +172,21 @@ def test_stuff_chunks_and_the_extractive_answer() -> None:
     assert (second.kind, second.report_id, second.sources) == ("report", "1-2", ["docs/c1.md"])
     empty = asyncio.run(writer.write(Evidence(question="x", decision="local")))
     assert empty.citations == [] and "No evidence" in empty.text
+
+
+def test_reduce_merges_a_shared_statement_and_spreads_over_reports() -> None:
+    shared = "The pool ran dry at noon."
+    points = [
+        KeyPoint(shared, 90.0, "r1", "title r1", ("c1",)),
+        KeyPoint(shared.upper(), 80.0, "r2", "title r2", ("c2",)),  # same words, other case
+        KeyPoint("Second point of r1.", 85.0, "r1", "title r1", ("c3",)),
+        KeyPoint("Best point of r3.", 70.0, "r3", "title r3", ("c4",)),
+    ]
+    kept = reduce_key_points(points, 1000, Words())
+    texts = [p.text for p in kept]
+    assert texts.count(shared) == 1 and shared.upper() not in texts
+    merged = next(p for p in kept if p.text == shared)
+    assert merged.chunk_ids == ("c1", "c2") and merged.also_in == (("r2", "title r2"),)
+    # round-robin: r3's best point is read before r1's second one; grouped by report
+    assert [p.report_id for p in kept] == ["r1", "r1", "r3"]
+    assert reduce_key_points(points, 12, Words())[-1].report_id == "r3"

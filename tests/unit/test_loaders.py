@@ -29,7 +29,14 @@ def test_markdown_front_matter_title_and_run_metadata(tmp_path: Path) -> None:
     doc = _load(tmp_path, meta={"env": "prod", "service": "override"})["a.md"]
     assert isinstance(doc, SourceDocument)
     assert doc.title == "Title here"
-    assert doc.metadata == {"service": "override", "tags": ["x", "y"], "env": "prod"}
+    assert doc.metadata == {
+        "service": "override",
+        "tags": ["x", "y"],
+        "env": "prod",
+        "path": "a.md",
+        "dir": ".",
+        "ext": "md",
+    }
     assert doc.id == "a.md"
     assert not doc.text.startswith("---")
 
@@ -59,7 +66,13 @@ def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
     got = _load(tmp_path)
     d1 = got["d1"]
     assert isinstance(d1, SourceDocument)
-    assert d1.metadata == {"severity": "high", "team": "x"}
+    assert d1.metadata == {
+        "severity": "high",
+        "team": "x",
+        "path": "r.jsonl",
+        "dir": ".",
+        "ext": "jsonl",
+    }
     assert d1.source.endswith("r.jsonl#d1")
     assert isinstance(got["7"], SourceDocument)
     reasons = [i.reason for i in got.values() if isinstance(i, Rejected)]
@@ -122,7 +135,8 @@ def test_front_matter_title_crlf_and_include_by_path(tmp_path: Path) -> None:
     assert set(by_name) == {"x.md", "old.txt"}
     doc = by_name["x.md"]
     assert isinstance(doc, SourceDocument)
-    assert doc.title == "Given Title" and doc.metadata == {"team": "a"}
+    assert doc.title == "Given Title"
+    assert doc.metadata == {"team": "a", "path": "d/x.md", "dir": "d", "ext": "md"}
     assert "\r" not in doc.text
     old = by_name["old.txt"]
     assert isinstance(old, SourceDocument) and old.text == "line one\nline two"

@@ -1,0 +1,79 @@
+"""``lore init`` and ``lore config``: write a commented settings file, show what is in force."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import SecretStr
+from rich.table import Table
+
+from api.cli_common import out, settings_of
+from lore.config_file import find_config_file, read_config_file, setting_paths, setting_sources
+from lore.settings import Settings
+from lore.settings_docs import config_template, settings_reference
+
+
+@click.command()
+@click.option(
+    "--path",
+    "target",
+    type=click.Path(path_type=Path),
+    default=Path("lore.toml"),
+    show_default=True,
+    help="Where to write the file.",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(target: Path, force: bool) -> None:
+    """Write a commented settings file with every setting and its default."""
+    if target.exists() and not force:
+        raise click.ClickException(f"{target} exists; use --force to overwrite it")
+    target.write_text(config_template(Settings), encoding="utf-8")
+    out.print(f"wrote {target}: every setting, commented out; `lore config` shows them")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@click.option("--reference", is_flag=True, help="Print the README's settings reference (Markdown).")
+@click.pass_context
+def config(ctx: click.Context, as_json: bool, reference: bool) -> None:
+    """Print the effective settings and where each came from (secrets masked)."""
+    if reference:
+        click.echo(settings_reference(Settings))
+        return
+    settings = settings_of(ctx)
+    path = find_config_file(ctx.obj.get("config_file"))
+    data = read_config_file(path) if path is not None else {}
+    sources = setting_sources(Settings, data, path, ctx.obj.get("overrides", {}))
+    rows = {
+        ".".join(leaf): {"value": _shown(_value(settings, leaf)), "source": sources[".".join(leaf)]}
+        for leaf in setting_paths(Settings)
+    }
+    if as_json:
+        click.echo(json.dumps({"config_file": str(path) if path else None, "settings": rows}))
+        return
+    out.print(f"config file: {path or '(none)'}", highlight=False)
+    table = Table(expand=True)
+    for column in ("setting", "value", "source"):
+        table.add_column(column, overflow="fold")
+    for key, row in rows.items():
+        table.add_row(key, json.dumps(row["value"]), str(row["source"]))
+    out.print(table)
+
+
+def _value(settings: Settings, leaf: tuple[str, ...]) -> Any:
+    value: Any = settings
+    for part in leaf:
+        value = getattr(value, part)
+    return value
+
+
+def _shown(value: Any) -> Any:
+    """A JSON-able value; secrets masked."""
+    if isinstance(value, SecretStr):
+        return "**********"
+    if isinstance(value, Path):
+        return str(value)
+    return value

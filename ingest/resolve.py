@@ -1,0 +1,61 @@
+"""Which stored document a person means: by id, by the source they were shown, or by path.
+
+Search results, ingest reports and ``lore status`` print a document's ``document_id``
+and its ``source`` (``examples/corpus/production/alert-catalog.jsonl#alert-001`` for a
+JSON Lines record, ``upload:notes.md`` for an upload). Every one of those, and a path to
+the file as typed in a shell (``./docs/a.md``), names the same document here, so what a
+user sees is what a user can act on (delete, show).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest.loaders import document_id_for
+from lore.errors import InvalidRequestError, NotFoundError
+from lore.store import Store
+
+
+def resolve_document_id(store: Store, ref: str) -> str:
+    """The id of the stored document ``ref`` names; ``NotFoundError`` when none does.
+
+    Tried in order: a document id; a recorded source; a file path (relative to the
+    working directory, as the loader names files), alone or with a ``#record`` suffix.
+    A source shared by several documents is an ``InvalidRequestError`` listing them.
+    """
+    ref = ref.strip()
+    if not ref:
+        raise InvalidRequestError("give a document id, a source or a file path")
+    for candidate in _spellings(ref):
+        if store.get_document(candidate) is not None:
+            return candidate
+        owners = store.document_ids_by_source(candidate)
+        if len(owners) == 1:
+            return owners[0]
+        if owners:
+            shown = ", ".join(owners[:10])
+            raise InvalidRequestError(
+                f"{ref!r} is the source of {len(owners)} documents ({shown}); give one id"
+            )
+    raise NotFoundError(
+        f"no document {ref!r}: it is not a document id, a source or a path the store knows "
+        "(`lore status` and search results show both ids and sources)"
+    )
+
+
+def _spellings(ref: str) -> list[str]:
+    """``ref`` as given, then as the loader would have named the file it points to."""
+    out = [ref]
+    path_part, sep, record = ref.partition("#")
+    for text in dict.fromkeys((ref, path_part)):
+        if not text:
+            continue
+        path = Path(text)
+        try:
+            exists = path.exists()
+        except OSError:  # e.g. a name too long for the filesystem
+            exists = False
+        if exists:
+            named = document_id_for(path)
+            out.append(named if text == ref else f"{named}{sep}{record}")
+    return list(dict.fromkeys(out))

@@ -1,0 +1,26 @@
+"""Run a coroutine to completion from synchronous code, whether or not a loop is running.
+
+``asyncio.run`` refuses to start inside a running event loop (Jupyter, a LangGraph node,
+an async web handler calling a sync API). :func:`run_sync` then runs the coroutine on a
+fresh loop in a short-lived thread and waits for it; with no loop running it is plain
+``asyncio.run``. The coroutine must not depend on the caller's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` returns and give back its result (blocking)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-run-sync") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()

@@ -1,0 +1,162 @@
+"""Report vectors: embedded when a report is written, stored once, read by every question.
+
+Global search ranks community reports and scores their statements against the question
+by cosine similarity. Embedding them per question cost minutes on a fresh process, so
+each report's texts — the whole report (row 0) and each statement that can become a key
+point — are embedded when the report is written or refreshed and stored in the SQLite
+store's ``report_vectors`` table, keyed by community id with a hash of those texts and
+the embedding model. Whatever the graph backend, the vectors live next to the
+documents. :class:`ReportVectorIndex` is the derived, in-memory view (an exact numpy
+matrix per report, a few thousand reports at most): it catches up with the stored
+reports like the other indexes do — a report whose texts are unchanged is never
+embedded again, a vanished one is dropped — and reloads only when the table changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from graph.models import CommunityReport
+from lore.embedders import Embedder, Matrix
+from lore.sqlite import SQLiteTables
+from retrieval.keypoints import report_text, report_units
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS report_vectors (
+    community_id TEXT PRIMARY KEY, content_hash TEXT NOT NULL, model TEXT NOT NULL,
+    dimension INTEGER NOT NULL, rows INTEGER NOT NULL, vectors BLOB NOT NULL
+);
+"""
+
+
+def report_texts(report: CommunityReport) -> list[str]:
+    """What is embedded for a report: its whole text, then each statement."""
+    return [report_text(report), *(text for text, _ in report_units(report))]
+
+
+def content_hash(texts: Sequence[str], model: str) -> str:
+    """Hash of a report's embedded texts and the model that embeds them."""
+    return hashlib.sha256(json.dumps([model, *texts]).encode()).hexdigest()[:24]
+
+
+class ReportVectorStore(SQLiteTables):
+    """The ``report_vectors`` table (system of record for report embeddings)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
+
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever the file was written (by this or another process)."""
+        return self._generation()
+
+    def hashes(self) -> dict[str, str]:
+        """Community id → content hash of its stored vectors."""
+        with self._lock:
+            rows = self._db.execute("SELECT community_id, content_hash FROM report_vectors")
+            return {str(c): str(h) for c, h in rows}
+
+    def load(self) -> dict[str, tuple[str, Matrix]]:
+        """Community id → (content hash, vectors) for every stored report."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT community_id, content_hash, dimension, rows, vectors FROM report_vectors"
+            ).fetchall()
+        out: dict[str, tuple[str, Matrix]] = {}
+        for cid, digest, dim, n, blob in rows:
+            matrix = np.frombuffer(blob, dtype=np.float32).reshape(int(n), int(dim))
+            out[str(cid)] = (str(digest), matrix)
+        return out
+
+    def put(self, rows: Sequence[tuple[str, str, str, Matrix]], gone: Sequence[str]) -> None:
+        """Store (community id, hash, model, vectors) rows; drop ``gone`` ids."""
+        with self._transaction():
+            self._db.executemany(
+                "DELETE FROM report_vectors WHERE community_id = ?", [(c,) for c in gone]
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO report_vectors VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (cid, digest, model, m.shape[1], m.shape[0], m.astype(np.float32).tobytes())
+                    for cid, digest, model, m in rows
+                ],
+            )
+
+
+@dataclass
+class ReportVectorIndex:
+    """Report vectors in memory, caught up with the stored reports on demand."""
+
+    store: ReportVectorStore
+    embedder: Embedder
+    batch: int = 256
+    _vectors: dict[str, tuple[str, Matrix]] = field(default_factory=dict, init=False)
+    _generation: tuple[int, int] | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def catch_up(self, reports: Sequence[CommunityReport]) -> int:
+        """Embed reports whose texts changed, drop vanished ones; return reports embedded."""
+        with self._lock:  # two questions at once embed a new report once
+            return self._catch_up(reports)
+
+    def _catch_up(self, reports: Sequence[CommunityReport]) -> int:
+        self._reload()
+        model = self.embedder.name
+        wanted = {r.community_id: report_texts(r) for r in reports}
+        digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
+        stale = [cid for cid in sorted(wanted) if self._digest(cid) != digests[cid]]
+        gone = sorted(set(self._vectors) - set(wanted))
+        if not stale and not gone:
+            return 0
+        rows: list[tuple[str, str, str, Matrix]] = []
+        flat = [(cid, text) for cid in stale for text in wanted[cid]]
+        vectors: list[Matrix] = []
+        for start in range(0, len(flat), self.batch):
+            part = [text for _, text in flat[start : start + self.batch]]
+            vectors.append(self.embedder.embed_documents(part))
+        stacked = np.concatenate(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
+        at = 0
+        for cid in stale:
+            n = len(wanted[cid])
+            rows.append((cid, digests[cid], model, stacked[at : at + n]))
+            at += n
+        self.store.put(rows, gone)
+        for cid in gone:
+            self._vectors.pop(cid, None)
+        for cid, digest, _, matrix in rows:
+            self._vectors[cid] = (digest, matrix)
+        self._generation = self.store.generation()
+        return len(stale)
+
+    def _digest(self, community_id: str) -> str | None:
+        found = self._vectors.get(community_id)
+        return found[0] if found else None
+
+    def _reload(self) -> None:
+        generation = self.store.generation()
+        if generation != self._generation:
+            self._vectors = self.store.load()
+            self._generation = generation
+
+    def vectors(self, report: CommunityReport) -> Matrix | None:
+        """The report's vectors (row 0: whole report; then its statements), if current."""
+        found = self._vectors.get(report.community_id)
+        if found is None or found[0] != content_hash(report_texts(report), self.embedder.name):
+            return None
+        return found[1]
+
+    def by_text(self, reports: Sequence[CommunityReport]) -> dict[str, Matrix]:
+        """Text → vector for every embedded text of these reports (current ones only)."""
+        out: dict[str, Matrix] = {}
+        for report in reports:
+            matrix = self.vectors(report)
+            if matrix is not None:
+                for text, vector in zip(report_texts(report), matrix, strict=True):
+                    out.setdefault(text, vector)
+        return out

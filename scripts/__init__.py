@@ -1,0 +1,1 @@
+"""Developer and CI helpers that are not part of the service (servers for tests)."""
