@@ -327,7 +327,7 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
     if auth is not None:
         auth_settings = auth_settings.model_copy(update={"enabled": auth})
     settings = settings.model_copy(update={"data_dir": ctx.obj["root"], "auth": auth_settings})
-    with runtime_context(ctx):  # a damaged store is a clear error here, not a traceback
+    with runtime_context(ctx, create=True):  # a damaged store: a clear error, no traceback
         pass
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 

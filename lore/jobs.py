@@ -203,7 +203,8 @@ class JobStore(SQLiteTables):
         finals = [s.value for s in FINAL]
         with self._lock:
             rows = self._db.execute(
-                "SELECT status, COUNT(*) FROM job_documents WHERE status IN (?, ?) GROUP BY status",
+                "SELECT status, COUNT(*) FROM job_documents "
+                f"WHERE status IN ({','.join('?' * len(finals))}) GROUP BY status",
                 finals,
             ).fetchall()
         return {str(s): int(n) for s, n in rows}

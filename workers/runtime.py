@@ -162,10 +162,23 @@ class Runtime:
         """Each index's engine and applied change sequence against the store's (read only)."""
         sparse, dense = self.indexes.open()
         head = self.store.last_seq()
+
+        def health(index: object) -> str:
+            reason = getattr(index, "repaired", None)  # only on-disk indexes check files
+            return f"rebuilt from the store: {reason}" if reason else "ok"
+
         return {
             "store_seq": head,
-            "sparse": {"engine": self.settings.sparse.engine, "applied_seq": sparse.applied_seq},
-            "dense": {"engine": "hnswlib", "applied_seq": dense.applied_seq},
+            "sparse": {
+                "engine": self.settings.sparse.engine,
+                "applied_seq": sparse.applied_seq,
+                "health": health(sparse),
+            },
+            "dense": {
+                "engine": "hnswlib",
+                "applied_seq": dense.applied_seq,
+                "health": health(dense),
+            },
             "current": sparse.applied_seq == head and dense.applied_seq == head,
         }
 

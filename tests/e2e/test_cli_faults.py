@@ -75,7 +75,7 @@ def test_9_a_truncated_store_is_a_clear_error(store: Path, tmp_path: Path) -> No
 def test_9_paths_of_the_wrong_kind_are_clear_errors(store: Path, tmp_path: Path) -> None:
     as_file = tmp_path / "file-not-dir"
     as_file.write_text("not a directory")
-    out = lore(as_file, "status")
+    out = lore(as_file, "ingest", str(tmp_path / "none.md"))
     no_traceback(out.stdout, out.stderr)
     assert out.returncode == 1 and "is a file where a directory belongs" in out.stderr
     assert as_file.read_text() == "not a directory"  # reported, never replaced
@@ -91,7 +91,7 @@ def test_9_paths_of_the_wrong_kind_are_clear_errors(store: Path, tmp_path: Path)
 
     store_dir = tmp_path / "store-dir"
     (store_dir / "lore.sqlite3").mkdir(parents=True)
-    out = lore(store_dir, "status")
+    out = lore(store_dir, "ingest", str(tmp_path / "none.md"))
     no_traceback(out.stdout, out.stderr)
     assert out.returncode == 1 and "is a directory" in out.stderr
 
@@ -104,10 +104,10 @@ def test_6_a_tantivy_index_without_meta_json_is_rebuilt_and_reported(
     (next(copy.glob("sparse-*")) / "meta.json").unlink()
     out = lore(copy, "status", "--json")
     assert out.returncode == 0, out.stderr
-    sparse = json.loads(out.stdout)["indexes"]["sparse"]
+    sparse = json.loads(out.stdout)["indexes"]["sparse"]["health"]
     assert sparse.startswith("rebuilt from the store") and "meta.json" in sparse
     again = json.loads(lore(copy, "status", "--json").stdout)["indexes"]
-    assert again == {"sparse": "ok", "dense": "ok"}
+    assert again["sparse"]["health"] == "ok" and again["dense"]["health"] == "ok"
     keyword_only = lore(copy, "search", "E_FAULT_ONE", "--dense-weight", "0", "--json")
     results = json.loads(keyword_only.stdout)["results"]
     assert results and "E_FAULT_ONE" in results[0]["text"]
