@@ -106,7 +106,7 @@ def test_multipart_upload_with_metadata(client: TestClient) -> None:
     doc = client.get("/v1/documents/notes.md").json()
     assert doc["metadata"] == {"team": "ops", "env": "staging"} and doc["title"] == "Notes"
     bad = client.post("/v1/documents", files=files[:1], data={"metadata": "{nope"})
-    assert bad.status_code == 422 and "not JSON" in bad.json()["detail"]
+    assert bad.status_code == 422 and "not valid JSON" in bad.json()["detail"]
 
 
 def test_delete_then_refresh(client: TestClient) -> None:
