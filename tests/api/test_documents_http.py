@@ -32,7 +32,8 @@ def search(client: TestClient, text: str) -> list[dict[str, object]]:
 def test_a_document_with_wait_is_searchable_on_return(client: TestClient) -> None:
     body = {
         "id": "runbooks/fence.md",
-        "text": "When ERR_FENCE_TOKEN appears, rotate the fencing token on the ledger primary.",
+        "text": "When ERR_FENCE_TOKEN appears, rotate the fencing token on the ledger primary "
+        "(`ledger-db-1`, see LEDGER_FENCE_TTL).",
         "metadata": {"env": "production", "tier": 1},
         "wait": True,
     }
