@@ -11,6 +11,7 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.console import document_errors, install_console, install_docs
+from api.deps import MetricsReaderDep
 from api.errors import install_error_handlers
 from api.limits import BodyLimit
 from api.metrics import Metrics
@@ -83,8 +84,12 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/metrics", tags=["health"], response_class=Response)
-    async def prometheus(request: Request) -> Response:
-        """Prometheus metrics (text exposition format)."""
+    async def prometheus(request: Request, _: MetricsReaderDep) -> Response:
+        """Prometheus metrics (text exposition format).
+
+        They name every namespace with its sizes, so with auth on they need an admin key
+        or ``LORE_AUTH__METRICS_TOKEN`` as the bearer token.
+        """
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     install_docs(app)

@@ -32,7 +32,8 @@ from api.cli_keys import keys
 from api.cli_status import status
 from ingest.graph_lifecycle import describe
 from ingest.resolve import resolve_document_id
-from lore.errors import LoreError, MissingExtraError
+from lore import jsonsafe
+from lore.errors import InvalidRequestError, LoreError, MissingExtraError
 from lore.extras import require
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
@@ -232,9 +233,9 @@ def search(
     try:
         if request_file is not None:
             try:
-                payload = json.load(request_file)
-            except json.JSONDecodeError as exc:
-                raise click.ClickException(f"request is not valid JSON: {exc}") from exc
+                payload = jsonsafe.loads(request_file.read(), what="request")
+            except InvalidRequestError as exc:
+                raise click.ClickException(str(exc)) from exc
             request = QueryRequest.model_validate(payload)
             as_json = True
         elif text is None:
@@ -400,6 +401,8 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
     if auth is not None:
         auth_settings = auth_settings.model_copy(update={"enabled": auth})
     settings = settings.model_copy(update={"data_dir": ctx.obj["root"], "auth": auth_settings})
+    with runtime_context(ctx, create=True):  # a damaged store: a clear error, no traceback
+        pass
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 

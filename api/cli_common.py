@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,6 +14,8 @@ from rich.console import Console
 from api.progress import ProgressReporter
 from lore.errors import LoreError
 from lore.settings import Settings
+from lore.sqlite import damaged
+from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
 out = Console()
@@ -65,12 +68,15 @@ def runtime_context(ctx: click.Context, *, create: bool = False) -> Iterator[Run
         require_store(settings_of(ctx))
     try:
         runtime = open_runtime(settings_of(ctx))
+        end_orphaned_jobs(runtime)  # a job whose process died never reads "running"
     except LoreError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
         yield runtime
     except LoreError as exc:
         raise click.ClickException(str(exc)) from exc
+    except sqlite3.DatabaseError as exc:  # damage found past the first pages
+        raise click.ClickException(str(damaged(runtime.store.path, exc))) from exc
     finally:
         runtime.close()
 

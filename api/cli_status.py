@@ -89,6 +89,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"at {idx['sparse']['applied_seq']}, dense {idx['dense']['engine']} "
         f"at {idx['dense']['applied_seq']}"
     )
+    for name in ("sparse", "dense"):
+        if idx[name]["health"] != "ok":
+            say(f"  {name} index {idx[name]['health']}")
     graph = info["graph"]
     shown = ", ".join(f"{k} {v}" for k, v in sorted(graph.items()) if k != "backend")
     say(f"graph ({graph['backend']}): {shown}")

@@ -11,6 +11,7 @@ exactly like one that does not exist, so keys cannot probe for other tenants.
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -46,6 +47,10 @@ class Principal:
         if requested not in self.namespaces and not (self.admin and self.key_id is not None):
             raise NotFoundError(f"no namespace {requested!r}")
         return requested
+
+    def held(self, namespace: str) -> bool:
+        """Whether the key names this namespace (an admin key reaches others too)."""
+        return namespace in self.namespaces
 
     def readable(self, requested: list[str] | None) -> list[str]:
         """Namespaces a search covers: the requested ones, else every one the key holds."""
@@ -101,12 +106,50 @@ async def require_admin(principal: PrincipalDep) -> Principal:
     return principal
 
 
+def existing_runtime(principal: Principal, namespaces: Namespaces, namespace: str) -> Runtime:
+    """The runtime of a namespace: one an admin key does not hold must exist already.
+
+    Only an ingest creates a namespace: a read (or an admin's probe) of a name that has
+    no store answers 404 and leaves no directory and no runtime behind. A key's own
+    namespaces read as empty until their first write.
+    """
+    if not principal.held(namespace) and not namespaces.exists(namespace):
+        raise NotFoundError(f"no namespace {namespace!r}")
+    return namespaces.runtime(namespace)
+
+
 async def get_runtime(
     principal: PrincipalDep, namespaces: NamespacesDep, namespace: NamespaceQuery = None
 ) -> Runtime:
-    """The runtime of the namespace this request works in."""
+    """The runtime of the namespace this request works in (never created here)."""
+    return existing_runtime(principal, namespaces, principal.namespace(namespace))
+
+
+async def get_ingest_runtime(
+    principal: PrincipalDep, namespaces: NamespacesDep, namespace: NamespaceQuery = None
+) -> Runtime:
+    """The runtime documents are written to (the namespace is created on first write)."""
     return namespaces.runtime(principal.namespace(namespace))
 
 
+async def require_metrics_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    """``/metrics`` lists every namespace: open with auth off, else an admin or the token."""
+    settings: Settings = request.app.state.settings
+    if not settings.auth.enabled:
+        return
+    token = settings.auth.metrics_token
+    given = credentials.credentials if credentials is not None else ""
+    if token is not None and hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+        return
+    principal = await get_principal(request, credentials)
+    if not principal.admin:
+        raise ForbiddenError("/metrics needs an admin key or LORE_AUTH__METRICS_TOKEN")
+
+
 AdminDep = Annotated[Principal, Depends(require_admin)]
+MetricsReaderDep = Annotated[None, Depends(require_metrics_reader)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+IngestRuntimeDep = Annotated[Runtime, Depends(get_ingest_runtime)]

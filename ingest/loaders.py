@@ -22,7 +22,6 @@ it); a JSON Lines record's own id.
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import Any
 from ingest.front_matter import FrontMatterError
 from ingest.front_matter import split_front_matter as _split_front_matter
 from ingest.html import html_to_markdown
+from lore import jsonsafe
 from lore.errors import InvalidRequestError
 from lore.metadata import Metadata, normalize_metadata
 from lore.models import Rejected, Skipped, SourceDocument
@@ -123,12 +123,7 @@ def load_file(
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            yield Rejected(
-                doc_id,
-                doc_id,
-                f"file is {size:,} bytes, over the {max_bytes:,}-byte "
-                "limit (ingest.max_document_bytes)",
-            )
+            yield Rejected(doc_id, doc_id, over_limit("file", size, max_bytes))
             return
         raw = path.read_bytes()
     except OSError as exc:
@@ -160,12 +155,7 @@ def load_upload(
             staged.write_bytes(raw)
             yield from _jsonl(staged, doc_id, extra_metadata or {}, max_bytes, {})
     elif len(raw) > max_bytes:
-        yield Rejected(
-            doc_id,
-            source,
-            f"upload is {len(raw):,} bytes, over the {max_bytes:,}-byte limit "
-            "(ingest.max_document_bytes)",
-        )
+        yield Rejected(doc_id, source, over_limit("upload", len(raw), max_bytes))
     else:
         yield from_bytes(raw, suffix, Path(name).stem, doc_id, source, extra_metadata)
 
@@ -203,10 +193,32 @@ def from_bytes(
     return make_document(doc_id, source, body, title, {**(file_metadata or {}), **meta, **extra})
 
 
+def over_limit(what: str, size: int, max_bytes: int) -> str:
+    """The one size rule's message, for files, uploads, JSON Lines records and JSON texts."""
+    return (
+        f"{what} is {size:,} bytes, over the {max_bytes:,}-byte limit (ingest.max_document_bytes)"
+    )
+
+
 def make_document(
-    doc_id: str, source: str, text: str, title: str, metadata: Mapping[str, Any]
+    doc_id: str,
+    source: str,
+    text: str,
+    title: str,
+    metadata: Mapping[str, Any],
+    *,
+    max_bytes: int | None = None,
 ) -> LoadResult:
-    """Validate one document's parts; empty text or bad metadata become a rejection."""
+    """Validate one document's parts; bad ones become a rejection with the reason.
+
+    Empty, NUL-bearing or oversized text (``max_bytes``, for texts that arrive as JSON
+    strings; files are measured before decoding) and bad metadata are refused.
+    """
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if max_bytes is not None and size > max_bytes:
+        return Rejected(doc_id, source, over_limit("text", size, max_bytes))
+    if "\x00" in text:
+        return Rejected(doc_id, source, "text contains NUL characters; only text is stored")
     if not text.strip():
         return Rejected(doc_id, source, "document is empty (no text after loading)")
     try:
@@ -263,18 +275,11 @@ def _jsonl_record(
 ) -> LoadResult:
     where = f"{path_id}:{lineno}"
     if len(raw) > max_bytes:
-        return Rejected(
-            where,
-            where,
-            f"line {lineno} is {len(raw):,} bytes, over the "
-            f"{max_bytes:,}-byte limit (ingest.max_document_bytes)",
-        )
+        return Rejected(where, where, over_limit(f"line {lineno}", len(raw), max_bytes))
     try:
-        record = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        return Rejected(where, where, f"line {lineno} is not UTF-8 text")
-    except json.JSONDecodeError as exc:
-        return Rejected(where, where, f"line {lineno} is not valid JSON: {exc.msg}")
+        record = jsonsafe.loads(raw, what=f"line {lineno}")
+    except InvalidRequestError as exc:
+        return Rejected(where, where, str(exc))
     if not isinstance(record, dict):
         return Rejected(where, where, f"line {lineno} is not a JSON object")
     rid = record.get("id", record.get("_id"))

@@ -138,7 +138,8 @@ class IngestPipeline:
 
     def _prepare(self, doc: SourceDocument) -> _Pending | None:
         existing = self.store.get_document(doc.id)
-        if existing is not None and existing.source != doc.source:
+        # Only a stored document owns its id: a failed input holding no chunks reserves none.
+        if existing is not None and existing.source != doc.source and existing.chunk_count:
             raise DocumentRejectedError(
                 f"id {doc.id!r} already belongs to {existing.source!r}; delete that document "
                 "first or give this one another id"

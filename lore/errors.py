@@ -15,6 +15,7 @@ class to one HTTP status (``api/errors.py``)::
     │   ├── ForbiddenError              a valid key without the right (HTTP 403)
     │   ├── ConfigurationError          settings that cannot work together
     │   │   └── MissingExtraError       a chosen backend's optional driver is not installed
+    │   ├── StorageError                a store file damaged, or a path of the wrong kind
     │   ├── EmbeddingMismatchError      the store was built with another embedding model
     │   └── LLMReplyError               the model's reply stayed invalid after repair and
     │                                   one re-prompt (the chunk is quarantined)
@@ -69,6 +70,13 @@ class ConfigurationError(PermanentError):
 
 class MissingExtraError(ConfigurationError):
     """A backend chosen in settings needs an optional dependency that is not installed."""
+
+
+class StorageError(PermanentError):
+    """A file of the data directory cannot be used: damaged, truncated, or misplaced.
+
+    A file where a directory belongs (or the reverse) is reported, never deleted.
+    """
 
 
 class EmbeddingMismatchError(PermanentError):

@@ -8,11 +8,21 @@ ever moves forward, so a re-delivered task cannot undo progress. An ingest job f
 workers stages each loaded document (its JSON) until the document is done, so a worker
 needs nothing but the job id and the document ids to redo any step; a job run
 in-process records statuses only.
+
+Every job records its owner, the process that created it (host, pid and the process's
+start time, so a reused pid is not mistaken for it). A job run in-process (no broker
+epoch) whose owner is gone can never finish: :meth:`JobStore.orphaned` finds those, and
+the caller ends them with a reason. Jobs on a broker belong to the queue, not to the
+process that sent them, and are resumed by the workers instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +47,43 @@ CREATE TABLE IF NOT EXISTS job_documents (
 );
 CREATE INDEX IF NOT EXISTS job_documents_by_status ON job_documents(job_id, status);
 """
+
+
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time (clock ticks after boot), or None if there is no such pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc here: only the pid can be checked
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def this_process() -> str:
+    """The owner string of the calling process: ``host:pid:start``."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or ''}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether an owner process still runs; None when it is on another host (unknown)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    host, pid, start = parts
+    if host != socket.gethostname():
+        return None
+    found = _start_ticks(int(pid))
+    if found is None:
+        return False
+    return not start or not found or found == start
 
 
 class JobStatus(StrEnum):
@@ -88,6 +135,12 @@ class JobStore(SQLiteTables):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA)
+        with self._lock:
+            columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(jobs)")}
+            if "owner" not in columns:  # stores made before owners were recorded
+                # another process may add it meanwhile
+                with contextlib.suppress(sqlite3.OperationalError):
+                    self._db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -97,10 +150,33 @@ class JobStore(SQLiteTables):
         now = _now()
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO jobs VALUES (?, ?, 'running', ?, ?, ?, ?)",
-                (job_id, kind, epoch, json.dumps(dict(detail or {})), now, now),
+                "INSERT INTO jobs(id, kind, state, epoch, detail, created_at, updated_at, owner) "
+                "VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                (job_id, kind, epoch, json.dumps(dict(detail or {})), now, now, this_process()),
             )
         return job_id
+
+    def orphaned(self) -> list[tuple[JobInfo, str]]:
+        """Running in-process jobs whose owner process is gone, each with the reason."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, owner FROM jobs WHERE state = 'running' AND epoch = ''"
+            ).fetchall()
+        out: list[tuple[JobInfo, str]] = []
+        for job_id, owner in rows:
+            if not owner or owner_alive(str(owner)) is not False:
+                continue
+            info = self.get(str(job_id))
+            if info is not None and info.state == "running":
+                pid = str(owner).rsplit(":", 2)[1]
+                out.append(
+                    (
+                        info,
+                        f"interrupted: the process that ran this job (pid {pid}) "
+                        "ended before it finished; ingest these documents again",
+                    )
+                )
+        return out
 
     def get(self, job_id: str) -> JobInfo | None:
         """A job with its counts, or None."""
@@ -127,7 +203,8 @@ class JobStore(SQLiteTables):
         finals = [s.value for s in FINAL]
         with self._lock:
             rows = self._db.execute(
-                "SELECT status, COUNT(*) FROM job_documents WHERE status IN (?, ?) GROUP BY status",
+                "SELECT status, COUNT(*) FROM job_documents "
+                f"WHERE status IN ({','.join('?' * len(finals))}) GROUP BY status",
                 finals,
             ).fetchall()
         return {str(s): int(n) for s, n in rows}

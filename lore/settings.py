@@ -91,7 +91,9 @@ class IngestSettings(Section):
     """Limits and defaults for loading files."""
 
     max_document_bytes: int = Field(
-        5_000_000, ge=1, description="larger files (or JSON lines) fail with a reason"
+        5_000_000,
+        ge=1,
+        description="larger files, uploads, JSON lines or JSON texts fail with a reason",
     )
     include: list[str] = Field(
         default_factory=lambda: ["*.md", "*.markdown", "*.txt", "*.html", "*.htm", "*.jsonl"],
@@ -292,6 +294,11 @@ class AuthSettings(Section):
         "default",
         pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
         description="the namespace of requests that name none",
+    )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="with auth on, /metrics needs an admin key or this bearer token "
+        "(for a Prometheus scraper that should hold no data key)",
     )
 
 

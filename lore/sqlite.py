@@ -8,13 +8,45 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lore.errors import StorageError
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create a directory (and its parents); a file in the way is a ``StorageError``."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            raise StorageError(f"{part} is a file where a directory belongs; move it away")
+        if part.exists():
+            break
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def damaged(path: Path, exc: sqlite3.DatabaseError) -> StorageError:
+    """The error for a SQLite file that cannot be read."""
+    return StorageError(
+        f"cannot read {path}: {exc} (the file is damaged, truncated or not a SQLite "
+        "database); restore it from a backup or move it away. Index directories are "
+        "rebuilt from the store; the store itself cannot be"
+    )
+
 
 def connect(path: Path) -> sqlite3.Connection:
     """A WAL-mode connection usable from several threads (callers hold a lock)."""
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA busy_timeout=30000")
+    ensure_dir(path.parent)
+    if path.exists() and not path.is_file():
+        raise StorageError(f"{path} should be a SQLite file but is a directory; move it away")
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except sqlite3.DatabaseError as exc:
+        raise damaged(path, exc) from exc
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=30000")
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise damaged(path, exc) from exc
     return db
 
 
@@ -43,7 +75,11 @@ class SQLiteTables:
         self._db = connect(path)
         self._writes = 0
         with self._lock:
-            self._db.executescript(schema)
+            try:
+                self._db.executescript(schema)
+            except sqlite3.DatabaseError as exc:
+                self._db.close()
+                raise damaged(path, exc) from exc
 
     def close(self) -> None:
         """Close the connection."""

@@ -3,7 +3,9 @@
 One SQLite file in WAL mode. Every index (BM25, HNSW) is a derived view that catches
 up from :meth:`Store.changes_since`; the change sequence only grows, and chunk row ids
 are never reused, so an index can replay changes any number of times and end in the
-same state. A crash between a store write and an index update loses nothing.
+same state. A crash between a store write and an index update loses nothing. A
+document's metadata is stored once, on its row (chunks read it through a join), so its
+size does not multiply by the number of chunks.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL,
     heading TEXT NOT NULL DEFAULT '',
     token_count INTEGER NOT NULL,
-    metadata TEXT NOT NULL DEFAULT '{}',
+    metadata TEXT NOT NULL DEFAULT '{}', -- unused: metadata is kept once, in documents
     text_hash TEXT NOT NULL,
     embedding BLOB NOT NULL
 );
@@ -113,7 +115,6 @@ class Store(SQLiteTables):
     """SQLite-backed store; safe to share between threads of one process."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         super().__init__(path, _SCHEMA)
         with self._lock:
@@ -286,7 +287,7 @@ class Store(SQLiteTables):
             for chunk in chunks:
                 cur = db.execute(
                     "INSERT INTO chunks(id, document_id, ordinal, text, heading, token_count, "
-                    "metadata, text_hash, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "text_hash, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         chunk.id,
                         doc.id,
@@ -294,7 +295,6 @@ class Store(SQLiteTables):
                         chunk.text,
                         chunk.heading,
                         chunk.token_count,
-                        metadata_json,
                         chunk.text_hash,
                         np.ascontiguousarray(chunk.embedding, dtype=np.float32).tobytes(),
                     ),
@@ -329,11 +329,17 @@ class Store(SQLiteTables):
         title: str = "",
         metadata: Mapping[str, object] | None = None,
     ) -> None:
-        """Record that a document failed; a previous good version stays searchable."""
+        """Record that a document failed; a previous good version stays searchable.
+
+        A stored document from another source is left alone: the failed input only
+        claimed its id (the failure is the job's to report, not that document's).
+        """
         with self._transaction() as db:
             row = db.execute(
-                "SELECT chunk_count FROM documents WHERE id = ?", (document_id,)
+                "SELECT chunk_count, source FROM documents WHERE id = ?", (document_id,)
             ).fetchone()
+            if row is not None and int(row[0]) > 0 and str(row[1]) != source:
+                return
             if row is not None and int(row[0]) > 0:
                 reason = f"{reason} (the previous version, {row[0]} chunks, is kept)"
             db.execute(
@@ -427,9 +433,9 @@ class Store(SQLiteTables):
                 batch = list(row_ids[start : start + 500])
                 marks = ",".join("?" * len(batch))
                 rows = self._db.execute(
-                    "SELECT row_id, text, heading, metadata, embedding, "
-                    "(SELECT title FROM documents d WHERE d.id = c.document_id) "
-                    f"FROM chunks c WHERE row_id IN ({marks}) ORDER BY row_id",
+                    "SELECT c.row_id, c.text, c.heading, COALESCE(d.metadata, '{}'), c.embedding, "
+                    "d.title FROM chunks c LEFT JOIN documents d ON d.id = c.document_id "
+                    f"WHERE c.row_id IN ({marks}) ORDER BY c.row_id",
                     batch,
                 ).fetchall()
                 for row_id, text, heading, meta, blob, title in rows:
@@ -458,7 +464,7 @@ class Store(SQLiteTables):
         with self._lock:
             rows = self._db.execute(
                 "SELECT c.row_id, c.id, c.document_id, c.ordinal, c.text, c.heading, d.title, "
-                "d.source, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id "
+                "d.source, d.metadata FROM chunks c JOIN documents d ON d.id = c.document_id "
                 f"WHERE c.row_id IN ({marks})",
                 list(row_ids),
             ).fetchall()

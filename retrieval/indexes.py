@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from lore.sqlite import ensure_dir
 from lore.store import IndexRow, Store
 
 BATCH = 2000
@@ -84,7 +85,7 @@ def _rebuild(store: Store, index: DerivedIndex, head: int) -> int:
 @contextmanager
 def index_lock(path: Path) -> Iterator[None]:
     """Exclusive lock across processes for writing the index files under a data dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(path.parent)
     with path.open("a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -46,6 +46,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_prefetch_multiplier": 1,
+        # A replacement pool child must report up within this; ours does so at once (the
+        # model warms in a thread), but the default 4 s is tight on a loaded 2-core host,
+        # and a child killed there is forked again and again without ever taking a task.
+        "worker_proc_alive_timeout": 30.0,
         "task_time_limit": workers.task_time_limit_s,
         "task_soft_time_limit": workers.task_time_limit_s * 0.9,
         "task_serializer": "json",

@@ -14,6 +14,7 @@ from pathlib import Path
 from lore.embedders import Embedder
 from lore.keys import check_namespace
 from lore.settings import Settings
+from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
 
@@ -53,8 +54,18 @@ class Namespaces:
             settings = namespace_settings(self.settings, namespace)
             runtime = open_runtime(settings, self.embedder)  # one loaded model per process
             self.embedder = runtime.embedder
+            end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
             self._runtimes[namespace] = runtime
             return runtime
+
+    def exists(self, namespace: str) -> bool:
+        """Whether the namespace has a store (or is the default, or open already)."""
+        if namespace == self.settings.auth.default_namespace:
+            return True
+        with self._lock:
+            if namespace in self._runtimes:
+                return True
+        return (namespace_dir(self.settings, namespace) / "lore.sqlite3").exists()
 
     def opened(self) -> dict[str, Runtime]:
         """The runtimes opened so far, by namespace."""

@@ -31,6 +31,7 @@ from lore.errors import EmbeddingMismatchError
 from lore.jobs import JobStore
 from lore.models import Loaded
 from lore.settings import Settings
+from lore.sqlite import ensure_dir
 from lore.store import Store
 from lore.tokens import WordPieceCounter
 from retrieval.analyzer import Analyzer
@@ -164,16 +165,39 @@ class Runtime:
         """Each index's engine and applied change sequence against the store's (read only)."""
         sparse, dense = self.indexes.open()
         head = self.store.last_seq()
+
+        def health(index: object) -> str:
+            reason = getattr(index, "repaired", None)  # only on-disk indexes check files
+            return f"rebuilt from the store: {reason}" if reason else "ok"
+
         return {
             "store_seq": head,
-            "sparse": {"engine": self.settings.sparse.engine, "applied_seq": sparse.applied_seq},
-            "dense": {"engine": "hnswlib", "applied_seq": dense.applied_seq},
+            "sparse": {
+                "engine": self.settings.sparse.engine,
+                "applied_seq": sparse.applied_seq,
+                "health": health(sparse),
+            },
+            "dense": {
+                "engine": "hnswlib",
+                "applied_seq": dense.applied_seq,
+                "health": health(dense),
+            },
             "current": sparse.applied_seq == head and dense.applied_seq == head,
         }
 
     def sync_indexes(self) -> dict[str, int]:
         """Catch both indexes up with the store; return the changes each applied."""
         return self.indexes.catch_up()
+
+    def index_health(self) -> dict[str, str]:
+        """Each index's state after a catch-up: ``ok``, or why it was rebuilt at open."""
+        sparse, dense = self.indexes.open()
+        self.sync_indexes()
+        out: dict[str, str] = {}
+        for name, index in (("sparse", sparse), ("dense", dense)):
+            reason = getattr(index, "repaired", None)  # only on-disk indexes check files
+            out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
+        return out
 
     def reindex(self) -> dict[str, int]:
         """Rebuild both indexes from the stored chunks."""
@@ -310,7 +334,7 @@ def open_runtime(settings: Settings, embedder: Embedder | None = None) -> Runtim
     ``embedder`` shares a model already loaded (namespaces, tests); it must be the one
     the data directory was embedded with.
     """
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    ensure_dir(settings.data_dir)
     store = Store(settings.data_dir / "lore.sqlite3")
     embedder = embedder or build_embedder(settings)
     recorded = store.get_meta("embedding_model")

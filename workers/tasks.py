@@ -4,13 +4,15 @@ The steps live in ``workers.jobs`` and ``workers.refresh``. Each task takes ids 
 id and document ids, or a community id), is idempotent, retries only transient errors
 (exponential backoff with jitter, up to ``workers.max_retries``; then the documents fail
 with the reason), and runs under the app's time limits. Each worker process builds one
-:class:`Runtime` from the settings when it starts and warms its embedding model, so the
-first task does not pay for it. Workers write the store and the graph, never the search
-indexes: each reader catches those up from the store's change sequence.
+:class:`Runtime` from the settings when it starts and warms its embedding model in a
+background thread (the pool child reports up at once), so the first task does not pay
+for it. Workers write the store and the graph, never the search indexes: each reader
+catches those up from the store's change sequence.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import sqlite3
 import threading
@@ -34,9 +36,11 @@ from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
 from workers.lifecycle import run_delete
+from workers.orphans import end_orphaned_jobs
 from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
 
+log = logging.getLogger(__name__)
 RETRYABLE = (TransientError, sqlite3.OperationalError)
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -66,10 +70,23 @@ def _task(
     return decorator
 
 
+def _warm() -> None:
+    try:
+        _, runtime, _ = worker_state()
+        runtime.embedder.embed_documents(["warm up"])
+    except Exception:  # the first task meets (and reports) the same error
+        log.warning("warm-up failed; the first task will load the model", exc_info=True)
+
+
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm_up(**kwargs: Any) -> None:
-    _, runtime, _ = worker_state()
-    runtime.embedder.embed_documents(["warm up"])
+    """Warm in a thread: the pool child must report up before Celery's start-up limit.
+
+    Loading the model takes longer than ``worker_proc_alive_timeout``; done inline, every
+    replacement child was killed before it could take a task. A task that arrives
+    during warm-up waits for it on the state lock.
+    """
+    threading.Thread(target=_warm, name="lore-warm-up", daemon=True).start()
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]
@@ -131,7 +148,8 @@ def delete_documents_task(self: Any, job_id: str, document_ids: list[str]) -> No
 @_task("lore.resume_jobs")
 def resume_jobs() -> dict[str, int]:
     """Re-enqueue unfinished documents of jobs whose tasks a broker restart lost."""
-    settings, _, jobs = worker_state()
+    settings, runtime, jobs = worker_state()
+    end_orphaned_jobs(runtime)
     return resume(
         jobs,
         broker_epoch(settings),

@@ -99,7 +99,12 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
 
         On return it is searchable and its entities are in the knowledge graph.
         """
-        document = make_document(id, f"mcp:{id}", text, title or id, dict(metadata or {}))
+        if not id.strip():
+            raise ToolError("id must have a character that is not whitespace")
+        limit = runtime.settings.ingest.max_document_bytes
+        document = make_document(
+            id, f"mcp:{id}", text, title or id, dict(metadata or {}), max_bytes=limit
+        )
         result = await asyncio.to_thread(ingest_documents, runtime, [document], wait=True)
         job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
         if job is None:  # pragma: no cover - the job was just created

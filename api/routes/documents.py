@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
 
-from api.deps import RuntimeDep, SettingsDep
+from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
 from api.routes.jobs import JobOut, job_out
 from ingest.loaders import load_upload, make_document
+from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
 from lore.models import DocumentInfo, DocumentStatus, Loaded
 from lore.readback import MAX_PAGE, DocumentView, read_chunk, read_document
@@ -27,10 +27,19 @@ router = APIRouter(prefix="/v1", tags=["documents"])
 MetadataValue = str | int | float | bool | list[str] | list[int] | list[float]
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an id must have a character that is not whitespace")
+    return value
+
+
+DocumentIdIn = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_not_blank)]
+
+
 class DocumentIn(BaseModel):
     """One document to store (the same id again replaces it)."""
 
-    id: str = Field(min_length=1, max_length=1000)
+    id: DocumentIdIn
     text: str = Field(max_length=50_000_000)
     title: str = Field("", max_length=1000)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
@@ -52,7 +61,7 @@ class IngestRequest(BaseModel):
         }
     }
 
-    id: str | None = Field(None, min_length=1, max_length=1000)
+    id: DocumentIdIn | None = None
     text: str | None = Field(None, max_length=50_000_000)
     title: str = Field("", max_length=1000)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
@@ -196,10 +205,7 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
         async with request.form() as form:  # closes the spooled upload files
-            try:
-                extra = json.loads(str(form.get("metadata") or "{}"))
-            except json.JSONDecodeError as exc:
-                raise InvalidRequestError(f"form field `metadata` is not JSON: {exc}") from None
+            extra = jsonsafe.loads(str(form.get("metadata") or "{}"), what="form field `metadata`")
             if not isinstance(extra, dict):
                 raise InvalidRequestError("form field `metadata` must be a JSON object")
             uploads = [f for f in form.getlist("file") if not isinstance(f, str)]
@@ -222,7 +228,10 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
         body = IngestRequest.model_validate_json(await request.body())
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False)) from None
-    docs = [make_document(d.id, d.id, d.text, d.title, d.metadata) for d in body.items()]
+    docs = [
+        make_document(d.id, d.id, d.text, d.title, d.metadata, max_bytes=max_bytes)
+        for d in body.items()
+    ]
     return docs, body.wait
 
 
@@ -234,7 +243,10 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     responses={200: {"model": JobOut, "description": "with wait: the job has ended"}},
 )
 async def post_documents(
-    request: Request, runtime: RuntimeDep, settings: SettingsDep, background: BackgroundTasks
+    request: Request,
+    runtime: IngestRuntimeDep,
+    settings: SettingsDep,
+    background: BackgroundTasks,
 ) -> Any:
     """Store documents (JSON, or files as multipart); returns the job, or waits for it."""
     items, wait = await _parse(request, settings.ingest.max_document_bytes)
@@ -280,12 +292,7 @@ FilterQuery = Annotated[
 def _filter(raw: str | None) -> dict[str, Any] | None:
     if not raw:
         return None
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidRequestError(f"`filter` is not JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidRequestError("`filter` is nested too deeply") from None
+    parsed = jsonsafe.loads(raw, what="`filter`")
     if not isinstance(parsed, dict):
         raise InvalidRequestError("`filter` must be a JSON object")
     return parsed

@@ -29,7 +29,7 @@ async def readyz(namespaces: NamespacesDep) -> JSONResponse:
     default = namespaces.settings.auth.default_namespace
     try:
         runtime = await asyncio.to_thread(namespaces.runtime, default)
-        await asyncio.to_thread(runtime.sync_indexes)
+        indexes = await asyncio.to_thread(runtime.index_health)
         await asyncio.to_thread(runtime.embedder.embed_query, "ready")
     except Exception as exc:  # readiness reports any failure instead of raising it
         return JSONResponse(
@@ -37,4 +37,5 @@ async def readyz(namespaces: NamespacesDep) -> JSONResponse:
             status_code=503,
         )
     checks = {"store": "ok", "indexes": "caught up", "embedder": runtime.embedder.name}
+    checks.update({f"{name}_index": state for name, state in indexes.items()})
     return JSONResponse({"status": "ready", "checks": checks})

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import NamespacesDep, PrincipalDep
+from api.deps import NamespacesDep, PrincipalDep, existing_runtime
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.federation import federate
 
@@ -33,7 +33,7 @@ async def query_memory(
 ) -> QueryResponse:
     """Hybrid BM25 + dense search with weighted RRF and metadata filters."""
     spaces = principal.readable(namespace)
-    runtimes = [namespaces.runtime(n) for n in spaces]  # opened once, then a lookup
+    runtimes = [existing_runtime(principal, namespaces, n) for n in spaces]  # opened once
     if len(spaces) == 1:
         response = await runtimes[0].query(request)
         results = [r.model_copy(update={"namespace": spaces[0]}) for r in response.results]

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.errors import EmbeddingMismatchError
+from lore.sqlite import ensure_dir
 from lore.store import IndexRow
 from retrieval.dense import Hits
 from retrieval.filters import ResolvedFilter
@@ -42,7 +43,7 @@ class HnswIndex:
         exact_scan_max_rows: int = 20_000,
         threads: int = 1,
     ) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(directory)
         self._file = directory / "index.bin"
         self._state_path = directory / "state.json"
         self._dim, self._m, self._efc = dimension, m, ef_construction
@@ -62,17 +63,22 @@ class HnswIndex:
             )
         self._index = hnswlib.Index(space="cosine", dim=dimension)
         self._applied = 0
+        self.repaired: str | None = None
+        """Why the files were discarded at open (None when they matched the state)."""
+        if state.get("applied_seq") and not self._file.exists():
+            self.repaired = f"index.bin missing while state.json records seq {state['applied_seq']}"
         if state and self._file.exists():
             try:
                 self._index.load_index(str(self._file), max_elements=int(state["capacity"]))
                 self._deleted = set(state.get("deleted", []))
                 self._load_matrix()
                 self._applied = int(state["applied_seq"])
-            except (RuntimeError, OSError, ValueError, KeyError, TypeError):
+            except (RuntimeError, OSError, ValueError, KeyError, TypeError) as exc:
                 # Damaged or written by another version: start empty; the next catch-up
                 # rebuilds it from the stored embeddings.
                 self._new(_INITIAL_CAPACITY)
                 self._applied = 0
+                self.repaired = f"hnswlib could not load the files ({exc})"
         else:
             self._new(_INITIAL_CAPACITY)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import tantivy
 
+from lore.sqlite import ensure_dir
 from lore.store import IndexRow
 from retrieval.analyzer import Analyzer
 from retrieval.filters import ResolvedFilter, filter_term
@@ -32,14 +33,20 @@ def _schema() -> tantivy.Schema:
 
 
 class TantivyIndex:
-    """On-disk tantivy index in ``directory``; one writer at a time (the caller locks)."""
+    """On-disk tantivy index in ``directory``; one writer at a time (the caller locks).
+
+    Its health is checked when it opens, not assumed: ``state.json`` records the change
+    sequence applied and the number of documents committed, and files that disagree
+    (tantivy silently starts an empty index when ``meta.json`` is gone) are discarded so
+    the catch-up rebuilds them from the store; :attr:`repaired` says why.
+    """
 
     def __init__(self, directory: Path, analyzer: Analyzer) -> None:
         self._dir = directory
         self._analyzer = analyzer
         self._state_path = directory / "state.json"
         self._schema = _schema()
-        directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(directory)
         state = read_state(self._state_path)
         if state.get("analyzer") != analyzer.config.key():
             # Built with another analyzer (or never finished): rebuild from the store.
@@ -47,14 +54,28 @@ class TantivyIndex:
             directory.mkdir(parents=True)
             state = {}
         self._applied = int(state.get("applied_seq", 0))
+        self.repaired: str | None = None
+        """Why the files were discarded at open (None when they matched the state)."""
+        if self._applied and not (directory / "meta.json").exists():
+            self._discard(f"meta.json missing while state.json records seq {self._applied}")
         try:
             self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
-        except ValueError:  # damaged files: start empty, the catch-up rebuilds from the store
-            shutil.rmtree(directory)
-            directory.mkdir(parents=True)
-            self._applied = 0
+        except ValueError as exc:  # damaged files: start empty, the catch-up rebuilds
+            self._discard(f"tantivy could not open the files ({exc})")
+            self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
+        recorded = state.get("docs")
+        found = self._index.searcher().num_docs
+        if self._applied and isinstance(recorded, int) and found != recorded:
+            del self._index
+            self._discard(f"{found} documents on disk, state.json records {recorded}")
             self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
         self._writer: tantivy.IndexWriter | None = None
+
+    def _discard(self, reason: str) -> None:
+        shutil.rmtree(self._dir)
+        self._dir.mkdir(parents=True)
+        self._applied = 0
+        self.repaired = reason
 
     @property
     def applied_seq(self) -> int:
@@ -104,7 +125,14 @@ class TantivyIndex:
             self._writer = None
         self._index.reload()
         self._applied = seq
-        write_state(self._state_path, {"applied_seq": seq, "analyzer": self._analyzer.config.key()})
+        write_state(
+            self._state_path,
+            {
+                "applied_seq": seq,
+                "analyzer": self._analyzer.config.key(),
+                "docs": self._index.searcher().num_docs,
+            },
+        )
 
     def reset(self) -> None:
         """Delete every document."""

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from api.app import create_app
 from lore.embedders import LocalEmbedder
@@ -12,6 +13,8 @@ from lore.keys import KeyStore
 from lore.models import SourceDocument
 from lore.settings import load_settings
 from workers.namespaces import Namespaces
+
+METRICS_TOKEN = "scrape-token-for-prometheus"
 
 
 @dataclass
@@ -34,6 +37,7 @@ def world(
 ) -> Iterator[World]:
     settings = load_settings(data_dir=tmp_path_factory.mktemp("auth"))
     settings.auth.enabled = True
+    settings.auth.metrics_token = SecretStr(METRICS_TOKEN)
     settings.api.max_body_bytes = 4096
     namespaces = Namespaces(settings, embedder=local_embedder)
     for space, words in (("team-a", "alpha ledger"), ("team-b", "bravo gateway")):
@@ -161,9 +165,20 @@ def test_oversized_bodies_are_413_declared_or_streamed(world: World) -> None:
 
 def test_metrics_count_requests_and_sizes(world: World) -> None:
     world.client.post("/v1/memory/query", json=QUERY, headers=bearer(world.a))
-    text = world.client.get("/metrics").text
+    text = world.client.get("/metrics", headers=bearer(world.admin)).text
     assert (
         'lore_http_request_seconds_count{method="POST",route="/v1/memory/query",status="200"}'
         in text
     )
     assert 'lore_chunks{namespace="team-a"} 1.0' in text
+
+
+def test_metrics_under_auth_need_an_admin_key_or_the_metrics_token(world: World) -> None:
+    assert world.client.get("/metrics").status_code == 401
+    assert world.client.get("/metrics", headers=bearer("wrong-token")).status_code == 401
+    tenant = world.client.get("/metrics", headers=bearer(world.a))
+    assert tenant.status_code == 403 and "LORE_AUTH__METRICS_TOKEN" in tenant.json()["detail"]
+    assert 'namespace="team-b"' not in tenant.text
+    for key in (world.admin, METRICS_TOKEN):
+        scraped = world.client.get("/metrics", headers=bearer(key))
+        assert scraped.status_code == 200 and "lore_http_request_seconds" in scraped.text

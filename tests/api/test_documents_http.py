@@ -32,7 +32,8 @@ def search(client: TestClient, text: str) -> list[dict[str, object]]:
 def test_a_document_with_wait_is_searchable_on_return(client: TestClient) -> None:
     body = {
         "id": "runbooks/fence.md",
-        "text": "When ERR_FENCE_TOKEN appears, rotate the fencing token on the ledger primary.",
+        "text": "When ERR_FENCE_TOKEN appears, rotate the fencing token on the ledger primary "
+        "(`ledger-db-1`, see LEDGER_FENCE_TTL).",
         "metadata": {"env": "production", "tier": 1},
         "wait": True,
     }
@@ -106,7 +107,7 @@ def test_multipart_upload_with_metadata(client: TestClient) -> None:
     doc = client.get("/v1/documents/notes.md").json()
     assert doc["metadata"] == {"team": "ops", "env": "staging"} and doc["title"] == "Notes"
     bad = client.post("/v1/documents", files=files[:1], data={"metadata": "{nope"})
-    assert bad.status_code == 422 and "not JSON" in bad.json()["detail"]
+    assert bad.status_code == 422 and "not valid JSON" in bad.json()["detail"]
 
 
 def test_delete_then_refresh(client: TestClient) -> None:

@@ -79,11 +79,16 @@ def test_a_typo_in_the_file_names_the_closest_key(tmp_path: Path) -> None:
 
 def test_missing_extra_is_one_line(tmp_path: Path) -> None:
     hide = "import sys; sys.modules['neo4j'] = None; from api.cli import main; main()"
+    (tmp_path / "a.md").write_text("# A\n\nERR_X fires on host db-1 when the Ledger stalls.\n")
     run = subprocess.run(
-        [sys.executable, "-c", hide, "graph", "show", "X"],
+        [sys.executable, "-c", hide, "ingest", "a.md"],
         check=False,
         cwd=tmp_path,
-        env=clean_env(LORE_GRAPH__BACKEND="neo4j", LORE_GRAPH__NEO4J_URI="bolt://127.0.0.1:1"),
+        env=clean_env(
+            LORE_DATA_DIR=str(tmp_path / "data"),
+            LORE_GRAPH__BACKEND="neo4j",
+            LORE_GRAPH__NEO4J_URI="bolt://127.0.0.1:1",
+        ),
         capture_output=True,
         text=True,
         timeout=120,

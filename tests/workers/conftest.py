@@ -1,8 +1,8 @@
 """Real Redis, real ``celery worker`` subprocesses: helpers shared by the worker tests.
 
 Every test session gets its own Redis key prefix and queue (cleaned up at the end);
-workers run ``--pool=solo`` on the test's data directory with the settings passed in
-their environment, exactly as a deployment would configure them.
+workers run ``--pool=solo`` (or prefork, where a test asks) on the test's data directory
+with the settings passed in their environment, exactly as a deployment would configure them.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ class Workers:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
     log_of: dict[str, Path] = field(default_factory=dict)
+    pool: str = "solo"
 
     def start(self, name: str) -> None:
         log = self.logs / f"{name}-{len(list(self.logs.glob(name + '-*.log')))}.log"
@@ -95,7 +96,7 @@ class Workers:
                     "-A",
                     "workers.celery_app",
                     "worker",
-                    "--pool=solo",
+                    f"--pool={self.pool}",
                     "--without-gossip",
                     "--without-mingle",
                     "--without-heartbeat",
@@ -141,6 +142,14 @@ class Workers:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs.values()]
+
+    def children(self, name: str) -> list[int]:
+        """Pids of a worker's pool processes (its direct children)."""
+        pid = self.procs[name].pid
+        found: list[int] = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+        return found
 
 
 def wait_job(
