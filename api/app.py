@@ -15,7 +15,7 @@ from api.deps import MetricsReaderDep
 from api.errors import install_error_handlers
 from api.limits import BodyLimit
 from api.metrics import Metrics
-from api.routes import ask, documents, graph, health, jobs, keys, memory
+from api.routes import ask, documents, graph, health, jobs, keys, memory, sync
 from lore import __version__
 from lore.keys import KeyStore
 from lore.settings import Settings
@@ -60,6 +60,7 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     app.include_router(health.router)
     app.include_router(memory.router)
+    app.include_router(sync.router)
     app.include_router(documents.router)
     app.include_router(jobs.router)
     app.include_router(graph.router)

@@ -30,6 +30,7 @@ from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
 from api.cli_status import status
+from ingest.graph_lifecycle import describe
 from ingest.resolve import resolve_document_id
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, MissingExtraError
@@ -101,6 +102,12 @@ def main(
     default=False,
     help="With a broker: follow the job with a live progress bar until it ends.",
 )
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Then delete the stored documents that came from under PATHS and are no longer "
+    "there (files removed, JSON Lines records gone from their file), graph included.",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -110,6 +117,7 @@ def ingest(
     exclude: tuple[str, ...],
     as_json: bool,
     wait: bool,
+    prune: bool,
 ) -> None:
     """Ingest files and directories (.md, .txt, .html, .jsonl) as one job.
 
@@ -117,6 +125,8 @@ def ingest(
     the workers and its id printed, or followed with a progress bar (--wait).
     Every document ends done, unchanged, skipped (nothing to index, e.g. a page of front
     matter only) or failed, with a reason; the batch goes on past failures.
+    With --prune, documents from under PATHS that are no longer there are deleted
+    afterwards (never anything outside PATHS; a PATH that does not exist prunes nothing).
     Exit status: 0 when nothing failed (skips included), 3 when some failed (listed).
     """
     metadata = {k: v[-1] for k, v in key_values(meta, "--meta").items()}
@@ -127,13 +137,47 @@ def ingest(
     if exclude:
         loading = loading.model_copy(update={"exclude": [*loading.exclude, *exclude]})
     ctx.obj["settings"] = settings.model_copy(update={"ingest": loading})
+    if prune and (absent := [str(p) for p in paths if not p.exists()]):
+        raise click.UsageError(f"--prune: {', '.join(absent)} does not exist; nothing was done")
     summary = ingest_command(ctx, list(paths), metadata, wait, as_json)
+    if prune:
+        summary["pruned"] = prune_command(ctx, list(paths), wait or not settings.broker.url)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
         print_ingest_summary(summary)
+        if prune:
+            print_pruned(summary["pruned"])
     if summary.get("failed"):
         ctx.exit(INGEST_PARTIAL)
+
+
+def prune_command(ctx: click.Context, paths: list[Path], wait: bool) -> dict[str, Any]:
+    """Delete what ``paths`` no longer hold (one delete job); returns its result."""
+    from ingest.sync import missing_documents
+    from workers.lifecycle import delete as delete_documents
+
+    with runtime_context(ctx) as runtime:
+        plan = missing_documents(runtime.store.list_documents(), paths)
+        kept = [{"id": d, "reason": why} for d, why in plan.kept]
+        if not plan.missing:
+            return {"deleted": [], "kept": kept}
+        return {**delete_documents(runtime, plan.missing, wait=wait), "kept": kept}
+
+
+def print_pruned(result: dict[str, Any]) -> None:
+    """What ``--prune`` deleted (and kept)."""
+    if not result.get("job_id"):
+        out.print("pruned nothing: every stored document under the paths is still there")
+    elif result.get("queued"):
+        out.print(f"queued prune job {result['job_id']} (`lore jobs {result['job_id']}`)")
+    else:
+        out.print(f"pruned {len(result['deleted'])} documents no longer there:", highlight=False)
+        for document_id in result["deleted"]:
+            out.print(f"  deleted {document_id}", highlight=False)
+        out.print(f"  {describe(result['graph'])}", highlight=False)
+    for item in result["kept"]:
+        err.print(f"[yellow]kept[/] {item['id']}: {item['reason']}", highlight=False)
 
 
 INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
@@ -246,18 +290,48 @@ def print_results(response: QueryResponse) -> None:
 
 
 @main.command()
-@click.argument("document_id")
+@click.argument("document_ids", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--wait/--no-wait", default=True, help="With a broker: follow the delete job (default)."
+)
 @click.pass_context
-def delete(ctx: click.Context, document_id: str) -> None:
-    """Delete a document from the store and every index.
+def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wait: bool) -> None:
+    """Delete documents from the store, every index and the knowledge graph.
 
-    DOCUMENT_ID may be a document id, a source as printed in results (``file.jsonl#id``)
-    or a path to the ingested file.
+    Their chunks' mentions, the entities and relations only they supported go too, and
+    the reports of the communities they touched are rewritten in the same job (on the
+    workers when a broker is set). Each may be a document id, a source as printed in
+    results (``file.jsonl#id``) or a path to the ingested file; an unknown one deletes
+    nothing.
     """
+    from workers.lifecycle import delete as delete_documents
+
     with runtime_context(ctx) as runtime:
-        document_id = resolve_document_id(runtime.store, document_id)
-        removed = runtime.delete(document_id)
-    out.print(f"deleted {document_id} ({removed} chunks)", highlight=False)
+        ids = [resolve_document_id(runtime.store, d) for d in document_ids]
+        result = delete_documents(runtime, ids, wait=wait)
+    print_deletion(result, as_json)
+
+
+def print_deletion(result: dict[str, Any], as_json: bool) -> None:
+    """A delete job's result: JSON, or what was deleted and what the graph lost."""
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif result.get("queued"):
+        out.print(f"queued delete job {result['job_id']} (`lore jobs {result['job_id']}`)")
+    elif result["state"] == "done":
+        for document_id in result["deleted"]:
+            out.print(f"deleted {document_id}", highlight=False)
+        out.print(
+            f"{result['chunks_removed']} chunks removed; {describe(result['graph'])}",
+            highlight=False,
+        )
+    for warning in result.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if result["state"] not in ("done", "running"):
+        raise click.ClickException(
+            f"delete job {result['job_id']} {result['state']}: {result.get('error', '')}"
+        )
 
 
 @main.command()

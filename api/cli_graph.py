@@ -11,6 +11,8 @@ import click
 
 from api.cli_common import err, out, progress_reporter, runtime_context
 from graph.reports import ranked_members
+from ingest.graph_build import GraphBuildReport
+from ingest.graph_cost import BuildEstimate
 
 
 @click.group()
@@ -22,10 +24,36 @@ def graph() -> None:
 @click.option(
     "--retry-quarantined", is_flag=True, help="extract again the chunks that failed before"
 )
+@click.option(
+    "--reextract",
+    is_flag=True,
+    help="extract every chunk again with the configured extractor (after an extractor change)",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="print what would be sent to the LLM (calls, cache hits, tokens, cost); change nothing",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the build report as JSON")
 @click.pass_context
-def build(ctx: click.Context, retry_quarantined: bool, as_json: bool) -> None:
-    """Extract entities from new chunks, drop what is gone, recompute communities."""
+def build(
+    ctx: click.Context, retry_quarantined: bool, reextract: bool, dry_run: bool, as_json: bool
+) -> None:
+    """Extract entities from new chunks, drop what is gone, recompute communities.
+
+    With an LLM configured its endpoint is probed first; an unreachable or refusing one
+    fails the build (exit 1) before anything changes. An extractor change keeps the
+    existing graph (with a warning) until --reextract. With llm.budget_tokens_per_run a
+    build stops cleanly once it has spent that many tokens (exit 4): what was extracted
+    is kept and the next build continues.
+    """
+    if dry_run:
+        with runtime_context(ctx) as runtime:
+            estimate = runtime.estimate_build(
+                retry_quarantined=retry_quarantined, reextract=reextract
+            )
+        print_estimate(estimate, as_json)
+        return
     with (
         runtime_context(ctx) as runtime,
         progress_reporter(ctx, "extracting", quiet=as_json) as bar,
@@ -34,9 +62,27 @@ def build(ctx: click.Context, retry_quarantined: bool, as_json: bool) -> None:
         def progress(done: int, total: int) -> None:
             bar.update(done, total)
 
-        report, communities = runtime.build_graph(progress, retry_quarantined=retry_quarantined)
+        report, communities = runtime.build_graph(
+            progress, retry_quarantined=retry_quarantined, reextract=reextract
+        )
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})
+    print_build(report, communities, levels, counts, as_json)
+    if report.budget_reached:
+        ctx.exit(BUDGET_REACHED)
+
+
+BUDGET_REACHED = 4  # exit status of `lore graph build` stopped by its token budget
+
+
+def print_build(
+    report: GraphBuildReport,
+    communities: int,
+    levels: int,
+    counts: dict[str, int],
+    as_json: bool,
+) -> None:
+    """The build report, as JSON or as lines (warnings on stderr)."""
     llm = report.llm
     if as_json:
         summary = {
@@ -48,26 +94,79 @@ def build(ctx: click.Context, retry_quarantined: bool, as_json: bool) -> None:
             "llm": llm.as_dict(),
         }
         click.echo(json.dumps(summary, indent=2))
-        return
-    out.print(
-        f"extracted {report.extracted} chunks with the {report.extractor} extractor "
-        f"({report.unchanged} unchanged, {report.removed} removed, "
-        f"{report.quarantined} quarantined); {counts['entities']} entities, "
-        f"{counts['relations']} relations; {communities} communities on {levels} levels; "
-        f"{report.reports_written} {report.report_writer} reports written"
-    )
-    if report.extractor == "offline" and report.report_writer == "extractive":
-        out.print("LLM calls: 0 (offline extractor and extractive reports)")
     else:
+        reports = (
+            "communities and reports left as they were"
+            if report.budget_reached
+            else f"{report.reports_written} {report.report_writer} reports written"
+        )
         out.print(
-            f"LLM calls: {llm.calls} ({llm.retries} retries, {llm.reprompts} re-prompts, "
-            f"{llm.repaired} repaired replies); tokens: {llm.prompt_tokens} prompt + "
-            f"{llm.completion_tokens} completion; cache hits: {llm.cache_hits}"
+            f"extracted {report.extracted} chunks with the {report.extractor} extractor "
+            f"({report.unchanged} unchanged, {report.removed} removed, "
+            f"{report.quarantined} quarantined); {counts['entities']} entities, "
+            f"{counts['relations']} relations; {communities} communities on {levels} levels; "
+            f"{reports}"
+        )
+        if report.extractor == "offline" and report.report_writer == "extractive":
+            out.print("LLM calls: 0 (offline extractor and extractive reports)")
+        else:
+            out.print(
+                f"LLM calls: {llm.calls} ({llm.retries} retries, {llm.reprompts} re-prompts, "
+                f"{llm.repaired} repaired replies); tokens: {llm.prompt_tokens} prompt + "
+                f"{llm.completion_tokens} completion; cache hits: {llm.cache_hits}"
+            )
+    for warning in report.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if report.budget_reached:
+        err.print(
+            f"token budget reached (llm.budget_tokens_per_run): {report.not_done} chunks not "
+            "extracted yet; what was extracted is kept and the next `lore graph build` "
+            "continues",
+            highlight=False,
         )
     if report.quarantined:
         err.print(
             f"{report.quarantined} chunks quarantined: `lore graph quarantined` lists why; "
             "`lore graph build --retry-quarantined` tries them again"
+        )
+
+
+def print_estimate(estimate: BuildEstimate, as_json: bool) -> None:
+    """A dry run's estimate, as JSON or as lines."""
+    if as_json:
+        click.echo(json.dumps(estimate.as_dict(), indent=2))
+        return
+    out.print(
+        f"dry run ({estimate.extractor} extractor, {estimate.report_writer} reports"
+        + (f", model {estimate.model}" if estimate.model else "")
+        + "): nothing was changed or sent",
+        highlight=False,
+    )
+    out.print(
+        f"  chunks to extract: {estimate.chunks} — {estimate.extraction_calls} LLM calls, "
+        f"{estimate.extraction_cache_hits} cache hits",
+        highlight=False,
+    )
+    bound = "" if estimate.communities_final else " (at least: the extraction may add more)"
+    out.print(
+        f"  community reports to write: {estimate.communities}{bound} — "
+        f"{estimate.report_calls} LLM calls, {estimate.report_cache_hits} cache hits",
+        highlight=False,
+    )
+    out.print(
+        f"  estimated tokens: {estimate.prompt_tokens} prompt + {estimate.completion_tokens} "
+        f"completion = {estimate.total_tokens} ({estimate.tokenizer})",
+        highlight=False,
+    )
+    for basis in estimate.completion_basis:
+        out.print(f"  completion {basis}", highlight=False)
+    if estimate.cost is not None:
+        out.print(f"  estimated cost: {estimate.cost:.4f} (llm.price_*_per_million)")
+    if estimate.budget_tokens is not None:
+        verdict = "within" if estimate.total_tokens <= estimate.budget_tokens else "over"
+        out.print(
+            f"  budget: {estimate.budget_tokens} tokens per run — the estimate is {verdict} it",
+            highlight=False,
         )
 
 

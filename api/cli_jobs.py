@@ -17,6 +17,7 @@ import click
 
 from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
+from ingest.graph_lifecycle import describe
 from ingest.pipeline import IngestReport
 from lore.jobs import JobInfo, JobStatus, JobStore
 from workers.runtime import Runtime
@@ -89,6 +90,8 @@ def _summary(
         "skipped": skipped,
         "store": runtime.store.counts(),
     }
+    if info and info.detail.get("graph"):
+        summary["graph"] = info.detail["graph"]  # what changed documents took out of it
     if report is not None:  # in-process: the pipeline's own counts
         summary["done"], summary["unchanged"] = len(report.done), len(report.unchanged)
         summary["chunks_written"], summary["chunks_embedded"] = report.chunks, report.embedded
@@ -117,6 +120,8 @@ def print_ingest_summary(summary: dict[str, Any]) -> None:
     )
     for item in skipped:
         out.print(f"  [yellow]skipped[/] {item['id']}: {item['reason']}", highlight=False)
+    if summary.get("graph"):
+        out.print(f"changed documents — {describe(summary['graph'])}", highlight=False)
     for item in summary["failed"]:
         out.print(f"  [red]failed[/] {item['id']}: {item['reason']}", highlight=False)
 
@@ -172,16 +177,19 @@ def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> N
 
 @graph.command()
 @click.option("--rebuild", is_flag=True, help="Recompute the hierarchy from scratch first.")
+@click.option(
+    "--reextract", is_flag=True, help="Extract every chunk again with the configured extractor."
+)
 @click.option("--wait/--no-wait", default=True, help="With a broker: follow the job.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> None:
+def refresh(ctx: click.Context, rebuild: bool, reextract: bool, wait: bool, as_json: bool) -> None:
     """Re-summarise only the communities whose members or their content changed."""
     from workers.service import refresh as start_refresh
 
     with runtime_context(ctx) as runtime:
         jobs = runtime.jobs()
-        result = start_refresh(runtime, rebuild=rebuild)
+        result = start_refresh(runtime, rebuild=rebuild, reextract=reextract)
         if result.pop("queued"):
             from workers.client import follow
 
@@ -192,5 +200,5 @@ def refresh(ctx: click.Context, rebuild: bool, wait: bool, as_json: bool) -> Non
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    shown = ", ".join(f"{k} {v}" for k, v in result.items() if k != "rebuild")
+    shown = ", ".join(f"{k} {v}" for k, v in result.items() if k not in ("rebuild", "reextract"))
     out.print(f"refresh: {shown}", highlight=False)

@@ -18,7 +18,7 @@ from graph.models import CommunityReport, Entity, Finding, Relation
 from graph.reports import ChunkTexts, ReportJob, extractive_report, fingerprint
 from graph.store import GraphStore
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import LLMClient, LLMStats
+from lore.llm import ChatPrompt, LLMClient, LLMStats
 from lore.prompts import summarize_community
 
 CHARS_PER_TOKEN = 4  # budgets are approximate: the writer does not know the model's tokenizer
@@ -131,6 +131,17 @@ class LLMReportWriter:
         """The client's counters."""
         return self.client.stats
 
+    def prompt(
+        self, graph: GraphStore, chunk_texts: ChunkTexts, job: ReportJob
+    ) -> ChatPrompt[summarize_community.Reply]:
+        """The prompt one community's report is written from (what a dry run counts)."""
+        return self.prompt_of(gather_material(job, graph, chunk_texts, self.max_input_tokens))
+
+    @staticmethod
+    def prompt_of(material: Material) -> ChatPrompt[summarize_community.Reply]:
+        """The prompt showing this material."""
+        return summarize_community.render(material.entities, material.relations, material.sources)
+
     def write_level(
         self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
@@ -152,7 +163,7 @@ class LLMReportWriter:
             job.community, graph, chunk_texts, largest=job.largest, children=job.children
         )
         material = gather_material(job, graph, chunk_texts, self.max_input_tokens)
-        prompt = summarize_community.render(material.entities, material.relations, material.sources)
+        prompt = self.prompt_of(material)
         try:
             reply = await self.client.ask(prompt)
         except (LLMReplyError, TransientError) as exc:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from graph.models import EntityMention, RelationMention, entity_key
 from ingest.extraction import ChunkInput, Extraction, Quarantined
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import LLMClient, LLMStats
+from lore.llm import ChatPrompt, LLMClient, LLMStats
 from lore.prompts import extract_graph
 
 
@@ -50,8 +50,16 @@ class LLMExtractor:
         async with self.client.connected():
             return list(await asyncio.gather(*(self._one(c) for c in chunks)))
 
+    def check(self) -> None:
+        """Probe the endpoint once (see :meth:`LLMClient.probe`)."""
+        self.client.probe()
+
+    def prompt(self, chunk: ChunkInput) -> ChatPrompt[extract_graph.Reply]:
+        """The prompt one chunk is extracted with (also what a dry run counts)."""
+        return extract_graph.render(chunk.text, chunk.title, self.entity_types)
+
     async def _one(self, chunk: ChunkInput) -> Extraction | Quarantined:
-        prompt = extract_graph.render(chunk.text, chunk.title, self.entity_types)
+        prompt = self.prompt(chunk)
         try:
             reply = await self.client.ask(prompt)
         except (LLMReplyError, TransientError) as exc:

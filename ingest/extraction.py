@@ -61,6 +61,10 @@ class Extractor(Protocol):
         """Changes whenever what it extracts may change (a stored graph is then redone)."""
         ...
 
+    def check(self) -> None:
+        """Raise before any work when the extractor cannot work (its endpoint is down)."""
+        ...
+
     def extract_batch(self, chunks: Sequence[ChunkInput]) -> list[Extraction | Quarantined]:
         """One result per chunk, in order."""
         ...
@@ -74,6 +78,9 @@ class OfflineExtractor:
 
     def __init__(self) -> None:
         self.stats = LLMStats()  # stays zero: no model is called
+
+    def check(self) -> None:
+        """Always ready: nothing to reach."""
 
     def extract_batch(self, chunks: Sequence[ChunkInput]) -> list[Extraction | Quarantined]:
         """Extract every chunk (deterministic)."""

@@ -8,9 +8,12 @@ extraction both use it); :func:`build_communities` recomputes the hierarchy from
 merged relations (a full rebuild, ``workers.refresh``). A chunk the extractor could not
 handle is quarantined with its reason (``ingest/quarantine.py``) and skipped until
 retried; the report counts them and what the LLM cost (calls, tokens, cache hits). The
-extractor's version is recorded with the data: when it changes (an improved offline
-extractor, another LLM model or prompt), every chunk is extracted again, so a graph is
-never half made by a predecessor.
+extractor's version is recorded with the data. When it changes (an LLM configured or
+removed, another model or prompt) the graph is kept and the report warns; only
+``reextract`` extracts every chunk again (``lore graph build --reextract``), replacing
+each chunk's contributions as it goes, so even an interrupted re-extraction drops nothing.
+A token budget stops a build between batches once reached: what was extracted is kept,
+the chunks not reached are counted as not done, and the next build continues with them.
 """
 
 from __future__ import annotations
@@ -23,12 +26,11 @@ from graph.models import ChunkMentions
 from graph.store import GraphStore
 from graph.stores.merging import checked_chunks
 from ingest.extraction import ChunkInput, Extraction, Extractor, Quarantined
+from ingest.graph_lifecycle import extractor_warning, record_extractor, reextracting
 from ingest.quarantine import Quarantine
 from lore.errors import InvalidRequestError
 from lore.llm import LLMStats
 from lore.store import Store
-
-EXTRACTOR_META = "graph_extractor"
 
 
 @dataclass
@@ -42,23 +44,11 @@ class GraphBuildReport:
     unchanged: int = 0
     reports_written: int = 0
     report_writer: str = "extractive"
+    not_done: int = 0
+    """Chunks left for the next build because the token budget was reached."""
+    budget_reached: bool = False
+    warnings: list[str] = field(default_factory=list)
     llm: LLMStats = field(default_factory=LLMStats)
-
-
-def reset_if_extractor_changed(
-    store: Store, graph: GraphStore, quarantine: Quarantine, version: str
-) -> bool:
-    """Drop every extraction made by another extractor version; True when it did."""
-    recorded = store.get_meta(EXTRACTOR_META)
-    if recorded == version:
-        return False
-    store.set_meta(EXTRACTOR_META, version)
-    done = graph.extracted_chunks()
-    if recorded is None and not done:
-        return False  # a new graph: nothing to redo
-    graph.remove_chunks(sorted(done))
-    quarantine.release()
-    return True
 
 
 def store_extractions(
@@ -113,26 +103,41 @@ def build_graph(
     quarantine: Quarantine,
     progress: Callable[[int, int], None] | None = None,
     batch: int = 64,
+    *,
+    reextract: bool = False,
+    budget_tokens: int | None = None,
 ) -> GraphBuildReport:
     """Extract pending chunks, drop contributions of chunks that are gone.
 
-    A graph extracted by another version of the extractor is redone.
+    ``reextract`` extracts every chunk again with this extractor (a re-extraction cut
+    short is continued by the next build). ``budget_tokens`` (prompt + completion)
+    stops the extraction between batches once spent.
     """
+    extractor.check()  # an unreachable LLM fails here, before anything is written
     refs = store.chunk_refs()
     current = {chunk_id for _, chunk_id, _ in refs}
     done = graph.extracted_chunks()
-    if reset_if_extractor_changed(store, graph, quarantine, extractor.version):
+    report = GraphBuildReport(extractor=extractor.name)
+    redo = reextracting(store, extractor.version, start=reextract)
+    if redo:
+        quarantine.release()
         done = set()
+    elif (warning := extractor_warning(store, graph, extractor.version)) is not None:
+        report.warnings.append(warning)
     held = quarantine.chunk_ids()
-    report = GraphBuildReport(extractor=extractor.name, unchanged=len(current & done))
-    gone = sorted(done - current)
+    report.unchanged = len(current & done)
+    gone = sorted(graph.extracted_chunks() - current)
     if gone:
         graph.remove_chunks(gone)
         report.removed = len(gone)
     quarantine.release(sorted(held - current))
-    pending = [row for row, chunk_id, _ in refs if chunk_id not in done and chunk_id not in held]
+    pending = pending_chunks(refs, done, held)
     before = LLMStats(**extractor.stats.as_dict())
     for start in range(0, len(pending), batch):
+        if budget_tokens is not None and _spent(extractor.stats, before) >= budget_tokens:
+            report.budget_reached = True
+            report.not_done = len(pending) - start
+            break
         rows = pending[start : start + batch]
         by_row = store.chunks_by_row_ids(rows)
         chunks = [
@@ -145,9 +150,25 @@ def build_graph(
         report.quarantined += quarantined
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
+    if redo and not report.budget_reached:
+        record_extractor(store, extractor.version)
     after = extractor.stats.as_dict()
     report.llm = LLMStats(**{k: v - before.as_dict()[k] for k, v in after.items()})
     return report
+
+
+def pending_chunks(
+    refs: Sequence[tuple[int, str, str]], done: set[str], held: set[str]
+) -> list[int]:
+    """Row ids of the chunks a build extracts: neither extracted nor quarantined."""
+    return [row for row, chunk_id, _ in refs if chunk_id not in done and chunk_id not in held]
+
+
+def _spent(now: LLMStats, before: LLMStats) -> int:
+    """Prompt and completion tokens spent since ``before``."""
+    return (
+        now.prompt_tokens + now.completion_tokens - before.prompt_tokens - before.completion_tokens
+    )
 
 
 def build_communities(

@@ -21,6 +21,8 @@ class to one HTTP status (``api/errors.py``)::
     │                                   one re-prompt (the chunk is quarantined)
     └── TransientError                  may succeed later (HTTP 503)
         └── BackendUnavailableError     a server (embedding endpoint, broker) did not answer
+            └── LLMUnavailableError     the LLM endpoint failed its probe (nothing was
+                                        written; documents stay searchable)
 """
 
 from __future__ import annotations
@@ -91,3 +93,7 @@ class TransientError(LoreError):
 
 class BackendUnavailableError(TransientError):
     """A remote backend (embedding endpoint, broker, database) did not answer."""
+
+
+class LLMUnavailableError(BackendUnavailableError):
+    """The LLM endpoint cannot be reached (its probe failed before any graph work)."""

@@ -15,6 +15,11 @@ Calls in flight are bounded by a semaphore (and, across processes, by an optiona
 exponential backoff (``Retry-After`` honoured); valid replies are cached by model and
 prompt hash, so an unchanged input costs no call on a re-run. :class:`LLMStats` counts
 calls, tokens, cache hits, repairs, re-prompts and failures.
+
+Before any graph work the endpoint is probed once (:meth:`LLMClient.probe`: the model
+list, or a one-token chat where an endpoint has no such route), without the retries, so
+a wrong URL or key fails in seconds with a message naming the setting to fix, before
+anything is written.
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from lore.errors import BackendUnavailableError, ConfigurationError, LLMReplyError
+from lore.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    LLMReplyError,
+    LLMUnavailableError,
+)
 from lore.sqlite import SQLiteTables
 
 ReplyT = TypeVar("ReplyT", bound=BaseModel)
@@ -97,6 +107,16 @@ class ReplyCache(SQLiteTables):
         with self._lock:
             row = self._db.execute("SELECT reply FROM llm_replies WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+    def replies(self, model: str, task: str, limit: int = 200) -> list[str]:
+        """The latest stored replies of one model to one task (for cost estimates)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT reply FROM llm_replies WHERE model = ? AND task = ? "
+                "ORDER BY rowid DESC LIMIT ?",
+                (model, task, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def put(self, key: str, model: str, task: str, reply: str) -> None:
         """Remember a reply that validated."""
@@ -236,6 +256,7 @@ class LLMClient:
         self._semaphore: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._users = 0
+        self._probed = False
         self.stats = LLMStats()
 
     @asynccontextmanager
@@ -270,6 +291,87 @@ class LLMClient:
                 if close is not None:
                     await close()
                 self._client, self._semaphore, self._limiter = None, None, None
+
+    def cached(self, prompt: ChatPrompt[Any]) -> bool:
+        """Whether this exact prompt would be answered from the cache (no call)."""
+        if self._cache is None:
+            return False
+        hit = self._cache.get(prompt_key(self.model, prompt))
+        if hit is None:
+            return False
+        try:
+            parse_reply(hit, prompt.reply)
+        except ValueError:
+            return False
+        return True
+
+    def cached_replies(self, task: str, limit: int = 200) -> list[str]:
+        """The latest cached replies of this model to ``task`` (empty without a cache)."""
+        return [] if self._cache is None else self._cache.replies(self.model, task, limit)
+
+    @property
+    def max_tokens(self) -> int:
+        """The completion tokens one call may return."""
+        return self._max_tokens
+
+    def probe(self, timeout_s: float = 10.0) -> None:
+        """Check once that the endpoint answers and accepts the key (blocking).
+
+        Raises :class:`~lore.errors.LLMUnavailableError` when it cannot be reached and
+        :class:`~lore.errors.ConfigurationError` when it refuses the key or the model.
+        Later calls return at once.
+        """
+        if not self._probed:
+            asyncio.run(self._probe(min(timeout_s, self._timeout_s)))
+            self._probed = True
+
+    async def _probe(self, timeout_s: float) -> None:
+        import openai
+
+        client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self._api_key or "not-needed",
+            timeout=timeout_s,
+            max_retries=0,
+        )
+        try:
+            try:
+                await client.models.list()
+            except openai.APIStatusError as exc:
+                if exc.status_code not in (404, 405):
+                    raise
+                # no model list here: one token of chat instead
+                await client.chat.completions.create(
+                    model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1
+                )
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise LLMUnavailableError(
+                f"LLM endpoint {self.base_url} cannot be reached ({exc}); check llm.base_url "
+                "(LORE_LLM__BASE_URL) or unset it to use the offline extractor"
+            ) from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise ConfigurationError(
+                    f"LLM endpoint {self.base_url} refused the key ({exc.status_code}): "
+                    "check llm.api_key (LORE_LLM__API_KEY)"
+                ) from None
+            if exc.status_code == 404:
+                raise ConfigurationError(
+                    f"LLM endpoint {self.base_url} does not serve model {self.model!r} (404): "
+                    "check llm.model (LORE_LLM__MODEL) and llm.base_url"
+                ) from None
+            if exc.status_code == 429:
+                return  # there, and busy: the calls themselves wait and retry
+            if exc.status_code >= 500 or exc.status_code == 408:
+                raise LLMUnavailableError(
+                    f"LLM endpoint {self.base_url} is not answering ({exc.status_code}); "
+                    "try again later"
+                ) from None
+            raise ConfigurationError(
+                f"LLM endpoint {self.base_url} answered {exc.status_code} to a probe: {exc.message}"
+            ) from None
+        finally:
+            await client.close()
 
     async def ask(self, prompt: ChatPrompt[ReplyT]) -> ReplyT:
         """The validated reply (from the cache when the same prompt was answered before)."""

@@ -216,6 +216,24 @@ class LLMSettings(Section):
     )
     json_mode: bool = Field(True, description="ask for response_format=json_object")
     cache: bool = Field(True, description="reuse replies for identical model + prompt")
+    budget_tokens_per_run: int | None = Field(
+        None,
+        ge=1,
+        description="prompt + completion tokens one graph build may spend; once reached it "
+        "stops cleanly (what was extracted is kept, the next build continues); unset = no limit",
+    )
+    price_prompt_per_million: float | None = Field(
+        None, ge=0, description="price of a million prompt tokens, for `graph build --dry-run`"
+    )
+    price_completion_per_million: float | None = Field(
+        None, ge=0, description="price of a million completion tokens, for `--dry-run`"
+    )
+    tokens_per_word_piece: float = Field(
+        1.0,
+        gt=0,
+        description="dry-run estimates count the packaged model's word pieces times this "
+        "(no tokenizer of the LLM is available offline)",
+    )
 
 
 class GraphSettings(Section):

@@ -10,7 +10,9 @@ chained by relations; ``summarize_community`` gets a report citing the first lab
 was shown. Failures and delays can be scripted (``fail_next(429)``, ``delay_next(2.0)``,
 ``chat_next("malformed", "timeout", ...)``, ``chat_poison("text")``) or drawn at random with a seed
 (``chat_chaos(malformed=0.3)``) to test repair, re-prompts, retries, timeouts and error
-mapping. Runs in a thread on a free port of 127.0.0.1; nothing leaves the machine.
+mapping. ``GET /v1/models`` lists one model (what a probe asks). Usage is counted in
+whitespace-separated words, or by the ``count_tokens`` function given. Runs in a thread on
+a free port of 127.0.0.1; nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from typing import Any
@@ -130,8 +133,9 @@ TASK_REPLIES = {
 class OpenAITestServer:
     """Start with ``with OpenAITestServer() as server: server.base_url``."""
 
-    def __init__(self, dim: int = 32) -> None:
+    def __init__(self, dim: int = 32, count_tokens: Callable[[str], int] | None = None) -> None:
         self.dim = dim
+        self.count_tokens = count_tokens or (lambda text: len(text.split()))
         self.failures: deque[int] = deque()
         self.delays: deque[float] = deque()
         self.chat_script: deque[str] = deque()
@@ -146,6 +150,17 @@ class OpenAITestServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: object) -> None:
                 return
+
+            def do_GET(self) -> None:
+                server.requests.append({"path": self.path, "body": None})
+                if server.failures:
+                    self._send(server.failures.popleft(), {"error": {"message": "scripted"}})
+                    return
+                if self.path != "/v1/models":
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                model = {"id": "test-model", "object": "model", "created": 0, "owned_by": "t"}
+                self._send(200, {"object": "list", "data": [model]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -212,7 +227,8 @@ class OpenAITestServer:
                     content = json.dumps({"entities": [{"kind": "x"}], "title": None})
                 elif behaviour == "empty":
                     content = ""
-                words = sum(len(m["content"].split()) for m in messages)
+                words = sum(server.count_tokens(m["content"]) for m in messages)
+                answered = server.count_tokens(content)
                 self._send(
                     200,
                     {
@@ -229,8 +245,8 @@ class OpenAITestServer:
                         ],
                         "usage": {
                             "prompt_tokens": words,
-                            "completion_tokens": len(content.split()),
-                            "total_tokens": words + len(content.split()),
+                            "completion_tokens": answered,
+                            "total_tokens": words + answered,
                         },
                     },
                 )

@@ -53,13 +53,18 @@ def submit_documents(
     return job_id
 
 
-def submit_refresh(settings: Settings, jobs: JobStore, *, rebuild: bool = False) -> str:
-    """Queue a refresh of stale community summaries; returns its job id."""
-    job_id = jobs.create("refresh", detail={"rebuild": rebuild})
+def submit_refresh(
+    settings: Settings, jobs: JobStore, *, rebuild: bool = False, reextract: bool = False
+) -> str:
+    """Queue a refresh of stale community summaries; returns its job id.
+
+    ``reextract`` has the worker extract every chunk again first.
+    """
+    job_id = jobs.create("refresh", detail={"rebuild": rebuild, "reextract": reextract})
     app = create_app(settings)
     try:
-        name = "lore.build_communities" if rebuild else "lore.refresh_stale"
-        args = (job_id,) if rebuild else (job_id, False)
+        name = "lore.build_communities" if rebuild and not reextract else "lore.refresh_stale"
+        args = (job_id,) if name == "lore.build_communities" else (job_id, rebuild, reextract)
         app.send_task(name, args=args, queue=settings.broker.queue)
     finally:
         app.close()

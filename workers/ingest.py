@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingest.pipeline import IngestReport, Outcome, Progress
+from lore.errors import ConfigurationError, LLMUnavailableError
 from lore.jobs import JobInfo, JobStatus, JobStore
 from lore.models import Loaded
 from lore.settings import Settings
-from workers.jobs import batches, extract_ready, job_progress, load_documents
+from workers.jobs import batches, extract_ready, job_progress, load_documents, record_cascade
 from workers.refresh import extractor_for
 
 if TYPE_CHECKING:
@@ -128,13 +129,24 @@ def run_inline(
     stream = items if staged else _staging(jobs, job_id, items)
     report = runtime.pipeline(on_chunked=chunked).run(stream, outcome)
     extractor = extractor_for(runtime) if extract_graph else None
+    unusable: LLMUnavailableError | ConfigurationError | None = None
     for batch in batches(stored, STAGE_BATCH):
-        if extractor is not None:
-            extract_ready(runtime, extractor, batch)
+        if extractor is not None and unusable is None:
+            try:
+                extract_ready(runtime, extractor, batch)
+            except (LLMUnavailableError, ConfigurationError) as exc:
+                unusable = exc  # the documents are stored: they stay searchable
         jobs.advance(job_id, batch, JobStatus.EXTRACTED)
         jobs.advance(job_id, batch, JobStatus.DONE)
+    if extractor is not None and unusable is None:
+        record_cascade(jobs, job_id, runtime.forget_gone())  # what changed documents lost
     jobs.finish_if_complete(job_id)
     runtime.sync_indexes()
+    if unusable is not None:
+        raise type(unusable)(
+            f"{len(report.done)} documents stored and searchable, but the knowledge graph was "
+            f"not updated: {unusable} — then run `lore graph build`"
+        )
     return report
 
 

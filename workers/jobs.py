@@ -13,12 +13,14 @@ sequence before it searches.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.extraction import ChunkInput, Extractor
-from ingest.graph_build import extract_chunks, reset_if_extractor_changed
+from ingest.graph_build import extract_chunks
+from ingest.graph_lifecycle import CascadeReport, extractor_warning
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
 from lore.jobs import JobStatus, JobStore
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from workers.runtime import Runtime
 
 Enqueue = Callable[[str, list[str]], None]
+log = logging.getLogger(__name__)
 
 
 def batches(ids: Sequence[str], size: int) -> list[list[str]]:
@@ -131,9 +134,15 @@ def extract_ready(runtime: Runtime, extractor: Extractor, document_ids: Sequence
     """Extract the graph contributions of the documents' chunks not yet extracted.
 
     Chunks already extracted or quarantined are skipped; returns how many were extracted.
+    The extractor is checked first (an LLM endpoint is probed once): one that cannot
+    work raises before the graph is touched. Another extractor than the graph's keeps
+    the graph (a warning; ``--reextract`` redoes it).
     """
+    extractor.check()
     graph = runtime.graph()
-    reset_if_extractor_changed(runtime.store, graph, runtime.quarantine(), extractor.version)
+    warning = extractor_warning(runtime.store, graph, extractor.version)
+    if warning is not None:
+        log.warning("%s", warning)
     skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
     pending = [
         ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
@@ -150,7 +159,10 @@ def extract_documents(
 ) -> int:
     """Extract the graph contributions of a job's documents; mark them done.
 
-    Chunks already extracted are skipped; returns how many chunks were extracted.
+    Chunks already extracted are skipped; returns how many chunks were extracted. The
+    extractor is checked first (an LLM endpoint is probed): one that cannot work raises
+    before the graph is touched. What changed documents lost (their replaced chunks)
+    is then forgotten by the graph, with the affected reports rewritten (the cascade).
     """
     statuses = jobs.statuses(job_id, document_ids)
     ready = [d for d, (s, _) in statuses.items() if s in (JobStatus.EMBEDDED, JobStatus.EXTRACTED)]
@@ -158,10 +170,23 @@ def extract_documents(
         jobs.finish_if_complete(job_id)
         return 0
     extracted = extract_ready(runtime, extractor_for(runtime), ready)
+    record_cascade(jobs, job_id, runtime.forget_gone())
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)
     return extracted
+
+
+def record_cascade(jobs: JobStore, job_id: str, cascade: CascadeReport) -> None:
+    """Add what changed documents took out of the graph to the job's ``graph`` detail."""
+    if not cascade.removal.chunks:
+        return
+    log.info("%s", cascade.summary())
+    info = jobs.get(job_id)
+    total = dict(info.detail.get("graph", {})) if info else {}
+    for key, value in cascade.as_dict().items():
+        total[key] = value if key == "communities" else int(total.get(key, 0)) + value
+    jobs.update_job(job_id, detail={"graph": total})
 
 
 def resume(

@@ -71,11 +71,31 @@ def prepare_refresh(
     rebuild: bool = False,
     extractor: Extractor | None = None,
     progress: Callable[[int, int], None] | None = None,
+    reextract: bool = False,
 ) -> tuple[RefreshPlan, GraphBuildReport]:
-    """Catch the graph up with the store, (re)cluster, and plan the summaries."""
+    """Catch the graph up with the store, (re)cluster, and plan the summaries.
+
+    ``reextract`` first extracts every chunk again with the configured extractor
+    (``lore graph build --reextract``, its HTTP and worker forms). With
+    ``llm.budget_tokens_per_run`` the extraction stops once the budget is spent; the
+    hierarchy and its reports are then left as they were (an empty plan) until a run
+    completes.
+    """
     graph = runtime.graph()
     extractor = extractor or extractor_for(runtime)
-    caught_up = build_graph(runtime.store, graph, extractor, runtime.quarantine(), progress)
+    budget = runtime.settings.llm.budget_tokens_per_run
+    caught_up = build_graph(
+        runtime.store,
+        graph,
+        extractor,
+        runtime.quarantine(),
+        progress,
+        batch=runtime.settings.llm.max_concurrency if budget is not None else 64,
+        reextract=reextract,
+        budget_tokens=budget,
+    )
+    if caught_up.budget_reached:
+        return RefreshPlan(communities=len(graph.communities()), stale=0), caught_up
     cfg = runtime.settings.graph
     if rebuild:
         build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
@@ -91,17 +111,21 @@ def refresh_in_process(
     rebuild: bool,
     progress: Callable[[int, int], None] | None = None,
     retry_quarantined: bool = False,
+    reextract: bool = False,
 ) -> tuple[GraphBuildReport, RefreshReport]:
     """Catch up, re-cluster and rewrite stale reports level by level, in this process.
 
     Returns what the extraction did (with the writer's name, the reports written and
-    the LLM cost of the whole run) and the refresh counts.
+    the LLM cost of the whole run) and the refresh counts. With an LLM configured its
+    endpoint is probed first: unreachable or refusing, nothing is touched.
     """
     roles = graph_roles(runtime)
+    if roles.client is not None and "llm" in (roles.extractor.name, roles.summarizer.name):
+        roles.client.probe()
     if retry_quarantined:
         runtime.quarantine().release()
     plan, built = prepare_refresh(
-        runtime, rebuild=rebuild, extractor=roles.extractor, progress=progress
+        runtime, rebuild=rebuild, extractor=roles.extractor, progress=progress, reextract=reextract
     )
     refreshed = run_plan(runtime.graph(), roles.summarizer, plan)
     runtime.embed_reports()  # report vectors are written with the reports
@@ -111,10 +135,12 @@ def refresh_in_process(
     return built, refreshed
 
 
-def refresh_inline(runtime: Runtime, jobs: JobStore, *, rebuild: bool = False) -> dict[str, Any]:
+def refresh_inline(
+    runtime: Runtime, jobs: JobStore, *, rebuild: bool = False, reextract: bool = False
+) -> dict[str, Any]:
     """A whole refresh in this process, recorded as a job; returns its counts."""
-    job_id = jobs.create("refresh", detail={"rebuild": rebuild})
-    _, refreshed = refresh_in_process(runtime, rebuild=rebuild)
+    job_id = jobs.create("refresh", detail={"rebuild": rebuild, "reextract": reextract})
+    _, refreshed = refresh_in_process(runtime, rebuild=rebuild, reextract=reextract)
     counts = refreshed.as_dict()
     jobs.update_job(job_id, state="done", detail=counts)
     return {"job_id": job_id, **counts}

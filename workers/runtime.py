@@ -6,21 +6,23 @@ The CLI, the HTTP app, the MCP server and the Celery workers all call
 analyzer, index set — plus the services opened on first use and then kept: graph
 store, quarantine, job tables, the query façade (``retrieval.queries``). Its methods
 are the public names the adapters call, each a one-line delegation to the one code
-path of its operation: ingest (``workers.ingest``), query and ask
-(``retrieval.queries``), graph build (``workers.refresh``), index catch-up and reset
-(``retrieval.index_set``).
+path of its operation: ingest (``workers.ingest``), delete and its graph cascade
+(``workers.lifecycle``), query and ask (``retrieval.queries``), graph build
+(``workers.refresh``), index catch-up and reset (``retrieval.index_set``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from graph.store import GraphStore
 from ingest.graph_build import GraphBuildReport
+from ingest.graph_cost import BuildEstimate
+from ingest.graph_lifecycle import CascadeReport, DeletionReport
 from ingest.pipeline import IngestPipeline, IngestReport, Progress
 from ingest.quarantine import Quarantine
 from lore.aio import run_sync
@@ -42,6 +44,7 @@ from retrieval.queries import QueryService
 from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 from retrieval.router import Mode
 from workers import ingest as ingesting
+from workers import lifecycle
 from workers.builders import (
     build_analyzer,
     build_asker,
@@ -269,31 +272,49 @@ class Runtime:
             self, paths, metadata, progress=progress, extract_graph=extract_graph
         ).report
 
-    def delete(self, document_id: str) -> int:
-        """Delete a document from the store and both search indexes; return chunks removed.
+    def delete(self, document_id: str) -> DeletionReport:
+        """Delete a document from the store, the indexes and the graph (see below)."""
+        return lifecycle.delete_documents(self, [document_id])
 
-        The graph drops the document's contributions at its next build or refresh.
-        """
-        removed = self.store.delete_document(document_id)
-        self.sync_indexes()
-        return removed
+    def delete_documents(
+        self, document_ids: Sequence[str], *, sync_indexes: bool = True
+    ) -> DeletionReport:
+        """Delete documents with their graph cascade (``workers.lifecycle``)."""
+        return lifecycle.delete_documents(self, document_ids, sync_indexes=sync_indexes)
+
+    def forget_gone(self) -> CascadeReport:
+        """Cascade the chunks the store no longer has out of the graph (changed documents)."""
+        return lifecycle.forget_gone(self)
 
     def build_graph(
         self,
         progress: Callable[[int, int], None] | None = None,
         *,
         retry_quarantined: bool = False,
+        reextract: bool = False,
     ) -> tuple[GraphBuildReport, int]:
         """A full refresh in this process (``workers.refresh.refresh_in_process``).
 
         Extracts what is new, drops what is gone, recomputes the communities from
         scratch and rewrites the reports whose inputs changed. Returns the build report
-        and the number of communities.
+        and the number of communities. ``reextract`` extracts every chunk again.
         """
         report, refreshed = refresh_in_process(
-            self, rebuild=True, progress=progress, retry_quarantined=retry_quarantined
+            self,
+            rebuild=True,
+            progress=progress,
+            retry_quarantined=retry_quarantined,
+            reextract=reextract,
         )
         return report, refreshed.communities
+
+    def estimate_build(
+        self, *, retry_quarantined: bool = False, reextract: bool = False
+    ) -> BuildEstimate:
+        """What :meth:`build_graph` would send to the LLM (``workers.lifecycle``)."""
+        return lifecycle.estimate_build(
+            self, retry_quarantined=retry_quarantined, reextract=reextract
+        )
 
     def close(self) -> None:
         """Stop the search threads and release the stores."""

@@ -45,14 +45,16 @@ def get_job(runtime: Runtime, job_id: str) -> JobView | None:
     return None if info is None else view(jobs, info)
 
 
-def refresh(runtime: Runtime, *, rebuild: bool) -> dict[str, Any]:
+def refresh(runtime: Runtime, *, rebuild: bool, reextract: bool = False) -> dict[str, Any]:
     """Refresh stale summaries: queued with a broker, else run here (returns its counts)."""
     jobs = runtime.jobs()
     if queued(runtime.settings):
         from workers.client import submit_refresh
 
-        return {"job_id": submit_refresh(runtime.settings, jobs, rebuild=rebuild), "queued": True}
-    return {**refresh_inline(runtime, jobs, rebuild=rebuild), "queued": False}
+        job_id = submit_refresh(runtime.settings, jobs, rebuild=rebuild, reextract=reextract)
+        return {"job_id": job_id, "queued": True}
+    counts = refresh_inline(runtime, jobs, rebuild=rebuild, reextract=reextract)
+    return {**counts, "queued": False}
 
 
 FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.SKIPPED.value}

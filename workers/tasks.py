@@ -30,11 +30,12 @@ from ingest.graph_refresh import (
     store_reports,
     summarize_community,
 )
-from lore.errors import TransientError
+from lore.errors import PermanentError, TransientError
 from lore.jobs import JobStore
 from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
+from workers.lifecycle import run_delete
 from workers.orphans import end_orphaned_jobs
 from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
@@ -130,6 +131,20 @@ def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
         return 0
 
 
+@_task("lore.delete_documents", bind=True)
+def delete_documents_task(self: Any, job_id: str, document_ids: list[str]) -> None:
+    """Delete documents from the store and cascade into the graph (``workers.lifecycle``)."""
+    _, runtime, jobs = worker_state()
+    try:
+        run_delete(runtime, jobs, job_id, document_ids, sync_indexes=False)
+    except RETRYABLE as exc:
+        _retry(
+            self, exc, lambda why: jobs.update_job(job_id, state="failed", detail={"error": why})
+        )
+    except PermanentError:
+        return  # the job records why
+
+
 @_task("lore.resume_jobs")
 def resume_jobs() -> dict[str, int]:
     """Re-enqueue unfinished documents of jobs whose tasks a broker restart lost."""
@@ -156,7 +171,9 @@ def _refresh_lock(settings: Settings) -> Any:
 
 
 @_task("lore.refresh_stale")
-def refresh_stale(job_id: str | None = None, rebuild: bool = False) -> dict[str, Any]:
+def refresh_stale(
+    job_id: str | None = None, rebuild: bool = False, reextract: bool = False
+) -> dict[str, Any]:
     """Catch the graph up, re-cluster, then summarise stale communities level by level."""
     settings, runtime, jobs = worker_state()
     job_id = job_id or jobs.create("refresh", detail={"rebuild": rebuild})
@@ -168,7 +185,7 @@ def refresh_stale(job_id: str | None = None, rebuild: bool = False) -> dict[str,
             return {"job_id": job_id, "skipped": True}
     finally:
         client.close()
-    plan, _ = prepare_refresh(runtime, rebuild=rebuild)
+    plan, _ = prepare_refresh(runtime, rebuild=rebuild, reextract=reextract)
     jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
     _next_level(job_id, plan_to_dict(plan), 0, 0, 0)
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}

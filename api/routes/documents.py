@@ -15,7 +15,7 @@ from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
 from api.routes.jobs import JobOut, job_out
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
-from lore.errors import InvalidRequestError, NotFoundError
+from lore.errors import InvalidRequestError, LoreError, NotFoundError
 from lore.models import DocumentInfo, DocumentStatus, Loaded
 from lore.readback import MAX_PAGE, DocumentView, read_chunk, read_document
 from workers import service
@@ -341,14 +341,20 @@ async def get_document(
 
 @router.delete("/documents/{document_id:path}")
 async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[str, Any]:
-    """Delete a document from the store and the search indexes.
+    """Delete a document from the store, the indexes and the graph.
 
-    The graph drops its contributions at the next ``graph build`` or refresh.
+    Its chunks' mentions, the entities and relations only they supported go too, and
+    the reports of the communities they touched are rewritten before the answer:
+    ``graph`` says what was removed and how many reports were refreshed.
     """
+    from workers.lifecycle import delete
+
     resolved = await asyncio.to_thread(runtime.store.resolve_document_id, document_id)
     target = resolved or document_id
-    removed = await asyncio.to_thread(runtime.delete, target)
-    return {"id": target, "deleted": True, "chunks_removed": removed}
+    result = await asyncio.to_thread(delete, runtime, [target])
+    if result["state"] != "done":
+        raise LoreError(f"delete job {result['job_id']} {result['state']}: {result.get('error')}")
+    return {"id": target, **result}
 
 
 @router.get("/chunks/{chunk_id}", response_model=ChunkDetail)

@@ -231,6 +231,11 @@ class RefreshRequest(BaseModel):
     """What to refresh."""
 
     rebuild: bool = Field(False, description="re-cluster from scratch and rewrite every report")
+    reextract: bool = Field(
+        False,
+        description="first extract every chunk again with the configured extractor "
+        "(after an extractor change; the existing graph is kept until then)",
+    )
 
 
 @router.post("/communities/refresh")
@@ -239,7 +244,10 @@ async def refresh_communities(
 ) -> dict[str, Any]:
     """Re-summarise the communities a change made stale (queued when workers run)."""
     result = await asyncio.to_thread(
-        service.refresh, runtime, rebuild=body.rebuild if body else False
+        service.refresh,
+        runtime,
+        rebuild=body.rebuild if body else False,
+        reextract=body.reextract if body else False,
     )
     request.app.state.metrics.llm_calls.inc(int(result.get("llm_calls", 0)))
     return result

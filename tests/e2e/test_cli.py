@@ -47,7 +47,7 @@ def serving(data: Path, log_path: Path, *args: str) -> Iterator[str]:
             yield base
         finally:
             proc.terminate()
-            proc.wait(timeout=20)
+            proc.wait(timeout=120)
 
 
 def lore(

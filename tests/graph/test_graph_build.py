@@ -1,4 +1,4 @@
-"""Graph building: a changed extractor version re-extracts every chunk; batched writes."""
+"""Graph building: an extractor change keeps the graph (--reextract redoes it); batches."""
 
 from pathlib import Path
 
@@ -18,21 +18,30 @@ class Versioned(OfflineExtractor):
         self.version = version
 
 
-def test_a_new_extractor_version_redoes_the_graph(
+def test_a_new_extractor_version_keeps_the_graph_until_reextract(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest([SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")])
+    rt.ingest(
+        [SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")],
+        extract_graph=False,
+    )
     graph = LocalGraphStore(tmp_path / "lore.sqlite3")
     held = Quarantine(tmp_path / "lore.sqlite3")
     held.add("old-chunk", "d0", "offline", "a reason from the old extractor")
     first = build_graph(rt.store, graph, Versioned("a"), held)
-    assert first.extracted == 1
+    assert first.extracted == 1 and first.warnings == []
     assert build_graph(rt.store, graph, Versioned("a"), held).extracted == 0
-    again = build_graph(rt.store, graph, Versioned("b"), held)
-    assert again.extracted == 1 and again.unchanged == 0
+    kept = build_graph(rt.store, graph, Versioned("b"), held)
+    assert kept.extracted == 0 and kept.unchanged == 1
+    assert graph.entity("Kestrel Range") is not None  # nothing dropped
+    assert len(kept.warnings) == 1 and "--reextract" in kept.warnings[0]
+    assert "'a'" in kept.warnings[0] and "'b'" in kept.warnings[0]
+    again = build_graph(rt.store, graph, Versioned("b"), held, reextract=True)
+    assert again.extracted == 1 and again.unchanged == 0 and again.warnings == []
     assert graph.entity("Kestrel Range") is not None
-    assert held.entries() == []  # the new version gets a fresh chance at every chunk
+    assert held.entries() == []  # the new extractor gets a fresh chance at every chunk
+    assert build_graph(rt.store, graph, Versioned("b"), held).warnings == []
     graph.close()
     held.close()
     rt.close()

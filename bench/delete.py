@@ -1,0 +1,165 @@
+"""What deleting 1% of a corpus costs the graph, and whether anything deleted leaks.
+
+``python -m bench.delete --data ../shared/data/ops_runbooks --docs 400``
+
+Ingests the first ``--docs`` records, builds the graph (offline extractor, extractive
+reports), then deletes ``--share`` of the documents (rounded up, seeded sample) in one
+``Runtime.delete_documents`` call — the path behind ``lore delete`` and
+``DELETE /v1/documents/{id}`` — and prints JSON: entities and relations removed,
+community reports refreshed (and their share of all communities), seconds. Then it
+checks that no removed chunk id and no *unique* sentence of the deleted documents (one
+no remaining document contains) comes back from any read route, called as the routes
+call them: hybrid search (each sampled sentence as a query), ask in local and global
+mode (the deleted documents' titles as questions), every entity (``graph show`` /
+``GET /v1/entities``: description and provenance), and every community with its report
+(``graph communities``/``reports``, ``GET /v1/communities``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine, runtime_for
+from bench.pipeline import load_corpus
+from lore.models import SourceDocument
+from retrieval.contract import QueryRequest
+from workers.runtime import Runtime
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def sentences(text: str) -> set[str]:
+    """Normalised sentences of a text long enough to be telling (30+ characters)."""
+    out = set()
+    for piece in _SENTENCE.split(text):
+        clean = " ".join(piece.split())
+        if len(clean) >= 30:
+            out.add(clean)
+    return out
+
+
+def unique_sentences(deleted: list[SourceDocument], kept: list[SourceDocument]) -> list[str]:
+    """Sentences of the deleted documents that no kept document contains."""
+    kept_text = "\n".join(" ".join(d.text.split()) for d in kept)
+    found = {s for d in deleted for s in sentences(d.text)}
+    return sorted(s for s in found if s not in kept_text)
+
+
+def leaks(
+    runtime: Runtime,
+    deleted: list[SourceDocument],
+    chunk_ids: set[str],
+    unique: list[str],
+    sample: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Removed chunk ids or unique sentences served by any read route (should be none)."""
+    rng = random.Random(seed)
+    probes = rng.sample(unique, min(sample, len(unique)))
+    found: dict[str, list[str]] = {"chunk_ids": [], "sentences": []}
+
+    def check(route: str, text: str) -> None:
+        flat = " ".join(text.split())
+        found["chunk_ids"] += [f"{route}:{c}" for c in chunk_ids if c in flat]
+        found["sentences"] += [f"{route}:{s[:60]}" for s in unique if s in flat]
+
+    for sentence in probes:
+        response = runtime.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
+        check("search", response.model_dump_json())
+    titles = [d.title or d.id for d in deleted][:sample]
+    for title in titles:
+        for mode in ("local", "global"):
+            answer = runtime.ask_sync(f"What does {title} say?", mode=mode)
+            check(f"ask-{mode}", answer.model_dump_json())
+    graph = runtime.graph()
+    entities = [e for k in sorted(graph.entity_keys()) if (e := graph.entity(k)) is not None]
+    check("entities", json.dumps([[e.name, e.description, e.chunk_ids] for e in entities]))
+    check("reports", json.dumps([json.loads(r.to_json()) for r in graph.reports()]))
+    check("communities", json.dumps([list(c.members) for c in graph.communities()]))
+    return {
+        "probed_sentences": len(probes),
+        "questions": len(titles) * 2,
+        "entities_checked": len(entities),
+        "reports_checked": len(graph.reports()),
+        "leaked_chunk_ids": len(found["chunk_ids"]),
+        "leaked_sentences": len(found["sentences"]),
+        "examples": (found["chunk_ids"] + found["sentences"])[:5],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, required=True, help="dir with docs.jsonl")
+    parser.add_argument("--docs", type=int, default=400)
+    parser.add_argument("--share", type=float, default=0.01)
+    parser.add_argument("--probes", type=int, default=20, help="sentences searched")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    docs = load_corpus(args.data, args.docs)
+    scratch = Path(tempfile.mkdtemp(prefix="lore-bench-delete-"))
+    try:
+        runtime = runtime_for(scratch / "data")
+        start = time.perf_counter()
+        runtime.ingest(docs)
+        ingest_s = time.perf_counter() - start
+        start = time.perf_counter()
+        build, communities = runtime.build_graph()
+        build_s = time.perf_counter() - start
+        before = runtime.graph().counts()
+        victims = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
+        gone = {d.id for d in victims}
+        chunk_ids = {c.id for d in victims for c in runtime.store.chunks_of_document(d.id)}
+        unique = unique_sentences(victims, [d for d in docs if d.id not in gone])
+        start = time.perf_counter()
+        report = runtime.delete_documents(sorted(gone))
+        delete_s = time.perf_counter() - start
+        after = runtime.graph().counts()
+        checked = leaks(runtime, victims, chunk_ids, unique, args.probes, args.seed)
+        runtime.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    cascade = report.graph.as_dict()
+    print(
+        json.dumps(
+            {
+                "machine": machine(),
+                "dataset": str(args.data),
+                "documents": len(docs),
+                "deleted_documents": len(gone),
+                "deleted_chunks": report.chunks,
+                "graph_before": before,
+                "graph_after": after,
+                "entities_removed": cascade["entities_removed"],
+                "relations_removed": cascade["relations_removed"],
+                "entity_mentions_removed": cascade["entity_mentions_removed"],
+                "relation_mentions_removed": cascade["relation_mentions_removed"],
+                "communities": cascade["communities"],
+                "communities_stale": cascade["communities_stale"],
+                "reports_refreshed": cascade["reports_refreshed"],
+                "refreshed_share": round(
+                    cascade["reports_refreshed"] / max(1, cascade["communities"]), 4
+                ),
+                "delete_s": round(delete_s, 2),
+                "ingest_s": round(ingest_s, 1),
+                "build_s": round(build_s, 1),
+                "initial_reports": build.reports_written,
+                "initial_communities": communities,
+                "unique_sentences_of_deleted": len(unique),
+                "leak_check": checked,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

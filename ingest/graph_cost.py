@@ -1,0 +1,205 @@
+"""What a graph build would send to the LLM, before it runs (``graph build --dry-run``).
+
+The estimate renders the very prompts the build would send — one ``extract_graph``
+prompt per chunk still to extract, one ``summarize_community`` prompt per community
+whose report the build would (re)write — asks the reply cache which of them it already
+answered (those cost nothing), and counts the rest:
+
+- prompt tokens: the messages' text counted by the given counter (Lorekeeper ships no
+  tokenizer of any LLM — tiktoken fetches its encodings from the network at run time —
+  so the runtime passes the packaged model's word pieces times
+  ``llm.tokens_per_word_piece``), plus 3 per message and 3 per reply as chat formats add;
+- completion tokens: the mean length of this model's cached replies to the same task
+  when there are some, else a stated assumption (an extraction reply as long as its
+  chunk, a report of 400 tokens), capped at ``llm.max_tokens``.
+
+When chunks are still to be extracted, the communities are those of the current graph:
+the extraction may change which communities need a report, so that part is a lower
+bound (``communities_final`` says so). Nothing is written and no call is made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graph.communities import hierarchical_communities
+from graph.llm_reports import LLMReportWriter
+from graph.models import CommunityReport
+from graph.reports import ChunkTexts, ReportJob, ReportWriter, fingerprint
+from graph.store import GraphStore
+from ingest.extract_llm import LLMExtractor
+from ingest.extraction import ChunkInput, Extractor
+from lore.llm import ChatPrompt, LLMClient
+from lore.prompts import extract_graph, summarize_community
+from lore.store import Store
+
+Count = Callable[[str], int]
+DEFAULT_REPORT_TOKENS = 400
+PER_MESSAGE = 3
+PER_REPLY = 3
+
+
+@dataclass
+class BuildEstimate:
+    """What a build would send to the LLM and what it would cost."""
+
+    extractor: str
+    report_writer: str
+    model: str | None
+    tokenizer: str
+    chunks: int = 0
+    """Chunks the build would extract."""
+    extraction_calls: int = 0
+    extraction_cache_hits: int = 0
+    communities: int = 0
+    """Communities whose report the build would (re)write."""
+    communities_final: bool = True
+    report_calls: int = 0
+    report_cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    completion_basis: list[str] = field(default_factory=list)
+    cost: float | None = None
+    budget_tokens: int | None = None
+
+    @property
+    def calls(self) -> int:
+        """LLM calls the build would make (repairs and retries not counted)."""
+        return self.extraction_calls + self.report_calls
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the derived totals."""
+        return {**asdict(self), "calls": self.calls, "total_tokens": self.total_tokens}
+
+
+def prompt_tokens(prompt: ChatPrompt[Any], count: Count) -> int:
+    """Tokens of a chat prompt: its messages' text plus the chat format's overhead."""
+    messages = prompt.messages()
+    return sum(count(m["content"]) for m in messages) + PER_MESSAGE * len(messages) + PER_REPLY
+
+
+def _mean_reply(client: LLMClient, task: str, count: Count) -> float | None:
+    replies = client.cached_replies(task)
+    return sum(count(r) for r in replies) / len(replies) if replies else None
+
+
+def estimate_build(
+    store: Store,
+    graph: GraphStore,
+    extractor: Extractor,
+    writer: ReportWriter,
+    pending_rows: Sequence[int],
+    count: Count,
+    *,
+    tokenizer: str,
+    max_cluster_size: int = 10,
+    seed: int = 42,
+    prices: tuple[float | None, float | None] = (None, None),
+    budget_tokens: int | None = None,
+) -> BuildEstimate:
+    """The calls, cache hits, tokens and cost of a build extracting ``pending_rows``."""
+    client = _client_of(extractor) or _client_of(writer)
+    estimate = BuildEstimate(
+        extractor=extractor.name,
+        report_writer=writer.name,
+        model=client.model if client is not None else None,
+        tokenizer=tokenizer,
+        chunks=len(pending_rows),
+        communities_final=not pending_rows,
+        budget_tokens=budget_tokens,
+    )
+    if isinstance(extractor, LLMExtractor):
+        _estimate_extraction(estimate, store, extractor, pending_rows, count)
+    if isinstance(writer, LLMReportWriter):
+        _estimate_reports(
+            estimate, graph, writer, store.texts_by_chunk_ids, count, max_cluster_size, seed
+        )
+    prompt_price, completion_price = prices
+    if prompt_price is not None or completion_price is not None:
+        estimate.cost = round(
+            estimate.prompt_tokens / 1e6 * (prompt_price or 0.0)
+            + estimate.completion_tokens / 1e6 * (completion_price or 0.0),
+            4,
+        )
+    return estimate
+
+
+def _client_of(role: object) -> LLMClient | None:
+    client = getattr(role, "client", None)
+    return client if isinstance(client, LLMClient) else None
+
+
+def _estimate_extraction(
+    estimate: BuildEstimate,
+    store: Store,
+    extractor: LLMExtractor,
+    rows: Sequence[int],
+    count: Count,
+) -> None:
+    client = extractor.client
+    mean = _mean_reply(client, extract_graph.TASK, count)
+    estimate.completion_basis.append(
+        f"extraction: mean of {len(client.cached_replies(extract_graph.TASK))} cached replies"
+        if mean is not None
+        else "extraction: assumed as long as the chunk (no cached replies yet)"
+    )
+    for start in range(0, len(rows), 500):
+        by_row = store.chunks_by_row_ids(rows[start : start + 500])
+        for c in by_row.values():
+            prompt = extractor.prompt(ChunkInput(c.id, c.document_id, c.text, c.title))
+            if client.cached(prompt):
+                estimate.extraction_cache_hits += 1
+                continue
+            estimate.extraction_calls += 1
+            estimate.prompt_tokens += prompt_tokens(prompt, count)
+            reply = mean if mean is not None else count(c.text)
+            estimate.completion_tokens += min(client.max_tokens, math.ceil(reply))
+
+
+def _estimate_reports(
+    estimate: BuildEstimate,
+    graph: GraphStore,
+    writer: LLMReportWriter,
+    chunk_texts: ChunkTexts,
+    count: Count,
+    max_cluster_size: int,
+    seed: int,
+) -> None:
+    """The reports a build would rewrite: as ``graph.reports.build_reports`` decides."""
+    client = writer.client
+    mean = _mean_reply(client, summarize_community.TASK, count)
+    estimate.completion_basis.append(
+        f"reports: mean of {len(client.cached_replies(summarize_community.TASK))} cached replies"
+        if mean is not None
+        else f"reports: assumed {DEFAULT_REPORT_TOKENS} tokens each (no cached replies yet)"
+    )
+    communities = hierarchical_communities(
+        graph.edges(), max_cluster_size=max_cluster_size, seed=seed
+    )
+    existing = {r.community_id: r for r in graph.reports()}
+    children: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)
+    for community in sorted(communities, key=lambda c: (-c.level, c.cluster)):
+        previous = existing.get(community.id)
+        if previous is not None:
+            children[community.parent].append(previous)
+            if previous.fingerprint == fingerprint(graph, community.members):
+                continue
+        estimate.communities += 1
+        job = ReportJob(community, tuple(children.get(community.id, ())), 1)
+        prompt = writer.prompt(graph, chunk_texts, job)
+        if client.cached(prompt):
+            estimate.report_cache_hits += 1
+            continue
+        estimate.report_calls += 1
+        estimate.prompt_tokens += prompt_tokens(prompt, count)
+        reply = mean if mean is not None else DEFAULT_REPORT_TOKENS
+        estimate.completion_tokens += min(client.max_tokens, math.ceil(reply))

@@ -1,0 +1,119 @@
+"""Cost before and during an LLM build, through ``lore`` against the local test server.
+
+The OpenAI-compatible test server counts usage with the packaged model's word pieces,
+the unit the dry run estimates in, so what is checked is the dry run's prediction of
+the calls and their prompts (and, once replies are cached, their replies) — not how
+close word pieces come to a real model's tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lore.tokens import counter_for, packaged_model_dir
+from tests.conftest import CORPUS
+from tests.e2e.test_graph_lifecycle import lore, ok
+from tests.openai_test_server import OpenAITestServer
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAITestServer]:
+    counter = counter_for(packaged_model_dir())
+    with OpenAITestServer(count_tokens=counter.count) as running:
+        yield running
+
+
+def within(estimate: int, counted: int, share: float = 0.10) -> bool:
+    return abs(estimate - counted) <= share * counted
+
+
+def test_dry_run_predicts_the_build_and_a_budget_stops_and_resumes(
+    tmp_path: Path, server: OpenAITestServer
+) -> None:
+    home, data = tmp_path, tmp_path / "data"
+    shutil.copytree(CORPUS / "production" / "payments-api", home / "docs")
+    ok(lore(home, data, "ingest", "docs"))  # offline: no LLM configured yet
+    offline = ok(lore(home, data, "graph", "build"))
+    assert "LLM calls: 0" in offline
+    graph_before = ok(lore(home, data, "graph", "export"))
+    llm = {
+        "LORE_LLM__BASE_URL": server.base_url,
+        "LORE_LLM__MODEL": "test-model",
+        "LORE_LLM__MAX_CONCURRENCY": "2",
+        "LORE_GRAPH__REPORTS": "extractive",
+    }
+
+    # configuring an LLM keeps the offline graph and says how to redo it
+    kept = lore(home, data, "graph", "build", **llm)
+    assert kept.returncode == 0, kept.stderr
+    assert "--reextract" in kept.stderr and server.chat_calls == 0
+    assert ok(lore(home, data, "graph", "export")) == graph_before
+
+    first = json.loads(
+        ok(lore(home, data, "graph", "build", "--dry-run", "--reextract", "--json", **llm))
+    )
+    assert first["chunks"] >= 6 and first["extraction_calls"] == first["chunks"]
+    assert first["extraction_cache_hits"] == 0 and first["report_calls"] == 0
+    assert server.chat_calls == 0  # a dry run sends nothing
+
+    # a budget of about half the estimate stops the re-extraction cleanly (exit 4)
+    budget = first["total_tokens"] // 2
+    limited = {**llm, "LORE_LLM__BUDGET_TOKENS_PER_RUN": str(budget)}
+    stopped = lore(home, data, "graph", "build", "--reextract", "--json", **limited)
+    assert stopped.returncode == 4, stopped.stderr
+    part = json.loads(stopped.stdout)
+    assert part["budget_reached"] and 0 < part["extracted"] < first["chunks"]
+    assert part["not_done"] == first["chunks"] - part["extracted"]
+    assert "not extracted yet" in stopped.stderr
+    spent = part["llm"]["prompt_tokens"] + part["llm"]["completion_tokens"]
+    assert budget <= spent < budget + first["total_tokens"] * 2 / first["chunks"] * 2
+    assert server.chat_calls == part["llm"]["calls"] == part["extracted"]
+
+    # the dry run of the rest: what was done comes from the cache, replies are now known
+    rest = json.loads(ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm)))
+    assert rest["extraction_cache_hits"] == part["extracted"]
+    assert rest["extraction_calls"] == part["not_done"]
+    assert "mean of" in rest["completion_basis"][0]
+    calls_before = server.chat_calls
+
+    # the next build continues where the budget stopped it, as the dry run said
+    done = json.loads(ok(lore(home, data, "graph", "build", "--json", **llm)))
+    assert not done["budget_reached"] and done["extracted"] == first["chunks"]
+    assert server.chat_calls - calls_before == rest["calls"] == done["llm"]["calls"]
+    assert done["llm"]["cache_hits"] == part["extracted"]
+    counted = done["llm"]["prompt_tokens"] + done["llm"]["completion_tokens"]
+    print("dry run vs counted:", rest["total_tokens"], counted, "first estimate", first)
+    assert within(rest["prompt_tokens"], done["llm"]["prompt_tokens"])
+    assert within(rest["completion_tokens"], done["llm"]["completion_tokens"])
+    assert within(rest["total_tokens"], counted)
+    assert done["warnings"] == []  # the LLM extractor is now the graph's extractor
+    again = lore(home, data, "graph", "build", **llm)
+    assert again.returncode == 0 and "warning" not in again.stderr
+
+
+def test_dry_run_prices_and_budget_verdict(tmp_path: Path, server: OpenAITestServer) -> None:
+    home, data = tmp_path, tmp_path / "data"
+    (home / "docs").mkdir()
+    (home / "docs" / "a.md").write_text("# A\n\nThe kestrel-gateway rejects tokens with E_K9.\n")
+    ok(lore(home, data, "ingest", "docs"))
+    env = {
+        "LORE_LLM__BASE_URL": server.base_url,
+        "LORE_LLM__MODEL": "test-model",
+        "LORE_LLM__PRICE_PROMPT_PER_MILLION": "1000",
+        "LORE_LLM__PRICE_COMPLETION_PER_MILLION": "2000",
+        "LORE_LLM__BUDGET_TOKENS_PER_RUN": "10",
+    }
+    text = ok(lore(home, data, "graph", "build", "--dry-run", "--reextract", **env))
+    assert "chunks to extract: 1 — 1 LLM calls, 0 cache hits" in text
+    assert "estimated cost:" in text and "the estimate is over it" in text
+    estimate = json.loads(
+        ok(lore(home, data, "graph", "build", "--dry-run", "--reextract", "--json", **env))
+    )
+    expected = estimate["prompt_tokens"] * 1000 / 1e6 + estimate["completion_tokens"] * 2000 / 1e6
+    assert estimate["cost"] == pytest.approx(expected, abs=1e-4)
+    assert server.chat_calls == 0

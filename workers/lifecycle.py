@@ -1,0 +1,206 @@
+"""The lifecycle of stored documents in the graph: delete, forget, and what a build costs.
+
+Every deletion — ``lore delete``, ``DELETE /v1/documents/{id}``, the documents a
+``lore ingest PATH --prune`` (or ``POST /v1/documents/prune``) finds gone — is one
+``delete`` job (:func:`delete`) running :func:`delete_documents`: the store and the
+indexes, then the graph cascade with its rewritten reports (:func:`forget`), the job's
+detail holding what was removed. With a broker the job is queued (task
+``lore.delete_documents``) and, by default, followed until a worker has done it. A
+changed document's lost chunks take the same cascade after its new chunks are extracted
+(:func:`forget_gone`, called by the ingest path). :func:`estimate_build` is the dry run
+of a graph build.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from graph.reports import ExtractiveWriter, ReportWriter
+from ingest.graph_build import pending_chunks
+from ingest.graph_cost import BuildEstimate
+from ingest.graph_cost import estimate_build as estimate
+from ingest.graph_lifecycle import (
+    REEXTRACT_META,
+    CascadeReport,
+    DeletionReport,
+    forget_chunks,
+    gone_chunks,
+)
+from ingest.graph_refresh import Summarizer
+from lore.errors import (
+    ConfigurationError,
+    LLMUnavailableError,
+    NotFoundError,
+    PermanentError,
+)
+from lore.jobs import JobInfo
+from workers.builders import build_extractor, build_llm_client, build_report_writer
+from workers.client import follow
+
+if TYPE_CHECKING:
+    from lore.jobs import JobStore
+    from workers.runtime import Runtime
+
+KIND = "delete"
+
+
+def delete_documents(
+    runtime: Runtime, document_ids: Sequence[str], *, sync_indexes: bool = True
+) -> DeletionReport:
+    """Delete documents from the store and the indexes, then cascade into the graph.
+
+    The store goes first (it is the truth: a crash afterwards leaves graph rows the
+    next catch-up removes); then the chunks' graph contributions are removed and the
+    reports of the communities they touched rewritten (:func:`forget`). An unknown id
+    raises :class:`~lore.errors.NotFoundError` before anything is deleted. Workers pass
+    ``sync_indexes=False``: they never write the search indexes.
+    """
+    ids = list(dict.fromkeys(document_ids))
+    for document_id in ids:
+        if runtime.store.get_document(document_id) is None:
+            raise NotFoundError(f"no document with id {document_id!r}")
+    lost: list[str] = []
+    removed = 0
+    for document_id in ids:
+        lost += [c.id for c in runtime.store.chunks_of_document(document_id)]
+        removed += runtime.store.delete_document(document_id)
+    if sync_indexes:
+        runtime.sync_indexes()
+    return DeletionReport(ids, removed, forget(runtime, lost))
+
+
+def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:
+    """Remove chunks' graph contributions; rewrite the reports that relied on them.
+
+    Reports are rewritten by the configured writer. Should an LLM writer's endpoint
+    fail its probe, they are rewritten extractively (with a warning): deleted text must
+    go even when the LLM is down.
+    """
+    settings = runtime.settings
+    client = build_llm_client(settings)
+    writer: ReportWriter = build_report_writer(settings, client)
+    warnings: list[str] = []
+    if client is not None and writer.name == "llm":
+        try:
+            client.probe()
+        except (LLMUnavailableError, ConfigurationError) as exc:
+            writer = ExtractiveWriter()
+            warnings.append(f"{exc}; the affected reports were rewritten extractively")
+    cfg = settings.graph
+    report = forget_chunks(
+        runtime.graph(),
+        runtime.quarantine(),
+        chunk_ids,
+        Summarizer(writer, runtime.store.texts_by_chunk_ids),
+        max_cluster_size=cfg.max_cluster_size,
+        seed=cfg.seed,
+    )
+    report.warnings += warnings
+    return report
+
+
+def forget_gone(runtime: Runtime) -> CascadeReport:
+    """:func:`forget` the chunks the graph holds but the store no longer has.
+
+    What a changed document lost (its replaced chunks), or what a crash between a store
+    write and its cascade left behind.
+    """
+    return forget(runtime, gone_chunks(runtime.store, runtime.graph()))
+
+
+def estimate_build(
+    runtime: Runtime, *, retry_quarantined: bool = False, reextract: bool = False
+) -> BuildEstimate:
+    """What a graph build would send to the LLM (nothing is written or called)."""
+    settings = runtime.settings
+    llm = settings.llm
+    client = build_llm_client(settings)
+    extractor = build_extractor(settings, client)
+    writer = build_report_writer(settings, client)
+    graph = runtime.graph()
+    redo = reextract or runtime.store.get_meta(REEXTRACT_META) == extractor.version
+    done = set() if redo else graph.extracted_chunks()
+    held = set() if redo or retry_quarantined else runtime.quarantine().chunk_ids()
+    counter = runtime.counter()
+    factor = llm.tokens_per_word_piece
+    cfg = settings.graph
+    return estimate(
+        runtime.store,
+        graph,
+        extractor,
+        writer,
+        pending_chunks(runtime.store.chunk_refs(), done, held),
+        lambda text: math.ceil(counter.count(text) * factor),
+        tokenizer=f"{settings.embedding.model} word pieces x {factor:g} (approximation)",
+        max_cluster_size=cfg.max_cluster_size,
+        seed=cfg.seed,
+        prices=(llm.price_prompt_per_million, llm.price_completion_per_million),
+        budget_tokens=llm.budget_tokens_per_run,
+    )
+
+
+def run_delete(
+    runtime: Runtime,
+    jobs: JobStore,
+    job_id: str,
+    document_ids: Sequence[str],
+    *,
+    sync_indexes: bool = True,
+) -> None:
+    """Do a delete job here (the worker task calls this too); idempotent.
+
+    Ids already gone (a redelivered task) are skipped; the job ends ``done`` with the
+    deletion report as its detail, or ``failed`` with the reason of a permanent error
+    (a transient one propagates: the task is retried). Workers pass
+    ``sync_indexes=False``: they never write the search indexes.
+    """
+    present = [d for d in document_ids if runtime.store.get_document(d) is not None]
+    try:
+        report = delete_documents(runtime, present, sync_indexes=sync_indexes)
+    except PermanentError as exc:
+        jobs.update_job(job_id, state="failed", detail={"error": str(exc)})
+        raise
+    gone = [d for d in document_ids if d not in set(present)]
+    jobs.update_job(job_id, state="done", detail={**report.as_dict(), "already_gone": gone})
+
+
+def delete(
+    runtime: Runtime,
+    document_ids: Sequence[str],
+    *,
+    wait: bool = True,
+    timeout_s: float = 600.0,
+) -> dict[str, Any]:
+    """Delete documents (all or none: an unknown id is refused first); return the job.
+
+    The result holds ``job_id``, ``state`` and, once done, the deletion report.
+    """
+    ids = list(dict.fromkeys(document_ids))
+    unknown = [d for d in ids if runtime.store.get_document(d) is None]
+    if unknown:
+        raise NotFoundError(f"no document with id {unknown[0]!r}")
+    jobs = runtime.jobs()
+    job_id = jobs.create(KIND, detail={"documents": ids})
+    settings = runtime.settings
+    if settings.broker.url:
+        from workers.celery_app import create_app
+
+        app = create_app(settings)
+        try:
+            app.send_task("lore.delete_documents", args=(job_id, ids), queue=settings.broker.queue)
+        finally:
+            app.close()
+        if not wait:
+            return {"job_id": job_id, "state": "running", "queued": True}
+        followed: JobInfo | None = follow(jobs, job_id, timeout_s=timeout_s)
+        runtime.sync_indexes()
+    else:
+        run_delete(runtime, jobs, job_id, ids)
+        followed = jobs.get(job_id)
+    info = followed
+    if info is None:  # pragma: no cover - the job was just created
+        raise NotFoundError(f"job {job_id} vanished")
+    detail = {k: v for k, v in info.detail.items() if k != "documents"}
+    return {"job_id": job_id, "state": info.state, **detail}
