@@ -55,3 +55,11 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     value = fn()
     return value, time.perf_counter() - start
+
+
+def ingest_once(runtime: Runtime, inputs: list[Path]) -> dict[str, Any] | None:
+    """Ingest ``inputs`` unless the store already has chunks; the ingest figures, or None."""
+    if runtime.store.counts()["chunks"]:
+        return None
+    report, seconds = timed(lambda: runtime.ingest_paths(inputs))
+    return {"documents": len(report.done), "chunks": report.chunks, "s": round(seconds)}

@@ -36,7 +36,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine, percentiles, runtime_for, timed
+from bench.common import ingest_once, machine, percentiles, runtime_for, timed
 from lore.sentences import is_whole
 from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.keypoints import point_key
@@ -156,13 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runtime = runtime_for(args.work)
     out: dict[str, Any] = {"dataset": str(args.data), "machine": machine()}
-    if runtime.store.counts()["chunks"] == 0:
-        report, seconds = timed(lambda: runtime.ingest_paths([args.data / "input"]))
-        out["ingest"] = {
-            "documents": len(report.done),
-            "chunks": report.chunks,
-            "s": round(seconds),
-        }
+    ingested = ingest_once(runtime, [args.data / "input"])
+    if ingested is not None:
+        out["ingest"] = ingested
     (built, communities), seconds = timed(runtime.build_graph)
     out["graph"] = {
         "communities": communities,

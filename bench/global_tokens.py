@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine, runtime_for, timed
+from bench.common import ingest_once, machine, runtime_for, timed
 from retrieval.ask_contract import AskRequest
 from retrieval.contract import QueryRequest
 
@@ -38,13 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runtime = runtime_for(args.work)
     out: dict[str, Any] = {"dataset": "graphrag podcast (1,669 files)", "machine": machine()}
-    if runtime.store.counts()["chunks"] == 0:
-        report, seconds = timed(lambda: runtime.ingest_paths([args.data / "input"]))
-        out["ingest"] = {
-            "documents": len(report.done),
-            "chunks": report.chunks,
-            "s": round(seconds),
-        }
+    ingested = ingest_once(runtime, [args.data / "input"])
+    if ingested is not None:
+        out["ingest"] = ingested
     (_, communities), seconds = timed(runtime.build_graph)
     out["graph"] = {"communities": communities, "s": round(seconds, 1), **runtime.graph().counts()}
     out["store"] = runtime.store.counts()
