@@ -95,7 +95,10 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
     assert runtime.ingest([edited], extract_graph=False).done == [doc.id]
     refreshed = refresh_inline(runtime, jobs)
     assert 0 < refreshed["refreshed"] <= refreshed["stale"]
-    assert refreshed["refreshed"] <= 0.05 * refreshed["communities"]
+    # the edit names an existing entity and adds a new one: at most their two leaf-to-root
+    # chains (one community per level each); on a small graph that can exceed 5 %
+    levels = len({c.level for c in runtime.graph().communities()})
+    assert refreshed["refreshed"] <= max(0.05 * refreshed["communities"], 2 * levels)
     assert refreshed["unchanged"] == refreshed["communities"] - refreshed["refreshed"]
 
     graph = runtime.graph()
