@@ -172,8 +172,8 @@ def build_mcp_server(runtime: Runtime) -> MCPServer:
         target = await asyncio.to_thread(runtime.store.resolve_document_id, id)
         if target is None:
             raise NotFoundError(f"no document {id!r}")
-        removed = await asyncio.to_thread(runtime.delete, target)
-        return {"id": target, "deleted": True, "chunks_removed": removed}
+        report = await asyncio.to_thread(runtime.delete, target)
+        return {"id": target, "deleted": True, "chunks_removed": report.chunks}
 
     @server.tool()
     @_clear_errors
