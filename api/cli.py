@@ -320,12 +320,14 @@ def print_deletion(result: dict[str, Any], as_json: bool) -> None:
     elif result.get("queued"):
         out.print(f"queued delete job {result['job_id']} (`lore jobs {result['job_id']}`)")
     elif result["state"] == "done":
-        for document_id in result["deleted"]:
-            out.print(f"deleted {document_id}", highlight=False)
-        out.print(
-            f"{result['chunks_removed']} chunks removed; {describe(result['graph'])}",
-            highlight=False,
-        )
+        deleted, chunks = result["deleted"], result["chunks_removed"]
+        if len(deleted) == 1:
+            out.print(f"deleted {deleted[0]} ({chunks} chunks)", highlight=False)
+        else:
+            for document_id in deleted:
+                out.print(f"deleted {document_id}", highlight=False)
+            out.print(f"{chunks} chunks removed", highlight=False)
+        out.print(describe(result["graph"]), highlight=False)
     for warning in result.get("warnings", []):
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if result["state"] not in ("done", "running"):
