@@ -70,3 +70,24 @@ def demo_graph_runtime(
     runtime.build_graph()
     yield runtime
     runtime.close()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty database on the real PostgreSQL test server (tests/postgres_server.py)."""
+    from tests.postgres_server import fresh_database
+
+    with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """``None`` (the embedded SQLite default) or a fresh PostgreSQL database URL."""
+    if request.param == "sqlite":
+        yield None
+        return
+    from tests.postgres_server import fresh_database
+
+    with fresh_database() as url:
+        yield url
