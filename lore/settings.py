@@ -242,8 +242,10 @@ class GraphSettings(Section):
     extractor: Literal["auto", "offline", "llm"] = Field(
         "auto", description="auto: the LLM when llm.base_url is set, else offline"
     )
-    reports: Literal["auto", "extractive", "llm"] = Field(
-        "auto", description="community reports; auto: the LLM when llm.base_url is set"
+    reports: Literal["auto", "extractive", "llm", "lazy"] = Field(
+        "auto",
+        description="community reports; auto: the LLM when llm.base_url is set; lazy: "
+        "extractive at build, the LLM rewrites a report when a question first reads it",
     )
     entity_types: list[str] = Field(
         default_factory=lambda: [

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from graph.lazy_reports import LazyReportUpgrader, LazyWriter
 from graph.llm_reports import LLMReportWriter
-from graph.reports import ExtractiveWriter, ReportWriter
+from graph.reports import ChunkTexts, ExtractiveWriter, ReportWriter
 from graph.store import GraphStore
 from graph.stores import open_graph_store
 from ingest.extract_llm import LLMExtractor
@@ -108,9 +109,9 @@ def build_llm_client(
 
 
 def _wants_llm(choice: str, client: LLMClient | None, what: str) -> bool:
-    if choice == "llm" and client is None:
+    if choice in ("llm", "lazy") and client is None:
         raise ConfigurationError(
-            f"graph.{what} is 'llm' but no LLM is configured: set LORE_LLM__BASE_URL "
+            f"graph.{what} is {choice!r} but no LLM is configured: set LORE_LLM__BASE_URL "
             "(and LORE_LLM__MODEL), or use 'offline'/'auto'"
         )
     return client is not None and choice in ("llm", "auto")
@@ -124,10 +125,27 @@ def build_extractor(settings: Settings, client: LLMClient | None) -> Extractor:
 
 
 def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportWriter:
-    """The configured community-report writer."""
+    """The configured community-report writer (lazy: extractive now, the LLM on use)."""
+    if settings.graph.reports == "lazy":
+        _wants_llm("lazy", client, "reports")  # lazy needs the model that reads on demand
+        return LazyWriter()
     if _wants_llm(settings.graph.reports, client, "reports") and client is not None:
         return LLMReportWriter(client, settings.graph.report_max_input_tokens)
     return ExtractiveWriter()
+
+
+def build_lazy_upgrader(
+    settings: Settings, graph: GraphStore, chunk_texts: ChunkTexts
+) -> LazyReportUpgrader | None:
+    """With ``graph.reports = lazy``: what rewrites the reports a question reads."""
+    if settings.graph.reports != "lazy":
+        return None
+    client = build_llm_client(settings)
+    _wants_llm("lazy", client, "reports")
+    assert client is not None
+    return LazyReportUpgrader(
+        graph, LLMReportWriter(client, settings.graph.report_max_input_tokens), chunk_texts
+    )
 
 
 def build_analyzer(settings: Settings) -> Analyzer:
@@ -251,6 +269,7 @@ def build_asker(
             executor=searcher.embed_executor,
             mapper=mapper,
             vectors=vectors,
+            upgrade=build_lazy_upgrader(settings, graph, searcher.store.texts_by_chunk_ids),
         ),
         graph=graph,
         store=searcher.store,
