@@ -33,9 +33,9 @@ _CONFIG_FILE: ContextVar[Path | None] = ContextVar("lore_config_file", default=N
 
 
 class Section(BaseModel):
-    """A settings section: unknown keys are errors, not silently dropped."""
+    """A settings section: unknown keys are errors; frozen (copy with ``model_copy``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class EmbeddingSettings(Section):
@@ -387,7 +387,9 @@ class CLISettings(Section):
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
-    model_config = SettingsConfigDict(env_prefix="LORE_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="LORE_", env_nested_delimiter="__", extra="ignore", frozen=True
+    )
 
     @classmethod
     def settings_customise_sources(

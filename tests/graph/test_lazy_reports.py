@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -69,6 +68,6 @@ def test_lazy_reports_without_an_llm_is_a_clear_configuration_error(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path / "data", local_embedder, graph={"reports": "lazy"})
-    with pytest.raises(ConfigurationError, match="graph.reports is 'lazy' but no LLM"):
+    with pytest.raises(ConfigurationError, match=r"graph\.reports is 'lazy' but no LLM"):
         rt.build_graph()
     rt.close()
