@@ -12,13 +12,16 @@ from lore.jobs import JobStatus, JobStore
 from lore.models import Rejected, SourceDocument
 from lore.settings import Settings
 from tests.openai_test_server import OpenAITestServer
+from tests.tables import tables_at
 from workers.ingest import ingest
 from workers.jobs import extract_documents, ingest_documents, resume, stage_documents
 from workers.runtime import Runtime, open_runtime
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[tuple[Runtime, JobStore, OpenAITestServer]]:
+def env(
+    store_url: str | None, tmp_path: Path
+) -> Iterator[tuple[Runtime, JobStore, OpenAITestServer]]:
     with OpenAITestServer(dim=16) as server:
         settings = Settings.model_validate(
             {
@@ -32,9 +35,10 @@ def env(tmp_path: Path) -> Iterator[tuple[Runtime, JobStore, OpenAITestServer]]:
             }
         )
         runtime = open_runtime(settings)
-        jobs = JobStore(settings.data_dir / "lore.sqlite3")
+        jobs = JobStore(tables_at(store_url, settings.data_dir / "lore.sqlite3"))
+        # the job tables the runtime's own steps use (until it opens them on store.url)
+        runtime._jobs = jobs
         yield runtime, jobs, server
-        jobs.close()
         runtime.close()
 
 

@@ -26,9 +26,7 @@ def report(cid: str, text: str) -> CommunityReport:
     return CommunityReport(cid, 0, f"title {cid}", "summary", (finding,), 1.0, cid)
 
 
-def test_unchanged_reports_are_never_embedded_again(
-    store_url: str | None, tmp_path: Path
-) -> None:
+def test_unchanged_reports_are_never_embedded_again(store_url: str | None, tmp_path: Path) -> None:
     embedder = Counting()
     store = ReportVectorStore(tables_at(store_url, tmp_path / "s.sqlite3"))
     index = ReportVectorIndex(store, embedder)
