@@ -60,12 +60,12 @@ class Quarantine(Tables):
         """Every entry, by document and chunk."""
         with self._read() as db:
             rows = db.execute(
-                "SELECT chunk_id, document_id, extractor, reason, at FROM quarantined_chunks "
-                "ORDER BY document_id, chunk_id"
+                "SELECT chunk_id, document_id, extractor, reason, at FROM quarantined_chunks"
             ).fetchall()
-        return [
+        entries = [
             QuarantinedChunk(str(c), str(d), str(e), str(r), float(a)) for c, d, e, r, a in rows
         ]
+        return sorted(entries, key=lambda e: (e.document_id, e.chunk_id))  # any collation
 
     def release(self, chunk_ids: Sequence[str] | None = None) -> int:
         """Forget these entries (all when None); return how many."""

@@ -136,8 +136,8 @@ class LocalGraphStore(Tables):
         if not todo:
             return
         with self._write() as db:
-            _touch(db, {row[0] for row in ent_rows})
-            _delete_chunks(db, [c.chunk_id for c in todo])
+            gone = _delete_chunks(db, [c.chunk_id for c in todo])
+            _touch(db, gone | {row[0] for row in ent_rows})
             db.executemany(_upsert("entity_mentions"), ent_rows)
             db.executemany(_upsert("relation_mentions"), rel_rows)
             db.executemany(_upsert("extracted_chunks"), [(c.chunk_id, c.document_id) for c in todo])
@@ -148,7 +148,7 @@ class LocalGraphStore(Tables):
             return 0
         with self._write() as db:
             before = _entity_count(db)
-            _delete_chunks(db, chunk_ids)
+            _touch(db, _delete_chunks(db, chunk_ids))
             return before - _entity_count(db)
 
     def extracted_chunks(self) -> set[str]:
@@ -320,7 +320,7 @@ class LocalGraphStore(Tables):
 
     def mark_stale(self, community_ids: Sequence[str]) -> None:
         """Mark communities stale."""
-        rows = [(c,) for c in required_ids(community_ids, "a community id")]
+        rows = [(c,) for c in sorted(set(required_ids(community_ids, "a community id")))]
         if not rows:
             return
         with self._write() as db:
@@ -345,7 +345,9 @@ class LocalGraphStore(Tables):
         if not keys:
             return
         with self._write() as db:
-            db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(k,) for k in keys])
+            db.executemany(
+                f"DELETE FROM {table} WHERE {column} = ?", [(k,) for k in sorted(set(keys))]
+            )
 
     def _replace_all(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
         with self._write() as db:
@@ -368,13 +370,16 @@ class LocalGraphStore(Tables):
 
 
 def _touch(db: Conn, keys: set[str]) -> None:
+    """Mark entities touched, in key order (concurrent writers then never deadlock)."""
     db.executemany(
         "INSERT INTO touched_entities(entity_key) VALUES (?) ON CONFLICT DO NOTHING",
         [(k,) for k in sorted(keys)],
     )
 
 
-def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> None:
+def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> set[str]:
+    """Drop the chunks' rows; return the keys of the entities they mentioned."""
+    mentioned: set[str] = set()
     for start in range(0, len(chunk_ids), 500):
         batch = list(chunk_ids[start : start + 500])
         marks = ",".join("?" * len(batch))
@@ -382,10 +387,11 @@ def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> None:
             f"SELECT DISTINCT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
             batch,
         ).fetchall()
-        _touch(db, {str(r[0]) for r in gone})
-    rows = [(c,) for c in chunk_ids]
+        mentioned.update(str(r[0]) for r in gone)
+    rows = [(c,) for c in sorted(set(chunk_ids))]
     for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
         db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
+    return mentioned
 
 
 def _entity_count(db: Conn) -> int:
