@@ -8,6 +8,7 @@ from pathlib import Path
 from graph.models import EntityMention
 from graph.stores.local import LocalGraphStore
 from ingest.quarantine import Quarantine
+from lore.db import Tables
 from lore.jobs import JobStore
 from lore.keys import KeyStore
 from lore.llm import ReplyCache
@@ -17,15 +18,9 @@ from tests.tables import tables_at
 
 def test_every_table_owner_opens_on_one_database(store_url: str | None, tmp_path: Path) -> None:
     where = tables_at(store_url, tmp_path / "lore.sqlite3")
-    owners = [
-        JobStore(where),
-        KeyStore(where),
-        Quarantine(where),
-        ReplyCache(where),
-        ReportVectorStore(where),
-        LocalGraphStore(where),
-    ]
-    again = [type(owner)(where) for owner in owners]  # opening twice changes nothing
+    classes = (JobStore, KeyStore, Quarantine, ReplyCache, ReportVectorStore, LocalGraphStore)
+    owners: list[Tables] = [cls(where) for cls in classes]
+    again: list[Tables] = [cls(where) for cls in classes]  # opening twice changes nothing
     graph, vectors = owners[5], owners[4]
     assert isinstance(graph, LocalGraphStore) and isinstance(vectors, ReportVectorStore)
     before = vectors.generation()
