@@ -374,6 +374,17 @@ class WorkerSettings(Section):
     llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
 
 
+class StoreSettings(Section):
+    """Where the system of record lives: a SQLite file in the data directory, or PostgreSQL."""
+
+    url: str | None = Field(
+        None,
+        description="unset = embedded SQLite in data_dir; postgresql://user:pw@host/db = a "
+        "PostgreSQL server shared by API replicas and workers (indexes stay in data_dir)",
+    )
+    pool_size: int = Field(4, ge=1, description="PostgreSQL connections per process and schema")
+
+
 class CLISettings(Section):
     """How the ``lore`` command reports on long work."""
 
@@ -410,6 +421,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         Path(".lore"), description="store (SQLite) and index files; --data-dir overrides it"
     )
+    store: StoreSettings = Field(default_factory=StoreSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
