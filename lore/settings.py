@@ -383,6 +383,12 @@ class StoreSettings(Section):
         "PostgreSQL server shared by API replicas and workers (indexes stay in data_dir)",
     )
     pool_size: int = Field(4, ge=1, description="PostgreSQL connections per process and schema")
+    schema_prefix: str = Field(
+        "lore",
+        pattern=r"^[a-z][a-z0-9_]{0,23}$",
+        description="PostgreSQL: this deployment's schemas are <prefix>_lore, <prefix>_keys…; "
+        "a namespace other than the default gets its own (<prefix>_ns_…)",
+    )
 
 
 class CLISettings(Section):

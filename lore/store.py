@@ -30,6 +30,7 @@ from lore.metadata import Metadata, metadata_terms
 from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
 
 SCHEMA_VERSION = "1"
+NAMESPACE_KEY = "namespace"  # meta: the namespace a store belongs to (listing namespaces)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

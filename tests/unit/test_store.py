@@ -133,6 +133,4 @@ def test_texts_vectors_and_lookups(store: Store) -> None:
     np.testing.assert_array_equal(reused["ht1"], chunks[1].embedding)
     assert store.titled_chunks()[0] == ("d-0", "d", "Title")
     assert store.metadata_values("env") == ["prod"]
-    assert store.row_ids_matching({"env": tuple(f"v{i}" for i in range(600)) + ("prod",)}) == set(
-        rows
-    )
+    assert store.row_ids_matching({"env": (*[f"v{i}" for i in range(600)], "prod")}) == set(rows)
