@@ -82,3 +82,23 @@ def test_namespaces_get_their_own_schemas(
     assert other.existing() == ["default", "team-a"] and other.exists("team-a")
     assert _found(other.runtime("team-a"), "ERR_TEAM_ONLY") == ["t"]
     other.close()
+
+
+def test_cli_reads_the_postgresql_store(
+    tmp_path: Path, postgres_url: str, local_embedder: LocalEmbedder
+) -> None:
+    from click.testing import CliRunner
+
+    from api.cli import main
+
+    env = {"LORE_STORE__URL": postgres_url}
+    args = ["--data-dir", str(tmp_path / "cli"), "status", "--json"]
+    missing = CliRunner().invoke(main, args, env=env)
+    assert missing.exit_code == 1 and "schema lore_lore does not exist" in missing.output
+    assert "postgres@127.0.0.1" in missing.output
+    writer = make_runtime(tmp_path / "writer", local_embedder, store={"url": postgres_url})
+    writer.ingest([SourceDocument("q", "q.md", "quokka ERR_QUOKKA", "", {})], extract_graph=False)
+    writer.close()
+    found = CliRunner().invoke(main, args, env=env)
+    assert found.exit_code == 0, found.output
+    assert '"documents_done": 1' in found.output
