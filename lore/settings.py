@@ -376,6 +376,23 @@ class WorkerSettings(Section):
     llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
 
 
+class StoreSettings(Section):
+    """Where the system of record lives: a SQLite file in the data directory, or PostgreSQL."""
+
+    url: str | None = Field(
+        None,
+        description="empty: embedded SQLite in data_dir; postgresql://user:pw@host/db: a "
+        "PostgreSQL server shared by API replicas and workers (indexes stay in data_dir)",
+    )
+    pool_size: int = Field(4, ge=1, description="PostgreSQL connections per process and schema")
+    schema_prefix: str = Field(
+        "lore",
+        pattern=r"^[a-z][a-z0-9_]{0,23}$",
+        description="PostgreSQL: this deployment's schemas are PREFIX_lore, PREFIX_keys…; "
+        "a namespace other than the default gets its own (PREFIX_ns_…)",
+    )
+
+
 class CLISettings(Section):
     """How the ``lore`` command reports on long work."""
 
@@ -412,8 +429,11 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, file_source)
 
     data_dir: Path = Field(
-        Path(".lore"), description="store (SQLite) and index files; --data-dir overrides it"
+        Path(".lore"),
+        description="index files, and the SQLite store unless store.url is set; --data-dir "
+        "overrides it",
     )
+    store: StoreSettings = Field(default_factory=StoreSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)

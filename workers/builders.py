@@ -10,6 +10,7 @@ use. ``workers.runtime.open_runtime`` calls them once per data directory.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from graph.lazy_reports import LazyReportUpgrader, LazyWriter
 from graph.llm_reports import LLMReportWriter
@@ -19,11 +20,12 @@ from graph.stores import open_graph_store
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import Extractor, OfflineExtractor
 from ingest.pipeline import IngestPipeline
+from lore.db import Database, open_database, schema_name
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from lore.errors import ConfigurationError
 from lore.llm import LLMClient, RateLimiter, ReplyCache
 from lore.settings import Settings
-from lore.store import Store
+from lore.store import NAMESPACE_KEY, Store
 from lore.tokens import WordPieceCounter, counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
 from retrieval.answer import AnswerWriter, ExtractiveAnswerWriter
@@ -37,6 +39,72 @@ from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClas
 from retrieval.report_vectors import ReportVectorIndex
 from retrieval.rerank import Reranker, open_reranker
 from retrieval.router import HeuristicRouteClassifier, RouteClassifier
+
+
+def database_for(settings: Settings, name: str) -> Path | Database:
+    """Where component file ``name`` (``lore``, ``keys``, ``llm-cache``) keeps its tables.
+
+    No ``store.url``: ``<data_dir>/<name>.sqlite3``, the embedded default. A PostgreSQL URL:
+    schema ``<store.schema_prefix>_<name>`` of that database (one pool per process), shared
+    by every host; the index directories stay in each host's ``data_dir``.
+    """
+    cfg = settings.store
+    if not cfg.url:
+        return local_file(settings, name)
+    return open_database(
+        cfg.url, settings.data_dir, name, prefix=cfg.schema_prefix, pool_size=cfg.pool_size
+    )
+
+
+def local_file(settings: Settings, name: str) -> Path:
+    """The SQLite file of a component whose tables are not on :mod:`lore.db` yet.
+
+    Jobs, keys, quarantine, LLM replies, embedded graph and report vectors stay in the
+    host's data directory even with ``store.url`` set, until their port to
+    :func:`database_for` lands.
+    """
+    return settings.data_dir / f"{name}.sqlite3"
+
+
+def open_store(settings: Settings) -> Store:
+    """The document store of ``settings`` (SQLite in ``data_dir``, or PostgreSQL)."""
+    return Store(database_for(settings, "lore"))
+
+
+def store_exists(settings: Settings) -> bool:
+    """Whether the document store of ``settings`` was ever created (nothing is created)."""
+    if not settings.store.url:
+        return local_file(settings, "lore").exists()
+    return store_schema(settings) in stored_namespaces(settings)
+
+
+def store_schema(settings: Settings) -> str:
+    """The PostgreSQL schema of the document store of ``settings``."""
+    return schema_name(settings.store.schema_prefix, "lore")
+
+
+def stored_namespaces(settings: Settings) -> dict[str, str]:
+    """PostgreSQL: the schemas holding a document store, each with its namespace.
+
+    The namespace is the one a server recorded on opening it (``""`` until then).
+    """
+    catalog = open_database(settings.store.url, settings.data_dir, "public", pool_size=1)
+    with catalog.read() as db:
+        schemas = [
+            str(r[0])
+            for r in db.execute(
+                "SELECT table_schema FROM information_schema.tables "
+                "WHERE table_name IN ('documents', 'meta', 'changes') "
+                "GROUP BY table_schema HAVING COUNT(*) = 3"
+            )
+        ]
+        found: dict[str, str] = {}
+        for schema in schemas:
+            row = db.execute(
+                f'SELECT value FROM "{schema}".meta WHERE key = ?', (NAMESPACE_KEY,)
+            ).fetchone()
+            found[schema] = "" if row is None else str(row[0])
+    return found
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -103,7 +171,7 @@ def build_llm_client(
         max_tokens=cfg.max_tokens,
         temperature=cfg.temperature,
         json_mode=cfg.json_mode,
-        cache=ReplyCache(settings.data_dir / "llm-cache.sqlite3") if cfg.cache else None,
+        cache=ReplyCache(local_file(settings, "llm-cache")) if cfg.cache else None,
         limiter=limiter,
     )
 
@@ -178,7 +246,7 @@ def build_index_set(
 def build_graph_store(settings: Settings) -> GraphStore:
     """The graph store: tables in the same SQLite file, or Neo4j (``graph.backend``)."""
     cfg = settings.graph
-    options: dict[str, object] = {"path": settings.data_dir / "lore.sqlite3"}
+    options: dict[str, object] = {"path": local_file(settings, "lore")}
     if cfg.backend == "neo4j":
         password = cfg.neo4j_password
         options = {
