@@ -200,12 +200,16 @@ def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportW
 def build_lazy_upgrader(
     settings: Settings, graph: GraphStore, chunk_texts: ChunkTexts
 ) -> LazyReportUpgrader | None:
-    """With ``graph.reports = lazy``: what rewrites the reports a question reads."""
-    if settings.graph.reports != "lazy":
+    """What rewrites the lazy reports a question reads, or None.
+
+    With ``graph.reports = lazy``, and with an LLM report writer too (reports an earlier
+    lazy setting left). No model configured: None (the build names the setting to fix).
+    """
+    if settings.graph.reports not in ("lazy", "llm", "auto"):
         return None
     client = build_llm_client(settings)
-    _wants_llm("lazy", client, "reports")
-    assert client is not None
+    if client is None:
+        return None
     return LazyReportUpgrader(
         graph, LLMReportWriter(client, settings.graph.report_max_input_tokens), chunk_texts
     )
