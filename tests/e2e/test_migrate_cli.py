@@ -50,7 +50,7 @@ def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
 
 
 def _ints(url: str, sql: str) -> list[tuple[int, ...]]:
-    return [tuple(int(v) for v in row) for row in _rows(url, sql)]  # type: ignore[call-overload]
+    return [tuple(int(v) for v in row) for row in _rows(url, sql)]
 
 
 def test_every_table_is_copied_with_its_ids(migrated: Migrated) -> None:
