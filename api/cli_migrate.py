@@ -6,7 +6,7 @@ import json
 
 import click
 
-from api.cli_common import out, settings_of
+from api.cli_common import out
 from lore.errors import LoreError
 from workers.migrate import MigrationReport, migrate
 
@@ -22,16 +22,17 @@ from workers.migrate import MigrationReport, migrate
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def migrate_command(ctx: click.Context, url: str, as_json: bool) -> None:
-    """Copy the data directory's SQLite store into an empty PostgreSQL database.
+    """Copy the data directory's SQLite stores into an empty PostgreSQL database.
 
-    Documents, chunks, the change log, the graph, jobs, keys and the LLM cache are copied
-    with their ids; then run with LORE_STORE__URL=URL and any data directory.
+    Documents, chunks, the change log, the graph, jobs, keys and the LLM cache of every
+    namespace are copied with their ids; then run with LORE_STORE__URL=URL (and the same
+    LORE_STORE__SCHEMA_PREFIX) on any data directory.
 
     Indexes are not copied: each replica rebuilds its own from the store on first use.
     """
-    settings = settings_of(ctx)
+    settings = ctx.obj["root_settings"]  # the whole data directory, every namespace
     try:
-        report = migrate(settings.data_dir, url)
+        report = migrate(settings, url)
     except LoreError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -3,7 +3,8 @@
 A data directory holds up to three SQLite files: ``lore.sqlite3`` (documents, chunks,
 the change log, meta, and the graph, job, quarantine and report-vector tables),
 ``keys.sqlite3`` (API keys) and ``llm-cache.sqlite3`` (cached LLM replies). Each goes to
-the PostgreSQL schema :func:`lore.db.open_database` gives its name, so the copy is read by
+the PostgreSQL schema ``workers.builders.database_for`` gives it (``<prefix>_lore``…), and
+every namespace under ``namespaces/`` goes to its own schemas, so the copy is read by
 exactly the code that will serve it:
 
 1. every target schema must be empty — a target holding any row is refused before
@@ -30,13 +31,16 @@ from typing import Any
 
 from graph.stores.local import LocalGraphStore
 from ingest.quarantine import Quarantine
-from lore.db import Conn, Database, open_database, redact, schema_name
+from lore.db import Conn, Database, redact, schema_name
 from lore.errors import InvalidRequestError, StorageError
 from lore.jobs import JobStore
 from lore.keys import KeyStore
 from lore.llm import ReplyCache
-from lore.store import Store
+from lore.settings import Settings
+from lore.store import NAMESPACE_KEY, Store
 from retrieval.report_vectors import ReportVectorStore
+from workers.builders import database_for
+from workers.namespaces import namespace_settings
 
 Opener = Callable[[Database], Any]
 
@@ -50,7 +54,7 @@ FILES: dict[str, tuple[Opener, ...]] = {
 # Tables the database layer keeps for itself, never copied, and the meta rows a store
 # writes when it is opened (a target holding only these is still empty).
 BOOKKEEPING = frozenset({"schema_versions", "generations", "sqlite_sequence"})
-SEEDED_META = ("schema_version", "store_id")
+SEEDED_META = ("schema_version", "store_id", NAMESPACE_KEY)
 BATCH_ROWS = 1000
 
 
@@ -94,33 +98,72 @@ class MigrationReport:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Space:
+    """One namespace's store: its SQLite files and the settings that place it in PostgreSQL."""
+
+    namespace: str
+    files: dict[str, Path]  # component name → SQLite file
+    target: Settings  # the namespace's settings with ``store.url`` = the target
+
+    def schema(self, name: str) -> str:
+        """The PostgreSQL schema of component ``name`` (as ``lore.db.open_database`` names it)."""
+        return schema_name(self.target.store.schema_prefix, name.replace("-", "_"))
+
+
 def source_files(data_dir: Path) -> dict[str, Path]:
     """The component files present in ``data_dir``, by component name."""
     found = {name: data_dir / f"{name}.sqlite3" for name in FILES}
     return {name: path for name, path in found.items() if path.is_file()}
 
 
-def migrate(
-    data_dir: Path, url: str, *, prefix: str = "", batch_rows: int = BATCH_ROWS
-) -> MigrationReport:
-    """Copy ``data_dir``'s SQLite files into the PostgreSQL database at ``url``.
+def spaces(settings: Settings, url: str) -> list[Space]:
+    """The default namespace (``settings.data_dir``) and every other one stored under it."""
+    store = settings.store.model_copy(update={"url": url})
+    target = settings.model_copy(update={"store": store})
+    found = [Space(settings.auth.default_namespace, source_files(settings.data_dir), target)]
+    root = settings.data_dir / "namespaces"
+    names = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+    for name in names:
+        files = source_files(namespace_settings(settings, name).data_dir)
+        if "lore" in files:
+            found.append(Space(name, files, namespace_settings(target, name)))
+    return found
+
+
+def migrate(settings: Settings, url: str, *, batch_rows: int = BATCH_ROWS) -> MigrationReport:
+    """Copy the SQLite files of ``settings.data_dir`` (every namespace) into ``url``.
 
     Raises :class:`NonEmptyTargetError` (nothing written) when a target schema holds
     data, and ``StorageError`` when there is nothing to copy.
     """
-    files = source_files(data_dir)
-    if "lore" not in files:
-        raise StorageError(f"nothing to migrate: {data_dir / 'lore.sqlite3'} does not exist")
-    schemas = {name: schema_name(prefix, name.replace("-", "_")) for name in files}
-    refuse_non_empty(url, sorted(schemas.values()))
-    report = MigrationReport(source=str(data_dir), target=redact(url))
-    for name, path in files.items():
-        target = open_database(url, data_dir, name, prefix=prefix)
-        opened = [open_class(target) for open_class in FILES[name]]
-        for table in opened:
-            table.close()
-        report.tables += copy_file(path, target, name, schemas[name], batch_rows=batch_rows)
+    found = spaces(settings, url)
+    if "lore" not in found[0].files and len(found) == 1:
+        path = settings.data_dir / "lore.sqlite3"
+        raise StorageError(f"nothing to migrate: {path} does not exist")
+    refuse_non_empty(url, sorted({s.schema(n) for s in found for n in s.files}))
+    report = MigrationReport(source=str(settings.data_dir), target=redact(url))
+    for space in found:
+        for name, path in space.files.items():
+            target = database_for(space.target, name)
+            if isinstance(target, Path):  # pragma: no cover - a URL always opens a Database
+                raise StorageError(f"{redact(url)} did not open as a PostgreSQL database")
+            for open_class in FILES[name]:  # the real DDL, as a fresh store would run it
+                open_class(target).close()
+            copies = copy_file(path, target, name, space.schema(name), batch_rows=batch_rows)
+            report.tables += copies
+        if space.namespace != settings.auth.default_namespace:
+            mark_namespace(space)
     return report
+
+
+def mark_namespace(space: Space) -> None:
+    """Record the namespace in its store's meta, as a server does on opening it."""
+    store = Store(database_for(space.target, "lore"))
+    try:
+        store.set_meta(NAMESPACE_KEY, space.namespace)
+    finally:
+        store.close()
 
 
 # -- the emptiness check (a plain connection: it must not create anything) ---------------

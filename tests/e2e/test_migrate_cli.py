@@ -27,6 +27,8 @@ QUERIES = [q["query"] for q in IDENTIFIERS[:3]] + [
     "token rotation",
 ]
 Migrated = tuple[Path, Path, str, dict[str, Any]]
+STORE, KEYS = "lore_lore", "lore_keys"  # the schemas of the default store.schema_prefix
+TEAM = "team-b"  # a second namespace
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +40,19 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Migrated]:
     assert done.returncode == 0, done.stderr
     built = lore(old, "graph", "build")
     assert built.returncode == 0 and "communities" in built.stdout, built.stderr
+    team = lore(old, "--namespace", TEAM, "ingest", str(CORPUS / "staging"))
+    assert team.returncode == 0, team.stderr
+    key = lore(old, "keys", "create", "--namespace", TEAM, "--name", "migrated", "--json")
+    assert key.returncode == 0, key.stderr
     with fresh_database() as url:
         moved = lore(old, "migrate", "--to", url, "--json")
         assert moved.returncode == 0, moved.stderr
         yield old, new, url, json.loads(moved.stdout)
 
 
-def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+def _rows(url: str, sql: str, schema: str = STORE) -> list[tuple[object, ...]]:
     with psycopg.connect(url) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
         return [tuple(r) for r in conn.execute(sql).fetchall()]
 
 
@@ -61,7 +68,7 @@ def test_every_table_is_copied_with_its_ids(migrated: Migrated) -> None:
     try:
         for name in ("documents", "chunks", "changes", "entity_mentions", "communities", "jobs"):
             n = source.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0]
-            copied = tables[("lore", name)]
+            copied = tables[(STORE, name)]
             assert n > 0 and copied["rows"] == copied["target_rows"] == n, name
         chunks = source.execute("SELECT row_id, id, embedding FROM chunks ORDER BY row_id")
         chunks = [(r, i, bytes(e)) for r, i, e in chunks]
@@ -69,29 +76,31 @@ def test_every_table_is_copied_with_its_ids(migrated: Migrated) -> None:
         store_id = source.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
     finally:
         source.close()
-    target = _rows(url, "SELECT row_id, id, embedding FROM lore.chunks ORDER BY row_id")
+    target = _rows(url, "SELECT row_id, id, embedding FROM chunks ORDER BY row_id")
     assert chunks == target
-    assert changes == _rows(url, "SELECT seq, op, row_id FROM lore.changes ORDER BY seq")
-    assert _rows(url, "SELECT value FROM lore.meta WHERE key = 'store_id'") == [(store_id,)]
-    assert tables[("lore", "changes")]["identity"] == {"seq": changes[-1][0] + 1}
+    assert changes == _rows(url, "SELECT seq, op, row_id FROM changes ORDER BY seq")
+    assert _rows(url, "SELECT value FROM meta WHERE key = 'store_id'") == [(store_id,)]
+    assert tables[(STORE, "changes")]["identity"] == {"seq": changes[-1][0] + 1}
 
 
 def test_a_second_migrate_is_refused_and_writes_nothing(
     migrated: Migrated,
 ) -> None:
     old, _, url, _ = migrated
-    before = _rows(url, "SELECT COUNT(*), MAX(seq) FROM lore.changes")
+    before = _rows(url, "SELECT COUNT(*), MAX(seq) FROM changes")
     schemas = _rows(url, "SELECT nspname FROM pg_namespace ORDER BY 1")
     again = lore(old, "migrate", "--to", url)
     assert again.returncode == 1
     assert "already holds data" in again.stderr and "Nothing was written" in again.stderr
-    assert "lore.documents" in again.stderr
-    assert _rows(url, "SELECT COUNT(*), MAX(seq) FROM lore.changes") == before
+    assert f"{STORE}.documents" in again.stderr
+    assert _rows(url, "SELECT COUNT(*), MAX(seq) FROM changes") == before
     assert _rows(url, "SELECT nspname FROM pg_namespace ORDER BY 1") == schemas
 
 
-def _top(data: Path, query: str, **env: str) -> list[str]:
-    found = lore(data, "search", query, "--json", "--top-k", "3", **env)
+def _top(data: Path, *args: str, **env: str) -> list[str]:
+    """Chunk ids of the top 3 results of ``lore [OPTIONS] search QUERY``."""
+    *options, query = args
+    found = lore(data, *options, "search", query, "--json", "--top-k", "3", **env)
     assert found.returncode == 0, found.stderr
     return [r["chunk_id"] for r in json.loads(found.stdout)["results"]]
 
@@ -116,18 +125,29 @@ def test_a_fresh_replica_on_postgresql_answers_as_sqlite_did(
     assert all(c["report_id"] and c["sources"] for c in body["citations"])
 
 
+def test_namespaces_and_keys_move_too(migrated: Migrated) -> None:
+    old, new, url, report = migrated
+    pg = {"LORE_STORE__URL": url}
+    query = "E_LEDGER_LOCK_TIMEOUT staging"
+    team_old = _top(old, "--namespace", TEAM, query)
+    assert team_old and _top(new, "--namespace", TEAM, query, **pg) == team_old
+    assert any(t["schema"].startswith("lore_ns_team_b_") for t in report["tables"])
+    keys = lore(new, "keys", "list", "--json", **pg)
+    assert keys.returncode == 0, keys.stderr
+    assert [(k["name"], k["namespaces"]) for k in json.loads(keys.stdout)] == [("migrated", [TEAM])]
+    assert _rows(url, "SELECT COUNT(*) FROM api_keys", schema=KEYS) == [(1,)]
+
+
 def test_new_writes_after_the_migration_take_new_ids(migrated: Migrated, tmp_path: Path) -> None:
     _, new, url, _ = migrated
     ((last_row, last_seq),) = _ints(
-        url, "SELECT (SELECT MAX(row_id) FROM lore.chunks), MAX(seq) FROM lore.changes"
+        url, "SELECT (SELECT MAX(row_id) FROM chunks), MAX(seq) FROM changes"
     )
     doc = tmp_path / "after-migrate.md"
     doc.write_text("# After the move\n\nThe ledger raises E_AFTER_MIGRATE_0001 once moved.\n")
     done = lore(new, "ingest", str(doc), LORE_STORE__URL=url)
     assert done.returncode == 0, done.stderr
-    rows = _ints(url, "SELECT row_id FROM lore.chunks WHERE document_id LIKE '%after-migrate.md'")
+    rows = _ints(url, "SELECT row_id FROM chunks WHERE document_id LIKE '%after-migrate.md'")
     assert rows and all(r > last_row for (r,) in rows)
-    assert _ints(url, f"SELECT MIN(seq) FROM lore.changes WHERE seq > {last_seq}") == [
-        (last_seq + 1,)
-    ]
+    assert _ints(url, f"SELECT MIN(seq) FROM changes WHERE seq > {last_seq}") == [(last_seq + 1,)]
     assert _top(new, "E_AFTER_MIGRATE_0001", LORE_STORE__URL=url)

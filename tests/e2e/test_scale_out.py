@@ -30,7 +30,7 @@ from tests.workers.conftest import REDIS_URL, Workers, drop_keys, redis_up, shor
 
 pytestmark = pytest.mark.workers
 
-SCHEMA = "lore"  # the default component's PostgreSQL schema (lore.db.open_database)
+SCHEMA = "lore_lore"  # the document store's schema (default store.schema_prefix "lore")
 PG_RESTART = ["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "restart"]
 
 
