@@ -22,10 +22,7 @@ from tests.e2e.test_cli import lore
 from tests.postgres_server import fresh_database
 
 IDENTIFIERS = json.loads((ROOT / "tests/fixtures/identifier_queries.json").read_text())
-QUERIES = [q["query"] for q in IDENTIFIERS[:3]] + [
-    "how are database connection timeouts handled",
-    "token rotation",
-]
+QUERIES = [q["query"] for q in IDENTIFIERS[:2]] + ["how are database connection timeouts handled"]
 Migrated = tuple[Path, Path, str, dict[str, Any]]
 STORE, KEYS = "lore_lore", "lore_keys"  # the schemas of the default store.schema_prefix
 TEAM = "team-b"  # a second namespace
