@@ -5,7 +5,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# A CPU build of torch; on these machines pip takes it from local disk.
+# A CPU build of torch; on these machines pip takes it from local disk. The Dockerfile
+# pins the same version (tests/workers/test_dockerfile.py checks).
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= .lore/demo
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)

@@ -76,13 +76,14 @@ def main(
     overrides = {"data_dir": data_dir}
     try:
         settings = load_settings(config_file, **overrides)
-        root = settings.data_dir
+        root, root_settings = settings.data_dir, settings
         if namespace is not None:
             settings = namespace_settings(settings, namespace)
     except (ValidationError, LoreError) as exc:
         raise click.ClickException(f"invalid settings: {exc}") from exc
     ctx.obj = {"settings": settings, "root": root, "config_file": config_file}
     ctx.obj["overrides"] = overrides
+    ctx.obj["root_settings"] = root_settings  # before --namespace: keys span namespaces
     ctx.obj["quiet"] = quiet
 
 

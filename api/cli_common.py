@@ -12,9 +12,10 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from api.progress import ProgressReporter
+from lore.db import damaged, redact
 from lore.errors import LoreError
 from lore.settings import Settings
-from lore.sqlite import damaged
+from workers.builders import local_file, store_exists, store_schema
 from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
@@ -38,20 +39,21 @@ def settings_of(ctx: click.Context) -> Settings:
     return settings
 
 
-STORE_FILE = "lore.sqlite3"
-
-
 def require_store(settings: Settings) -> None:
     """Fail (exit 1) with where we looked and how to ingest when there is no store yet.
 
     Read commands call this before opening anything, so a typo'd ``--data-dir`` or the
     wrong working directory creates nothing and does not answer "0 results".
     """
-    path = settings.data_dir / STORE_FILE
-    if path.exists():
+    if store_exists(settings):
         return
+    where = (
+        f"schema {store_schema(settings)} does not exist on {redact(settings.store.url)}"
+        if settings.store.url
+        else f"{local_file(settings, 'lore')} does not exist"
+    )
     raise click.ClickException(
-        f"no Lorekeeper data here: {path} does not exist. Ingest documents first "
+        f"no Lorekeeper data here: {where}. Ingest documents first "
         "(`lore ingest PATH`), or point at existing data with --data-dir DIR "
         "(or LORE_DATA_DIR)."
     )
@@ -75,8 +77,8 @@ def runtime_context(ctx: click.Context, *, create: bool = False) -> Iterator[Run
         yield runtime
     except LoreError as exc:
         raise click.ClickException(str(exc)) from exc
-    except sqlite3.DatabaseError as exc:  # damage found past the first pages
-        raise click.ClickException(str(damaged(runtime.store.path, exc))) from exc
+    except sqlite3.DatabaseError as exc:  # a SQLite file damaged past its first pages
+        raise click.ClickException(str(damaged(local_file(runtime.settings, "lore"), exc))) from exc
     finally:
         runtime.close()
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from api.cli_common import out, settings_of
 from lore.config_file import find_config_file, read_config_file, setting_paths, setting_sources
+from lore.db import redact
 from lore.settings import Settings
 from lore.settings_docs import config_template, settings_reference
 
@@ -71,9 +72,11 @@ def _value(settings: Settings, leaf: tuple[str, ...]) -> Any:
 
 
 def _shown(value: Any) -> Any:
-    """A JSON-able value; secrets masked."""
+    """A JSON-able value; secrets (and passwords in URLs: store, broker) masked."""
     if isinstance(value, SecretStr):
         return "**********"
+    if isinstance(value, str) and "://" in value:
+        return redact(value)
     if isinstance(value, Path):
         return str(value)
     return value

@@ -1,7 +1,7 @@
 """Chunks whose extraction failed, with the reason, kept out of the graph until retried.
 
 A quarantined chunk is not silently "extracted with nothing": it is listed here (table
-``quarantined_chunks`` in the store's SQLite file) with the extractor's reason, skipped by
+``quarantined_chunks`` next to the documents) with the extractor's reason, skipped by
 later builds until ``lore graph build --retry-quarantined``, and forgotten when the chunk
 itself disappears (its document changed or was deleted).
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lore.sqlite import SQLiteTables
+from lore.db import Database, Tables, upsert_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +27,17 @@ class QuarantinedChunk:
     at: float
 
 
-class Quarantine(SQLiteTables):
-    """The quarantine table."""
+_COLUMNS = ("chunk_id", "document_id", "extractor", "reason", "at")
 
-    def __init__(self, path: Path) -> None:
+
+class Quarantine(Tables):
+    """The quarantine table (a SQLite file or a PostgreSQL schema)."""
+
+    COMPONENT = "quarantine"
+
+    def __init__(self, where: Path | Database) -> None:
         super().__init__(
-            path,
+            where,
             "CREATE TABLE IF NOT EXISTS quarantined_chunks (chunk_id TEXT PRIMARY KEY, "
             "document_id TEXT NOT NULL, extractor TEXT NOT NULL, reason TEXT NOT NULL, "
             "at REAL NOT NULL)",
@@ -40,38 +45,34 @@ class Quarantine(SQLiteTables):
 
     def add(self, chunk_id: str, document_id: str, extractor: str, reason: str) -> None:
         """Quarantine a chunk (replacing an earlier reason)."""
-        with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO quarantined_chunks VALUES (?, ?, ?, ?, ?)",
+        with self._transaction() as db:
+            db.execute(
+                upsert_sql("quarantined_chunks", _COLUMNS, ("chunk_id",)),
                 (chunk_id, document_id, extractor, reason, time.time()),
             )
 
     def chunk_ids(self) -> set[str]:
         """Ids of the quarantined chunks."""
-        with self._lock:
-            return {str(r[0]) for r in self._db.execute("SELECT chunk_id FROM quarantined_chunks")}
+        with self._read() as db:
+            return {str(r[0]) for r in db.execute("SELECT chunk_id FROM quarantined_chunks")}
 
     def entries(self) -> list[QuarantinedChunk]:
         """Every entry, by document and chunk."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT chunk_id, document_id, extractor, reason, at FROM quarantined_chunks "
-                "ORDER BY document_id, chunk_id"
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT chunk_id, document_id, extractor, reason, at FROM quarantined_chunks"
             ).fetchall()
-        return [
+        entries = [
             QuarantinedChunk(str(c), str(d), str(e), str(r), float(a)) for c, d, e, r, a in rows
         ]
+        return sorted(entries, key=lambda e: (e.document_id, e.chunk_id))  # any collation
 
     def release(self, chunk_ids: Sequence[str] | None = None) -> int:
         """Forget these entries (all when None); return how many."""
-        with self._transaction():
+        with self._transaction() as db:
             if chunk_ids is None:
-                return int(self._db.execute("DELETE FROM quarantined_chunks").rowcount)
+                return int(db.execute("DELETE FROM quarantined_chunks").rowcount)
             return sum(
-                int(
-                    self._db.execute(
-                        "DELETE FROM quarantined_chunks WHERE chunk_id = ?", (c,)
-                    ).rowcount
-                )
+                int(db.execute("DELETE FROM quarantined_chunks WHERE chunk_id = ?", (c,)).rowcount)
                 for c in chunk_ids
             )

@@ -240,11 +240,13 @@ _DDL_TYPES = (
     (re.compile(r"\bBLOB\b", re.I), "BYTEA"),
     (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
     (re.compile(r"\bINTEGER\b", re.I), "BIGINT"),
+    # byte-order comparison, as SQLite's: ORDER BY and ranges agree on both engines
+    (re.compile(r"\bTEXT\b", re.I), 'TEXT COLLATE "C"'),
 )
 
 
 def postgres_ddl(schema: str) -> str:
-    """A SQLite schema script in PostgreSQL's types (identity keys, BYTEA, BIGINT)."""
+    """A SQLite schema script in PostgreSQL's types (identity keys, BYTEA, BIGINT, C text)."""
     for pattern, replacement in _DDL_TYPES:
         schema = pattern.sub(replacement, schema)
     return schema

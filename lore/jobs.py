@@ -1,13 +1,13 @@
 """Job state: one job per ingest (or refresh) request, one status row per document.
 
-The tables live in the store's SQLite file, so job state is as durable as the data and
-survives a broker that forgets everything (Redis here keeps nothing on disk). A document
-moves ``pending → chunked → embedded → extracted → done``, or ends ``failed`` (or
-``skipped``: nothing to index, e.g. front matter only) with a reason; a status only
-ever moves forward, so a re-delivered task cannot undo progress. An ingest job for the
-workers stages each loaded document (its JSON) until the document is done, so a worker
-needs nothing but the job id and the document ids to redo any step; a job run
-in-process records statuses only.
+The tables live next to the documents (the store's SQLite file, or its PostgreSQL
+schema), so job state is as durable as the data and survives a broker that forgets
+everything (Redis here keeps nothing on disk). A document moves ``pending → chunked →
+embedded → extracted → done``, or ends ``failed`` (or ``skipped``: nothing to index,
+e.g. front matter only) with a reason; a status only ever moves forward, so a
+re-delivered task cannot undo progress. An ingest job for the workers stages each loaded
+document (its JSON) until the document is done, so a worker needs nothing but the job id
+and the document ids to redo any step; a job run in-process records statuses only.
 
 Every job records its owner, the process that created it (host, pid and the process's
 start time, so a reused pid is not mistaken for it). A job run in-process (no broker
@@ -18,11 +18,9 @@ process that sent them, and are resumed by the workers instead.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
-import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +29,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from lore.db import Database, Tables
 from lore.models import Rejected, Skipped, SourceDocument
-from lore.sqlite import SQLiteTables
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, epoch TEXT NOT NULL,
-    detail TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL
+    detail TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS job_documents (
     job_id TEXT NOT NULL, document_id TEXT NOT NULL, position INTEGER NOT NULL,
@@ -130,17 +129,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class JobStore(SQLiteTables):
-    """Job tables in the store's SQLite file; safe to share between threads."""
+class JobStore(Tables):
+    """Job tables next to the documents (a SQLite file or PostgreSQL); thread-safe."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, _SCHEMA)
-        with self._lock:
-            columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(jobs)")}
-            if "owner" not in columns:  # stores made before owners were recorded
-                # another process may add it meanwhile
-                with contextlib.suppress(sqlite3.OperationalError):
-                    self._db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+    COMPONENT = "jobs"
+
+    def __init__(self, where: Path | Database) -> None:
+        super().__init__(where, _SCHEMA)
+        if self.database.kind == "sqlite":
+            with self._transaction() as db:  # one process adds it, the others see it
+                columns = {str(r[1]) for r in db.execute("PRAGMA table_info(jobs)")}
+                if "owner" not in columns:  # stores made before owners were recorded
+                    db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -158,8 +158,8 @@ class JobStore(SQLiteTables):
 
     def orphaned(self) -> list[tuple[JobInfo, str]]:
         """Running in-process jobs whose owner process is gone, each with the reason."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT id, owner FROM jobs WHERE state = 'running' AND epoch = ''"
             ).fetchall()
         out: list[tuple[JobInfo, str]] = []
@@ -195,14 +195,14 @@ class JobStore(SQLiteTables):
     def count_jobs(self, state: str | None = None) -> int:
         """How many jobs there are (of one state)."""
         where, args = ("WHERE state = ?", (state,)) if state else ("", ())
-        with self._lock:
-            return int(self._db.execute(f"SELECT COUNT(*) FROM jobs {where}", args).fetchone()[0])
+        with self._read() as db:
+            return int(db.execute(f"SELECT COUNT(*) FROM jobs {where}", args).fetchone()[0])
 
     def final_document_counts(self) -> dict[str, int]:
         """Documents that ended, over every job, by status (``done``, ``failed``)."""
         finals = [s.value for s in FINAL]
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT status, COUNT(*) FROM job_documents "
                 f"WHERE status IN ({','.join('?' * len(finals))}) GROUP BY status",
                 finals,
@@ -210,15 +210,15 @@ class JobStore(SQLiteTables):
         return {str(s): int(n) for s, n in rows}
 
     def _jobs(self, tail: str, args: Sequence[object]) -> list[JobInfo]:
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT id, kind, state, epoch, detail, created_at, updated_at FROM jobs " + tail,
                 list(args),
             ).fetchall()
             out = []
             for row in rows:
                 counts = dict(
-                    self._db.execute(
+                    db.execute(
                         "SELECT status, COUNT(*) FROM job_documents WHERE job_id = ? "
                         "GROUP BY status",
                         (row[0],),
@@ -298,7 +298,9 @@ class JobStore(SQLiteTables):
                     None if isinstance(item, Rejected | Skipped) or not keep_text else _dump(item)
                 )
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO job_documents VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                    "INSERT INTO job_documents(job_id, document_id, position, source, status, "
+                    "error, chunks, payload, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
                     (
                         job_id,
                         item.id,
@@ -345,15 +347,15 @@ class JobStore(SQLiteTables):
         self, job_id: str, columns: str, document_ids: Sequence[str] | None
     ) -> list[tuple[Any, ...]]:
         sql = f"SELECT {columns} FROM job_documents WHERE job_id = ?"
-        with self._lock:
+        with self._read() as db:
             if document_ids is None:
-                return self._db.execute(sql + " ORDER BY position", (job_id,)).fetchall()
+                return list(db.execute(sql + " ORDER BY position", (job_id,)).fetchall())
             rows: list[tuple[Any, ...]] = []
             for start in range(0, len(document_ids), 500):
                 batch = list(document_ids[start : start + 500])
                 marks = ",".join("?" * len(batch))
                 rows.extend(
-                    self._db.execute(
+                    db.execute(
                         f"{sql} AND document_id IN ({marks}) ORDER BY position", [job_id, *batch]
                     ).fetchall()
                 )
@@ -370,6 +372,8 @@ class JobStore(SQLiteTables):
     ) -> None:
         """Move documents forward to ``status`` (never backwards, never out of a final one)."""
         lower = [s.value for s in JobStatus if _RANK[s] < _RANK[status] and s not in FINAL]
+        if not lower or not document_ids:  # nothing comes before pending
+            return
         marks = ",".join("?" * len(lower))
         keep_payload = status not in FINAL
         with self._transaction() as db:

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lore.db import Database, Tables
 from lore.errors import InvalidRequestError, NotFoundError
-from lore.sqlite import SQLiteTables
 
 NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _KEY = re.compile(r"^lk_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
@@ -50,12 +50,14 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class KeyStore(SQLiteTables):
-    """The key table (``keys.sqlite3`` in the data directory)."""
+class KeyStore(Tables):
+    """The key table (``keys.sqlite3`` in the data directory, or a PostgreSQL schema)."""
 
-    def __init__(self, path: Path) -> None:
+    COMPONENT = "keys"
+
+    def __init__(self, where: Path | Database) -> None:
         super().__init__(
-            path,
+            where,
             "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, digest TEXT NOT NULL, "
             "name TEXT NOT NULL, namespaces TEXT NOT NULL, admin INTEGER NOT NULL, "
             "created REAL NOT NULL, revoked REAL)",
@@ -71,9 +73,10 @@ class KeyStore(SQLiteTables):
         key_id = secrets.token_hex(6)
         key = f"lk_{key_id}_{secrets.token_urlsafe(32)}"
         record = ApiKey(key_id, name, spaces, admin, time.time())
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, NULL)",
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO api_keys(id, digest, name, namespaces, admin, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 (key_id, _digest(key), name, json.dumps(spaces), int(admin), record.created),
             )
         return key, record
@@ -83,8 +86,8 @@ class KeyStore(SQLiteTables):
         match = _KEY.fullmatch(key.strip())
         if match is None:
             return None
-        with self._lock:
-            row = self._db.execute(
+        with self._read() as db:
+            row = db.execute(
                 "SELECT id, name, namespaces, admin, created, revoked, digest FROM api_keys "
                 "WHERE id = ?",
                 (match.group(1),),
@@ -95,8 +98,8 @@ class KeyStore(SQLiteTables):
 
     def list(self) -> list[ApiKey]:
         """Every key, oldest first."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT id, name, namespaces, admin, created, revoked FROM api_keys "
                 "ORDER BY created, id"
             ).fetchall()
@@ -104,8 +107,8 @@ class KeyStore(SQLiteTables):
 
     def revoke(self, key_id: str) -> ApiKey:
         """Revoke a key by id (idempotent); unknown id → NotFoundError."""
-        with self._transaction():
-            changed = self._db.execute(
+        with self._transaction() as db:
+            changed = db.execute(
                 "UPDATE api_keys SET revoked = COALESCE(revoked, ?) WHERE id = ?",
                 (time.time(), key_id),
             ).rowcount

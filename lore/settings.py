@@ -33,9 +33,9 @@ _CONFIG_FILE: ContextVar[Path | None] = ContextVar("lore_config_file", default=N
 
 
 class Section(BaseModel):
-    """A settings section: unknown keys are errors, not silently dropped."""
+    """A settings section: unknown keys are errors; frozen (copy with ``model_copy``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class EmbeddingSettings(Section):
@@ -242,8 +242,10 @@ class GraphSettings(Section):
     extractor: Literal["auto", "offline", "llm"] = Field(
         "auto", description="auto: the LLM when llm.base_url is set, else offline"
     )
-    reports: Literal["auto", "extractive", "llm"] = Field(
-        "auto", description="community reports; auto: the LLM when llm.base_url is set"
+    reports: Literal["auto", "extractive", "llm", "lazy"] = Field(
+        "auto",
+        description="community reports; auto: the LLM when llm.base_url is set; lazy: "
+        "extractive at build, the LLM rewrites a report when a question first reads it",
     )
     entity_types: list[str] = Field(
         default_factory=lambda: [
@@ -374,6 +376,23 @@ class WorkerSettings(Section):
     llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
 
 
+class StoreSettings(Section):
+    """Where the system of record lives: a SQLite file in the data directory, or PostgreSQL."""
+
+    url: str | None = Field(
+        None,
+        description="empty: embedded SQLite in data_dir; postgresql://user:pw@host/db: a "
+        "PostgreSQL server shared by API replicas and workers (indexes stay in data_dir)",
+    )
+    pool_size: int = Field(4, ge=1, description="PostgreSQL connections per process and schema")
+    schema_prefix: str = Field(
+        "lore",
+        pattern=r"^[a-z][a-z0-9_]{0,23}$",
+        description="PostgreSQL: this deployment's schemas are PREFIX_lore, PREFIX_keys…; "
+        "a namespace other than the default gets its own (PREFIX_ns_…)",
+    )
+
+
 class CLISettings(Section):
     """How the ``lore`` command reports on long work."""
 
@@ -385,7 +404,9 @@ class CLISettings(Section):
 class Settings(BaseSettings):
     """Everything Lorekeeper can be configured with."""
 
-    model_config = SettingsConfigDict(env_prefix="LORE_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="LORE_", env_nested_delimiter="__", extra="ignore", frozen=True
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -408,8 +429,11 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, file_source)
 
     data_dir: Path = Field(
-        Path(".lore"), description="store (SQLite) and index files; --data-dir overrides it"
+        Path(".lore"),
+        description="index files, and the SQLite store unless store.url is set; --data-dir "
+        "overrides it",
     )
+    store: StoreSettings = Field(default_factory=StoreSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)

@@ -1,17 +1,19 @@
 """The system of record: documents, chunks, embeddings and the change sequence.
 
-One SQLite file in WAL mode. Every index (BM25, HNSW) is a derived view that catches
-up from :meth:`Store.changes_since`; the change sequence only grows, and chunk row ids
-are never reused, so an index can replay changes any number of times and end in the
-same state. A crash between a store write and an index update loses nothing. A
-document's metadata is stored once, on its row (chunks read it through a join), so its
-size does not multiply by the number of chunks.
+An embedded SQLite file (WAL mode) or a schema of a PostgreSQL database, through
+:mod:`lore.db`. Every index (BM25, HNSW) is a derived view that catches up from
+:meth:`Store.changes_since`; the change sequence only grows, and chunk row ids are never
+reused, so an index can replay changes any number of times and end in the same state.
+Every write that appends to the change log holds the database's change-log lock to its
+commit, so on PostgreSQL too sequence numbers become visible in order and a reader asking
+for "after the last seq I saw" never skips one committed late. A crash between a store
+write and an index update loses nothing. A document's metadata is stored once, on its row
+(chunks read it through a join), so its size does not multiply by the number of chunks.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,12 +24,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lore.db import Conn, Database, Tables, upsert_sql
 from lore.errors import EmbeddingMismatchError, NotFoundError
 from lore.metadata import Metadata, metadata_terms
 from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
-from lore.sqlite import SQLiteTables
 
 SCHEMA_VERSION = "1"
+NAMESPACE_KEY = "namespace"  # meta: the namespace a store belongs to (listing namespaces)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -73,6 +76,8 @@ CREATE TABLE IF NOT EXISTS changes (
 
 Vector = npt.NDArray[np.float32]
 _IN_BATCH = 500  # values per SQL IN-list
+_INFO = "id, source, title, metadata, content_hash, status, error, chunk_count, updated_at"
+_PREFIX = "substr(id, 1, CAST(? AS INTEGER)) = ?"  # ids starting with a prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,37 +116,36 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class Store(SQLiteTables):
-    """SQLite-backed store; safe to share between threads of one process."""
+_KEEP_FIRST = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING"
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        super().__init__(path, _SCHEMA)
-        with self._lock:
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-                (SCHEMA_VERSION,),
-            )
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
-                (uuid.uuid4().hex,),
-            )
-            columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(documents)")}
-            if "text" not in columns:  # stores made before documents kept their text
-                self._db.execute("ALTER TABLE documents ADD COLUMN text TEXT")
+
+class Store(Tables):
+    """The document store (SQLite file or PostgreSQL schema); safe to share between threads."""
+
+    COMPONENT = "store"
+
+    def __init__(self, where: Path | Database) -> None:
+        super().__init__(where, _SCHEMA)
+        with self._transaction() as db:
+            db.execute(_KEEP_FIRST, ("schema_version", SCHEMA_VERSION))
+            db.execute(_KEEP_FIRST, ("store_id", uuid.uuid4().hex))
+            if self.database.kind == "sqlite":
+                columns = {str(r[1]) for r in db.execute("PRAGMA table_info(documents)")}
+                if "text" not in columns:  # stores made before documents kept their text
+                    db.execute("ALTER TABLE documents ADD COLUMN text TEXT")
 
     # -- settings recorded with the data ------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         """Read a value recorded with the data (schema version, embedding model…)."""
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self._read() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a value with the data, replacing an earlier one."""
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            db.execute(upsert_sql("meta", ("key", "value"), ("key",)), (key, value))
 
     def bind_embedder(self, model: str, dimension: int) -> None:
         """Record the embedding model on first use; refuse a different one later."""
@@ -163,8 +167,8 @@ class Store(SQLiteTables):
 
     def get_document(self, document_id: str) -> DocumentInfo | None:
         """Return a document row, or None."""
-        with self._lock:
-            row = self._db.execute(
+        with self._read() as db:
+            row = db.execute(
                 "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
                 "updated_at FROM documents WHERE id = ?",
                 (document_id,),
@@ -173,8 +177,8 @@ class Store(SQLiteTables):
 
     def document_ids_by_source(self, source: str) -> list[str]:
         """Ids of the documents recorded with exactly this ``source``, sorted."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT id FROM documents WHERE source = ? ORDER BY id", (source,)
             ).fetchall()
         return [str(r[0]) for r in rows]
@@ -189,8 +193,8 @@ class Store(SQLiteTables):
         if status is not None:
             sql += " WHERE status = ?"
             args = (status.value,)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        with self._read() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
         return [_document_info(row) for row in rows]
 
     def page_documents(
@@ -207,53 +211,66 @@ class Store(SQLiteTables):
         ``among`` keeps only those ids (a metadata filter resolved by the caller),
         ``prefix`` only ids starting with it.
         """
-        where: list[str] = ["1"]
+        where: list[str] = ["1 = 1"]
         args: list[object] = []
         if status is not None:
             where.append("status = ?")
             args.append(status.value)
-        if among is not None:
-            where.append("id IN (SELECT value FROM json_each(?))")
-            args.append(json.dumps(sorted(among)))
         if prefix:
-            where.append("substr(id, 1, ?) = ?")
+            where.append(_PREFIX)
             args.extend([len(prefix), prefix])
         clause = " AND ".join(where)
-        with self._lock:
+        if among is not None:
+            return self._page_among(clause, args, sorted(among), offset, limit)
+        with self._read() as db:
             total = int(
-                self._db.execute(f"SELECT COUNT(*) FROM documents WHERE {clause}", args).fetchone()[
-                    0
-                ]
+                db.execute(f"SELECT COUNT(*) FROM documents WHERE {clause}", args).fetchone()[0]
             )
-            rows = self._db.execute(
-                "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
-                f"updated_at FROM documents WHERE {clause} ORDER BY id LIMIT ? OFFSET ?",
+            rows = db.execute(
+                f"SELECT {_INFO} FROM documents WHERE {clause} ORDER BY id LIMIT ? OFFSET ?",
                 [*args, int(limit), int(offset)],
             ).fetchall()
         return total, [_document_info(row) for row in rows]
 
+    def _page_among(
+        self, clause: str, args: Sequence[object], among: Sequence[str], offset: int, limit: int
+    ) -> tuple[int, list[DocumentInfo]]:
+        """:meth:`page_documents` restricted to ``among`` (matched in IN-list batches)."""
+        sql = f"SELECT id FROM documents WHERE {clause} AND id IN ({{marks}})"
+        ids: list[str] = []
+        with self._read() as db:
+            for start in range(0, len(among), _IN_BATCH):
+                batch = among[start : start + _IN_BATCH]
+                marks = ",".join("?" * len(batch))
+                ids.extend(str(r[0]) for r in db.execute(sql.format(marks=marks), [*args, *batch]))
+        ids.sort()
+        page = ids[max(0, int(offset)) : max(0, int(offset)) + max(0, int(limit))]
+        found = {
+            str(row[0]): _document_info(row)
+            for row in self._lookup(f"SELECT {_INFO} FROM documents WHERE id IN ({{marks}})", page)
+        }
+        return len(ids), [found[i] for i in page if i in found]
+
     def document_text(self, document_id: str) -> str | None:
         """The text a document was stored with (None: unknown, or stored before texts were kept)."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT text FROM documents WHERE id = ?", (document_id,)
-            ).fetchone()
+        with self._read() as db:
+            row = db.execute("SELECT text FROM documents WHERE id = ?", (document_id,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
     def resolve_document_id(self, ref: str) -> str | None:
         """The id of the document ``ref`` names: its id, or the ``source`` printed for it."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id FROM documents WHERE id = ? UNION ALL "
-                "SELECT id FROM documents WHERE source = ? LIMIT 1",
+        with self._read() as db:
+            row = db.execute(
+                "SELECT id, 0 AS pick FROM documents WHERE id = ? UNION ALL "
+                "SELECT id, 1 AS pick FROM documents WHERE source = ? ORDER BY pick, id LIMIT 1",
                 (ref, ref),
             ).fetchone()
         return None if row is None else str(row[0])
 
     def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
         """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT text_hash, embedding FROM chunks WHERE document_id = ?", (document_id,)
             ).fetchall()
         return {str(h): np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
@@ -278,6 +295,7 @@ class Store(SQLiteTables):
                 and tuple(stored) == (doc.content_hash(), "done")
             ):
                 return False
+            self.database.lock_change_log(db)  # held to commit: seqs become visible in order
             self._delete_chunks(db, doc.id)
             db.execute("DELETE FROM doc_meta WHERE document_id = ?", (doc.id,))
             db.executemany(
@@ -285,9 +303,9 @@ class Store(SQLiteTables):
                 [(k, v, doc.id) for k, v in metadata_terms(doc.metadata)],
             )
             for chunk in chunks:
-                cur = db.execute(
+                row_id = db.execute(
                     "INSERT INTO chunks(id, document_id, ordinal, text, heading, token_count, "
-                    "text_hash, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "text_hash, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING row_id",
                     (
                         chunk.id,
                         doc.id,
@@ -298,8 +316,8 @@ class Store(SQLiteTables):
                         chunk.text_hash,
                         np.ascontiguousarray(chunk.embedding, dtype=np.float32).tobytes(),
                     ),
-                )
-                db.execute("INSERT INTO changes(op, row_id) VALUES ('upsert', ?)", (cur.lastrowid,))
+                ).fetchone()[0]
+                db.execute("INSERT INTO changes(op, row_id) VALUES ('upsert', ?)", (row_id,))
             db.execute(
                 "INSERT INTO documents(id, source, title, metadata, content_hash, status, error, "
                 "chunk_count, updated_at, text) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?, ?) "
@@ -383,7 +401,7 @@ class Store(SQLiteTables):
         with self._transaction() as db:
             cur = db.execute(
                 "DELETE FROM documents WHERE status IN ('failed', 'skipped') AND chunk_count = 0 "
-                "AND substr(id, 1, ?) = ?",
+                f"AND {_PREFIX}",
                 (len(prefix), prefix),
             )
         return int(cur.rowcount)
@@ -394,17 +412,21 @@ class Store(SQLiteTables):
             exists = db.execute("SELECT 1 FROM documents WHERE id = ?", (document_id,)).fetchone()
             if exists is None:
                 raise NotFoundError(f"no document with id {document_id!r}")
+            self.database.lock_change_log(db)  # held to commit: seqs become visible in order
             removed = self._delete_chunks(db, document_id)
             db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
             db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
         return removed
 
     @staticmethod
-    def _delete_chunks(db: sqlite3.Connection, document_id: str) -> int:
+    def _delete_chunks(db: Conn, document_id: str) -> int:
+        """Delete a document's chunks, logging a change for each (the caller holds the lock)."""
         rows = db.execute(
-            "SELECT row_id FROM chunks WHERE document_id = ?", (document_id,)
+            "SELECT row_id FROM chunks WHERE document_id = ? ORDER BY row_id", (document_id,)
         ).fetchall()
-        db.executemany("INSERT INTO changes(op, row_id) VALUES ('delete', ?)", rows)
+        db.executemany(
+            "INSERT INTO changes(op, row_id) VALUES ('delete', ?)", [(int(r[0]),) for r in rows]
+        )
         db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
         return len(rows)
 
@@ -412,14 +434,14 @@ class Store(SQLiteTables):
 
     def last_seq(self) -> int:
         """The newest change sequence number (0 for an empty store)."""
-        with self._lock:
-            row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
+        with self._read() as db:
+            row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
         return int(row[0])
 
     def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
         """Changes after ``seq`` in order, at most ``limit``."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT seq, op, row_id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
                 (seq, limit),
             ).fetchall()
@@ -428,11 +450,11 @@ class Store(SQLiteTables):
     def index_rows(self, row_ids: Sequence[int]) -> list[IndexRow]:
         """Text, vector and filter terms of the given chunks that still exist."""
         out: list[IndexRow] = []
-        with self._lock:
-            for start in range(0, len(row_ids), 500):
-                batch = list(row_ids[start : start + 500])
+        with self._read() as db:
+            for start in range(0, len(row_ids), _IN_BATCH):
+                batch = list(row_ids[start : start + _IN_BATCH])
                 marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
+                rows = db.execute(
                     "SELECT c.row_id, c.text, c.heading, COALESCE(d.metadata, '{}'), c.embedding, "
                     "d.title FROM chunks c LEFT JOIN documents d ON d.id = c.document_id "
                     f"WHERE c.row_id IN ({marks}) ORDER BY c.row_id",
@@ -452,22 +474,18 @@ class Store(SQLiteTables):
 
     def all_row_ids(self) -> list[int]:
         """Row ids of every stored chunk, ascending."""
-        with self._lock:
-            rows = self._db.execute("SELECT row_id FROM chunks ORDER BY row_id").fetchall()
+        with self._read() as db:
+            rows = db.execute("SELECT row_id FROM chunks ORDER BY row_id").fetchall()
         return [int(r[0]) for r in rows]
 
     def chunks_by_row_ids(self, row_ids: Sequence[int]) -> dict[int, StoredChunk]:
         """The stored chunks for the given row ids (missing ones are left out)."""
-        if not row_ids:
-            return {}
-        marks = ",".join("?" * len(row_ids))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT c.row_id, c.id, c.document_id, c.ordinal, c.text, c.heading, d.title, "
-                "d.source, d.metadata FROM chunks c JOIN documents d ON d.id = c.document_id "
-                f"WHERE c.row_id IN ({marks})",
-                list(row_ids),
-            ).fetchall()
+        rows = self._lookup(
+            "SELECT c.row_id, c.id, c.document_id, c.ordinal, c.text, c.heading, d.title, "
+            "d.source, d.metadata FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE c.row_id IN ({marks})",
+            row_ids,
+        )
         return {
             int(r[0]): StoredChunk(
                 int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8])
@@ -478,11 +496,11 @@ class Store(SQLiteTables):
     def _lookup(self, sql: str, values: Sequence[object]) -> list[tuple[Any, ...]]:
         """Run ``sql`` (with one ``{marks}`` IN-list) over ``values`` in batches of 500."""
         rows: list[tuple[Any, ...]] = []
-        with self._lock:
-            for start in range(0, len(values), 500):
-                batch = list(values[start : start + 500])
+        with self._read() as db:
+            for start in range(0, len(values), _IN_BATCH):
+                batch = list(values[start : start + _IN_BATCH])
                 marks = ",".join("?" * len(batch))
-                rows.extend(self._db.execute(sql.format(marks=marks), batch).fetchall())
+                rows.extend(db.execute(sql.format(marks=marks), batch).fetchall())
         return rows
 
     def document_ids_of(self, row_ids: Sequence[int]) -> dict[int, str]:
@@ -502,16 +520,16 @@ class Store(SQLiteTables):
 
     def chunk_refs(self) -> list[tuple[int, str, str]]:
         """(row id, chunk id, document id) of every stored chunk, by row id."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT row_id, id, document_id FROM chunks ORDER BY row_id"
             ).fetchall()
         return [(int(r), str(c), str(d)) for r, c, d in rows]
 
     def titled_chunks(self) -> list[tuple[str, str, str]]:
         """(chunk id, document id, title) of every chunk of a titled document, in order."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT c.id, c.document_id, d.title FROM chunks c "
                 "JOIN documents d ON d.id = c.document_id "
                 "WHERE d.title != '' ORDER BY c.document_id, c.ordinal"
@@ -520,10 +538,10 @@ class Store(SQLiteTables):
 
     def chunks_of_document(self, document_id: str) -> list[StoredChunk]:
         """A document's chunks in order."""
-        with self._lock:
+        with self._read() as db:
             ids = [
                 int(r[0])
-                for r in self._db.execute(
+                for r in db.execute(
                     "SELECT row_id FROM chunks WHERE document_id = ? ORDER BY ordinal",
                     (document_id,),
                 )
@@ -535,14 +553,14 @@ class Store(SQLiteTables):
 
     def metadata_keys(self) -> set[str]:
         """Every metadata key some document carries."""
-        with self._lock:
-            rows = self._db.execute("SELECT DISTINCT key FROM doc_meta").fetchall()
+        with self._read() as db:
+            rows = db.execute("SELECT DISTINCT key FROM doc_meta").fetchall()
         return {str(r[0]) for r in rows}
 
     def metadata_values(self, key: str) -> list[str]:
         """The distinct canonical values stored under ``key``, sorted."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT DISTINCT value FROM doc_meta WHERE key = ? ORDER BY value", (key,)
             ).fetchall()
         return [str(r[0]) for r in rows]
@@ -562,8 +580,8 @@ class Store(SQLiteTables):
             parts.append(f"SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks})")
             args.extend([key, *values])
         sql = "SELECT row_id FROM chunks WHERE document_id IN (" + " INTERSECT ".join(parts) + ")"
-        with self._lock:
-            return {int(r[0]) for r in self._db.execute(sql, args)}
+        with self._read() as db:
+            return {int(r[0]) for r in db.execute(sql, args)}
 
     def _row_ids_matching_many(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
         """:meth:`row_ids_matching` for long clauses (a prefix matching many paths)."""
@@ -573,8 +591,8 @@ class Store(SQLiteTables):
             for start in range(0, len(values), _IN_BATCH):
                 batch = list(values[start : start + _IN_BATCH])
                 sql = "SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({})"
-                with self._lock:
-                    rows = self._db.execute(sql.format(",".join("?" * len(batch))), [key, *batch])
+                with self._read() as db:
+                    rows = db.execute(sql.format(",".join("?" * len(batch))), [key, *batch])
                     found.update(str(r[0]) for r in rows)
             documents = found if documents is None else documents & found
             if not documents:
@@ -586,11 +604,9 @@ class Store(SQLiteTables):
 
     def counts(self) -> dict[str, int]:
         """Documents per status, chunks and the last change sequence."""
-        with self._lock:
-            by_status = dict(
-                self._db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status")
-            )
-            chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        with self._read() as db:
+            by_status = dict(db.execute("SELECT status, COUNT(*) FROM documents GROUP BY status"))
+            chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         out = {f"documents_{k}": int(v) for k, v in by_status.items()}
         out["chunks"] = int(chunks)
         out["last_seq"] = self.last_seq()

@@ -10,6 +10,8 @@
    stored vectors, fused by RRF) and read best first until the budget is spent. The
    vectors come from :class:`~retrieval.report_vectors.ReportVectorIndex`, written with
    the reports: a question costs one query embedding, not one per report.
+   With lazy reports (``graph.reports = lazy``) the picked reports the LLM has not
+   summarised yet are rewritten by it now (:mod:`graph.lazy_reports`), once.
 3. **Map.** Batches of reports go to a :class:`~retrieval.keypoints.KeyPointMapper`
    (offline: scored statements; later, one LLM call per batch, bounded by a semaphore).
 4. **Reduce.** The best key points within the reduce budget, duplicates merged and
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -138,6 +140,8 @@ class GlobalSearcher:
     mapper: KeyPointMapper | None = None  # None: the offline extractive mapper
     executor: Executor | None = None
     vectors: ReportVectorIndex | None = None  # None: report texts embedded on demand
+    # lazy reports: rewrites the picked reports the LLM has not summarised yet
+    upgrade: Callable[[Sequence[CommunityReport]], list[CommunityReport]] | None = None
     _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
     _scorers: dict[int, tuple[HybridScorer, ReportBM25]] = field(default_factory=dict, init=False)
     _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
@@ -204,6 +208,9 @@ class GlobalSearcher:
         scorer, bm25 = await loop.run_in_executor(self.executor, self.scorer, view)
         ranked = await loop.run_in_executor(self.executor, self.rank, question, view, scorer, bm25)
         picked = pick_within_budget(ranked, tokens, budget_tokens)
+        if self.upgrade is not None:  # a thread of its own: the LLM may take seconds
+            picked = await loop.run_in_executor(None, self.upgrade, picked)
+            tokens.update({r.community_id: self.report_tokens(r) for r in picked})
         mapper = self.mapper or ExtractiveKeyPointMapper(scorer, executor=self.executor)
         mapped = await asyncio.gather(
             *(mapper.map(question, batch) for batch in batches(picked, tokens, batch_tokens))

@@ -3,13 +3,14 @@
 Global search ranks community reports and scores their statements against the question
 by cosine similarity. Embedding them per question cost minutes on a fresh process, so
 each report's texts — the whole report (row 0) and each statement that can become a key
-point — are embedded when the report is written or refreshed and stored in the SQLite
-store's ``report_vectors`` table, keyed by community id with a hash of those texts and
-the embedding model. Whatever the graph backend, the vectors live next to the
-documents. :class:`ReportVectorIndex` is the derived, in-memory view (an exact numpy
-matrix per report, a few thousand reports at most): it catches up with the stored
-reports like the other indexes do — a report whose texts are unchanged is never
-embedded again, a vanished one is dropped — and reloads only when the table changed.
+point — are embedded when the report is written or refreshed and stored in the store's
+``report_vectors`` table (its SQLite file or PostgreSQL schema), keyed by community id
+with a hash of those texts and the embedding model. Whatever the graph backend, the
+vectors live next to the documents. :class:`ReportVectorIndex` is the derived, in-memory
+view (an exact numpy matrix per report, a few thousand reports at most): it catches up
+with the stored reports like the other indexes do — a report whose texts are unchanged
+is never embedded again, a vanished one is dropped — and reloads only when the table
+changed.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from graph.models import CommunityReport
+from lore.db import Conn, Database, Tables, upsert_sql
 from lore.embedders import Embedder, Matrix
-from lore.sqlite import SQLiteTables
 from retrieval.keypoints import report_text, report_units
 
 _SCHEMA = """
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS report_vectors (
     dimension INTEGER NOT NULL, rows INTEGER NOT NULL, vectors BLOB NOT NULL
 );
 """
+_COLUMNS = ("community_id", "content_hash", "model", "dimension", "rows", "vectors")
 
 
 def report_texts(report: CommunityReport) -> list[str]:
@@ -46,42 +49,53 @@ def content_hash(texts: Sequence[str], model: str) -> str:
     return hashlib.sha256(json.dumps([model, *texts]).encode()).hexdigest()[:24]
 
 
-class ReportVectorStore(SQLiteTables):
+class ReportVectorStore(Tables):
     """The ``report_vectors`` table (system of record for report embeddings)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, _SCHEMA)
+    COMPONENT = "report_vectors"
+
+    def __init__(self, where: Path | Database) -> None:
+        super().__init__(where, _SCHEMA)
 
     def generation(self) -> tuple[int, int]:
-        """Changes whenever the file was written (by this or another process)."""
+        """Changes whenever the vectors were written (by this or another process)."""
         return self._generation()
+
+    @contextmanager
+    def _write(self) -> Iterator[Conn]:
+        """A write transaction that :meth:`generation` readers notice."""
+        with self._transaction() as db:
+            yield db
+            self.database.bump_generation(db)
 
     def hashes(self) -> dict[str, str]:
         """Community id → content hash of its stored vectors."""
-        with self._lock:
-            rows = self._db.execute("SELECT community_id, content_hash FROM report_vectors")
+        with self._read() as db:
+            rows = db.execute("SELECT community_id, content_hash FROM report_vectors")
             return {str(c): str(h) for c, h in rows}
 
     def load(self) -> dict[str, tuple[str, Matrix]]:
         """Community id → (content hash, vectors) for every stored report."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT community_id, content_hash, dimension, rows, vectors FROM report_vectors"
             ).fetchall()
         out: dict[str, tuple[str, Matrix]] = {}
         for cid, digest, dim, n, blob in rows:
-            matrix = np.frombuffer(blob, dtype=np.float32).reshape(int(n), int(dim))
+            matrix = np.frombuffer(bytes(blob), dtype=np.float32).reshape(int(n), int(dim))
             out[str(cid)] = (str(digest), matrix)
         return out
 
     def put(self, rows: Sequence[tuple[str, str, str, Matrix]], gone: Sequence[str]) -> None:
         """Store (community id, hash, model, vectors) rows; drop ``gone`` ids."""
-        with self._transaction():
-            self._db.executemany(
+        if not rows and not gone:
+            return
+        with self._write() as db:
+            db.executemany(
                 "DELETE FROM report_vectors WHERE community_id = ?", [(c,) for c in gone]
             )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO report_vectors VALUES (?, ?, ?, ?, ?, ?)",
+            db.executemany(
+                upsert_sql("report_vectors", _COLUMNS, ("community_id",)),
                 [
                     (cid, digest, model, m.shape[1], m.shape[0], m.astype(np.float32).tobytes())
                     for cid, digest, model, m in rows

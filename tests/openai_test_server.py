@@ -251,7 +251,7 @@ class OpenAITestServer:
                     },
                 )
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
+            def _send(self, status: int, payload: dict[str, Any] | list[Any]) -> None:
                 raw = json.dumps(payload).encode()
                 try:
                     self.send_response(status)

@@ -10,19 +10,22 @@ use. ``workers.runtime.open_runtime`` calls them once per data directory.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+from graph.lazy_reports import LazyReportUpgrader, LazyWriter
 from graph.llm_reports import LLMReportWriter
-from graph.reports import ExtractiveWriter, ReportWriter
+from graph.reports import ChunkTexts, ExtractiveWriter, ReportWriter
 from graph.store import GraphStore
 from graph.stores import open_graph_store
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import Extractor, OfflineExtractor
 from ingest.pipeline import IngestPipeline
+from lore.db import Database, open_database, schema_name
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from lore.errors import ConfigurationError
 from lore.llm import LLMClient, RateLimiter, ReplyCache
 from lore.settings import Settings
-from lore.store import Store
+from lore.store import NAMESPACE_KEY, Store
 from lore.tokens import WordPieceCounter, counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
 from retrieval.answer import AnswerWriter, ExtractiveAnswerWriter
@@ -36,6 +39,72 @@ from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClas
 from retrieval.report_vectors import ReportVectorIndex
 from retrieval.rerank import Reranker, open_reranker
 from retrieval.router import HeuristicRouteClassifier, RouteClassifier
+
+
+def database_for(settings: Settings, name: str) -> Path | Database:
+    """Where component file ``name`` (``lore``, ``keys``, ``llm-cache``) keeps its tables.
+
+    No ``store.url``: ``<data_dir>/<name>.sqlite3``, the embedded default. A PostgreSQL URL:
+    schema ``<store.schema_prefix>_<name>`` of that database (one pool per process), shared
+    by every host; the index directories stay in each host's ``data_dir``.
+    """
+    cfg = settings.store
+    if not cfg.url:
+        return local_file(settings, name)
+    return open_database(
+        cfg.url, settings.data_dir, name, prefix=cfg.schema_prefix, pool_size=cfg.pool_size
+    )
+
+
+def local_file(settings: Settings, name: str) -> Path:
+    """The SQLite file of a component whose tables are not on :mod:`lore.db` yet.
+
+    Jobs, keys, quarantine, LLM replies, embedded graph and report vectors stay in the
+    host's data directory even with ``store.url`` set, until their port to
+    :func:`database_for` lands.
+    """
+    return settings.data_dir / f"{name}.sqlite3"
+
+
+def open_store(settings: Settings) -> Store:
+    """The document store of ``settings`` (SQLite in ``data_dir``, or PostgreSQL)."""
+    return Store(database_for(settings, "lore"))
+
+
+def store_exists(settings: Settings) -> bool:
+    """Whether the document store of ``settings`` was ever created (nothing is created)."""
+    if not settings.store.url:
+        return local_file(settings, "lore").exists()
+    return store_schema(settings) in stored_namespaces(settings)
+
+
+def store_schema(settings: Settings) -> str:
+    """The PostgreSQL schema of the document store of ``settings``."""
+    return schema_name(settings.store.schema_prefix, "lore")
+
+
+def stored_namespaces(settings: Settings) -> dict[str, str]:
+    """PostgreSQL: the schemas holding a document store, each with its namespace.
+
+    The namespace is the one a server recorded on opening it (``""`` until then).
+    """
+    catalog = open_database(settings.store.url, settings.data_dir, "public", pool_size=1)
+    with catalog.read() as db:
+        schemas = [
+            str(r[0])
+            for r in db.execute(
+                "SELECT table_schema FROM information_schema.tables "
+                "WHERE table_name IN ('documents', 'meta', 'changes') "
+                "GROUP BY table_schema HAVING COUNT(*) = 3"
+            )
+        ]
+        found: dict[str, str] = {}
+        for schema in schemas:
+            row = db.execute(
+                f'SELECT value FROM "{schema}".meta WHERE key = ?', (NAMESPACE_KEY,)
+            ).fetchone()
+            found[schema] = "" if row is None else str(row[0])
+    return found
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -102,15 +171,15 @@ def build_llm_client(
         max_tokens=cfg.max_tokens,
         temperature=cfg.temperature,
         json_mode=cfg.json_mode,
-        cache=ReplyCache(settings.data_dir / "llm-cache.sqlite3") if cfg.cache else None,
+        cache=ReplyCache(local_file(settings, "llm-cache")) if cfg.cache else None,
         limiter=limiter,
     )
 
 
 def _wants_llm(choice: str, client: LLMClient | None, what: str) -> bool:
-    if choice == "llm" and client is None:
+    if choice in ("llm", "lazy") and client is None:
         raise ConfigurationError(
-            f"graph.{what} is 'llm' but no LLM is configured: set LORE_LLM__BASE_URL "
+            f"graph.{what} is {choice!r} but no LLM is configured: set LORE_LLM__BASE_URL "
             "(and LORE_LLM__MODEL), or use 'offline'/'auto'"
         )
     return client is not None and choice in ("llm", "auto")
@@ -124,10 +193,27 @@ def build_extractor(settings: Settings, client: LLMClient | None) -> Extractor:
 
 
 def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportWriter:
-    """The configured community-report writer."""
+    """The configured community-report writer (lazy: extractive now, the LLM on use)."""
+    if settings.graph.reports == "lazy":
+        _wants_llm("lazy", client, "reports")  # lazy needs the model that reads on demand
+        return LazyWriter()
     if _wants_llm(settings.graph.reports, client, "reports") and client is not None:
         return LLMReportWriter(client, settings.graph.report_max_input_tokens)
     return ExtractiveWriter()
+
+
+def build_lazy_upgrader(
+    settings: Settings, graph: GraphStore, chunk_texts: ChunkTexts
+) -> LazyReportUpgrader | None:
+    """With ``graph.reports = lazy``: what rewrites the reports a question reads."""
+    if settings.graph.reports != "lazy":
+        return None
+    client = build_llm_client(settings)
+    _wants_llm("lazy", client, "reports")
+    assert client is not None
+    return LazyReportUpgrader(
+        graph, LLMReportWriter(client, settings.graph.report_max_input_tokens), chunk_texts
+    )
 
 
 def build_analyzer(settings: Settings) -> Analyzer:
@@ -160,7 +246,7 @@ def build_index_set(
 def build_graph_store(settings: Settings) -> GraphStore:
     """The graph store: tables in the same SQLite file, or Neo4j (``graph.backend``)."""
     cfg = settings.graph
-    options: dict[str, object] = {"path": settings.data_dir / "lore.sqlite3"}
+    options: dict[str, object] = {"path": local_file(settings, "lore")}
     if cfg.backend == "neo4j":
         password = cfg.neo4j_password
         options = {
@@ -251,6 +337,7 @@ def build_asker(
             executor=searcher.embed_executor,
             mapper=mapper,
             vectors=vectors,
+            upgrade=build_lazy_upgrader(settings, graph, searcher.store.texts_by_chunk_ids),
         ),
         graph=graph,
         store=searcher.store,

@@ -2,18 +2,24 @@
 
 A namespace is a data directory of its own — the default namespace is the data
 directory itself (so a single-user setup looks exactly as before), any other lives in
-``<data_dir>/namespaces/<name>``. Nothing is shared between namespaces but the loaded
-model, so a query in one can never return a chunk of another.
+``<data_dir>/namespaces/<name>``. With the store on PostgreSQL (``store.url``) a
+namespace other than the default also gets its own schemas (``<prefix>_ns_<name>_<hash>…``),
+so its tables are never those of another. Nothing is shared between namespaces but the
+loaded model, so a query in one can never return a chunk of another.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 from pathlib import Path
 
 from lore.embedders import Embedder
 from lore.keys import check_namespace
 from lore.settings import Settings
+from lore.store import NAMESPACE_KEY
+from workers.builders import store_exists, store_schema, stored_namespaces
 from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
@@ -26,13 +32,22 @@ def namespace_dir(settings: Settings, namespace: str) -> Path:
     return settings.data_dir / "namespaces" / namespace
 
 
+def namespace_prefix(prefix: str, namespace: str) -> str:
+    """The PostgreSQL schema prefix of a namespace other than the default (unique per name)."""
+    clean = re.sub(r"[^a-z0-9]", "_", namespace)[:20]
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:8]  # "a-b" and "a_b" differ
+    return f"{prefix}_ns_{clean}_{digest}"
+
+
 def namespace_settings(settings: Settings, namespace: str) -> Settings:
-    """The settings of one namespace: its data directory, and its own tag in Neo4j."""
-    graph = settings.graph
+    """The settings of one namespace: its data directory, schemas and tag in Neo4j."""
+    graph, store = settings.graph, settings.store
     if namespace != settings.auth.default_namespace:
         graph = graph.model_copy(update={"neo4j_namespace": f"{graph.neo4j_namespace}.{namespace}"})
+        prefix = namespace_prefix(store.schema_prefix, namespace)
+        store = store.model_copy(update={"schema_prefix": prefix})
     return settings.model_copy(
-        update={"data_dir": namespace_dir(settings, namespace), "graph": graph}
+        update={"data_dir": namespace_dir(settings, namespace), "graph": graph, "store": store}
     )
 
 
@@ -54,6 +69,8 @@ class Namespaces:
             settings = namespace_settings(self.settings, namespace)
             runtime = open_runtime(settings, self.embedder)  # one loaded model per process
             self.embedder = runtime.embedder
+            if runtime.store.get_meta(NAMESPACE_KEY) != namespace:
+                runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
             end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
             self._runtimes[namespace] = runtime
             return runtime
@@ -65,7 +82,7 @@ class Namespaces:
         with self._lock:
             if namespace in self._runtimes:
                 return True
-        return (namespace_dir(self.settings, namespace) / "lore.sqlite3").exists()
+        return store_exists(namespace_settings(self.settings, namespace))
 
     def opened(self) -> dict[str, Runtime]:
         """The runtimes opened so far, by namespace."""
@@ -73,8 +90,16 @@ class Namespaces:
             return dict(self._runtimes)
 
     def existing(self) -> list[str]:
-        """Namespaces that have data on disk."""
+        """Namespaces that have a store (on disk, or on the PostgreSQL server)."""
         names = {self.settings.auth.default_namespace}
+        if self.settings.store.url:
+            stored = stored_namespaces(self.settings)
+            names.update(
+                name
+                for schema, name in stored.items()
+                if name and schema == store_schema(namespace_settings(self.settings, name))
+            )
+            return sorted(names)
         root = self.settings.data_dir / "namespaces"
         if root.is_dir():
             names.update(p.name for p in root.iterdir() if (p / "lore.sqlite3").exists())

@@ -54,6 +54,8 @@ from workers.builders import (
     build_index_set,
     build_pipeline,
     build_searcher,
+    local_file,
+    open_store,
 )
 from workers.refresh import refresh_in_process
 
@@ -93,14 +95,14 @@ class Runtime:
         """Chunks whose extraction failed, with reasons."""
         with self._lock:
             if self._quarantine is None:
-                self._quarantine = Quarantine(self.data_dir / "lore.sqlite3")
+                self._quarantine = Quarantine(local_file(self.settings, "lore"))
             return self._quarantine
 
     def report_vectors(self) -> ReportVectorIndex:
         """Report embeddings (a table in the SQLite store, whatever the graph backend)."""
         with self._lock:
             if self._report_vectors is None:
-                store = ReportVectorStore(self.data_dir / "lore.sqlite3")
+                store = ReportVectorStore(local_file(self.settings, "lore"))
                 self._report_vectors = ReportVectorIndex(store, self.embedder)
             return self._report_vectors
 
@@ -112,7 +114,7 @@ class Runtime:
         """The job tables of this store."""
         with self._lock:
             if self._jobs is None:
-                self._jobs = JobStore(self.data_dir / "lore.sqlite3")
+                self._jobs = JobStore(local_file(self.settings, "lore"))
             return self._jobs
 
     def counter(self) -> WordPieceCounter:
@@ -335,7 +337,7 @@ def open_runtime(settings: Settings, embedder: Embedder | None = None) -> Runtim
     the data directory was embedded with.
     """
     ensure_dir(settings.data_dir)
-    store = Store(settings.data_dir / "lore.sqlite3")
+    store = open_store(settings)
     embedder = embedder or build_embedder(settings)
     recorded = store.get_meta("embedding_model")
     if recorded is not None and recorded != embedder.name:

@@ -33,6 +33,7 @@ from ingest.graph_refresh import (
 from lore.errors import PermanentError, TransientError
 from lore.jobs import JobStore
 from lore.settings import Settings, load_settings
+from workers.builders import local_file
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
 from workers.lifecycle import run_delete
@@ -41,6 +42,8 @@ from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
 
 log = logging.getLogger(__name__)
+# PostgreSQL unreachable, a pool timeout, a deadlock or serialization failure: lore.db
+# raises them as BackendUnavailableError, a TransientError; SQLite's "database is locked".
 RETRYABLE = (TransientError, sqlite3.OperationalError)
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -53,7 +56,7 @@ def worker_state() -> tuple[Settings, Runtime, JobStore]:
             settings = load_settings()
             _state["settings"] = settings
             _state["runtime"] = open_runtime(settings)
-            _state["jobs"] = JobStore(settings.data_dir / "lore.sqlite3")
+            _state["jobs"] = JobStore(local_file(settings, "lore"))
     return _state["settings"], _state["runtime"], _state["jobs"]
 
 

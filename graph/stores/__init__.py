@@ -14,8 +14,8 @@ BACKENDS = {
 def open_graph_store(backend: str, **options: object) -> GraphStore:
     """Open the named backend with its options (see each class).
 
-    ``local`` takes ``path``; ``neo4j`` takes ``uri``, ``user``, ``password``,
-    ``database`` and ``namespace``.
+    ``local`` takes ``path`` (a SQLite file or a ``lore.db.Database``); ``neo4j`` takes
+    ``uri``, ``user``, ``password``, ``database`` and ``namespace``.
     """
     store: GraphStore = resolve_backend(BACKENDS, backend, "graph backend")(**options)
     return store

@@ -1,15 +1,18 @@
-"""Embedded GraphStore: tables next to the documents in the SQLite store.
+"""Embedded GraphStore: tables next to the documents (the SQLite store, or PostgreSQL).
 
 Mentions are stored per chunk (``entity_mentions``, ``relation_mentions``); merged
 entities and relations are computed from them by SQL, so removing a chunk's rows is the
 whole cascade: an entity or relation no other chunk mentions is gone. Graph algorithms
 (Leiden) read :meth:`edges`; a NetworkX view is built on demand by :meth:`to_networkx`.
+Rows that feed the graph algorithms are sorted here, not by the database, so their order
+is the same on either engine whatever PostgreSQL's collation.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ from graph.models import (
     merge_descriptions,
 )
 from graph.stores.merging import checked_chunks, required_ids
-from lore.sqlite import SQLiteTables
+from lore.db import Conn, Database, Tables, upsert_sql
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_mentions (
@@ -53,14 +56,58 @@ CREATE TABLE IF NOT EXISTS communities (
     members TEXT NOT NULL
 );
 """
+_COLUMNS = {
+    "entity_mentions": (
+        "entity_key",
+        "chunk_id",
+        "document_id",
+        "name",
+        "type",
+        "description",
+        "count",
+    ),
+    "relation_mentions": ("source_key", "target_key", "chunk_id", "weight", "description"),
+    "extracted_chunks": ("chunk_id", "document_id"),
+    "communities": ("id", "level", "cluster", "parent", "members"),
+    "community_reports": ("community_id", "level", "fingerprint", "report"),
+}
+_KEYS = {
+    "entity_mentions": ("entity_key", "chunk_id"),
+    "relation_mentions": ("source_key", "target_key", "chunk_id"),
+    "extracted_chunks": ("chunk_id",),
+}
 
 
-class LocalGraphStore(SQLiteTables):
-    """GraphStore on a SQLite file (the same file as the document store)."""
+def _upsert(table: str) -> str:
+    return upsert_sql(table, _COLUMNS[table], _KEYS[table])
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, _SCHEMA)
+
+def _insert(table: str) -> str:
+    cols = _COLUMNS[table]
+    return f"INSERT INTO {table}({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+
+
+class LocalGraphStore(Tables):
+    """GraphStore on the store's database (the same SQLite file or PostgreSQL schema)."""
+
+    COMPONENT = "graph"
+
+    def __init__(
+        self, where: Path | Database | None = None, *, path: Path | Database | None = None
+    ) -> None:
+        """Open on ``where`` (``path`` is the same, the option ``open_graph_store`` passes)."""
+        target = where if where is not None else path
+        if target is None:
+            raise TypeError("LocalGraphStore needs a path or a Database")
+        super().__init__(target, _SCHEMA)
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None
+
+    @contextmanager
+    def _write(self) -> Iterator[Conn]:
+        """A write transaction that :meth:`counts` (and other processes' caches) notice."""
+        with self._transaction() as db:
+            yield db
+            self.database.bump_generation(db)
 
     def put_chunk(
         self,
@@ -88,67 +135,38 @@ class LocalGraphStore(SQLiteTables):
                     rel_rows.append((a, b, c.chunk_id, r.weight, r.description))
         if not todo:
             return
-        with self._transaction():
-            self._touch({row[0] for row in ent_rows})
-            self._delete_chunks([c.chunk_id for c in todo])
-            self._db.executemany(
-                "INSERT OR REPLACE INTO entity_mentions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                ent_rows,
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO relation_mentions VALUES (?, ?, ?, ?, ?)", rel_rows
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO extracted_chunks VALUES (?, ?)",
-                [(c.chunk_id, c.document_id) for c in todo],
-            )
-
-    def _delete_chunks(self, chunk_ids: Sequence[str]) -> None:
-        rows = [(c,) for c in chunk_ids]
-        for start in range(0, len(chunk_ids), 500):
-            batch = list(chunk_ids[start : start + 500])
-            marks = ",".join("?" * len(batch))
-            gone = self._db.execute(
-                f"SELECT DISTINCT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
-                batch,
-            ).fetchall()
-            self._touch({str(r[0]) for r in gone})
-        for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
-            self._db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
+        with self._write() as db:
+            gone = _delete_chunks(db, [c.chunk_id for c in todo])
+            _touch(db, gone | {row[0] for row in ent_rows})
+            db.executemany(_upsert("entity_mentions"), ent_rows)
+            db.executemany(_upsert("relation_mentions"), rel_rows)
+            db.executemany(_upsert("extracted_chunks"), [(c.chunk_id, c.document_id) for c in todo])
 
     def remove_chunks(self, chunk_ids: Sequence[str]) -> int:
         """Drop contributions; return how many entities no longer exist."""
-        with self._lock:
-            before = self._entity_count()
-            with self._transaction():
-                self._delete_chunks(chunk_ids)
-            return before - self._entity_count()
-
-    def _touch(self, keys: set[str]) -> None:
-        self._db.executemany(
-            "INSERT OR IGNORE INTO touched_entities VALUES (?)", [(k,) for k in sorted(keys)]
-        )
-
-    def _entity_count(self) -> int:
-        row = self._db.execute("SELECT COUNT(DISTINCT entity_key) FROM entity_mentions").fetchone()
-        return int(row[0])
+        if not chunk_ids:
+            return 0
+        with self._write() as db:
+            before = _entity_count(db)
+            _touch(db, _delete_chunks(db, chunk_ids))
+            return before - _entity_count(db)
 
     def extracted_chunks(self) -> set[str]:
         """Chunk ids already extracted."""
-        with self._lock:
-            return {str(r[0]) for r in self._db.execute("SELECT chunk_id FROM extracted_chunks")}
+        return self._column("SELECT chunk_id FROM extracted_chunks")
 
     def entity(self, name: str) -> Entity | None:
         """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
         key = entity_key(name)
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            found = db.execute(
                 "SELECT name, type, description, count, chunk_id FROM entity_mentions "
-                "WHERE entity_key = ? ORDER BY chunk_id",
+                "WHERE entity_key = ?",
                 (key,),
             ).fetchall()
-        if not rows:
+        if not found:
             return None
+        rows = sorted(found, key=lambda r: str(r[4]))
         spellings: dict[str, int] = {}
         types: dict[str, int] = {}
         for spelling, kind, _, count, _ in rows:
@@ -166,18 +184,19 @@ class LocalGraphStore(SQLiteTables):
     def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
         """Related entities by summed relation weight."""
         key = entity_key(name)
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT CASE WHEN source_key = ? THEN target_key ELSE source_key END AS other, "
                 "SUM(weight) AS w FROM relation_mentions WHERE source_key = ? OR target_key = ? "
-                "GROUP BY other ORDER BY w DESC, other LIMIT ?",
-                (key, key, key, limit),
+                "GROUP BY other",
+                (key, key, key),
             ).fetchall()
+        ranked = sorted(((str(o), float(w)) for o, w in rows), key=lambda p: (-p[1], p[0]))
         out = []
-        for other, weight in rows:
-            entity = self.entity(str(other))
+        for other, weight in ranked[: max(0, int(limit))]:
+            entity = self.entity(other)
             if entity is not None:
-                out.append((entity, float(weight)))
+                out.append((entity, weight))
         return out
 
     def relations_among(self, keys: Sequence[str]) -> list[Relation]:
@@ -186,24 +205,24 @@ class LocalGraphStore(SQLiteTables):
         if not wanted:
             return []
         marks = ",".join("?" * len(wanted))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT source_key, target_key, SUM(weight), MIN(description), "
-                "GROUP_CONCAT(chunk_id) FROM relation_mentions "
-                f"WHERE source_key IN ({marks}) AND target_key IN ({marks}) "
-                "GROUP BY source_key, target_key ORDER BY source_key, target_key",
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT source_key, target_key, weight, description, chunk_id "
+                f"FROM relation_mentions WHERE source_key IN ({marks}) AND target_key IN ({marks})",
                 [*wanted, *wanted],
             ).fetchall()
+        merged: dict[tuple[str, str], tuple[float, str, list[str]]] = {}
+        for a, b, w, d, c in rows:
+            pair = (str(a), str(b))
+            weight, description, chunk_ids = merged.get(pair, (0.0, str(d), []))
+            merged[pair] = (weight + float(w), min(description, str(d)), [*chunk_ids, str(c)])
         return [
-            Relation(str(a), str(b), float(w), str(d), tuple(sorted(str(c).split(","))))
-            for a, b, w, d, c in rows
+            Relation(a, b, w, d, tuple(sorted(c))) for (a, b), (w, d, c) in sorted(merged.items())
         ]
 
     def entity_keys(self) -> set[str]:
         """Every entity key."""
-        with self._lock:
-            rows = self._db.execute("SELECT DISTINCT entity_key FROM entity_mentions")
-            return {str(r[0]) for r in rows}
+        return self._column("SELECT DISTINCT entity_key FROM entity_mentions")
 
     def entities_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         """Entity keys by chunk."""
@@ -214,28 +233,28 @@ class LocalGraphStore(SQLiteTables):
         return self._pairs("entity_key", "chunk_id", keys)
 
     def _pairs(self, by: str, other: str, values: Sequence[str]) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        with self._lock:
+        pairs: list[tuple[str, str]] = []
+        with self._read() as db:
             for start in range(0, len(values), 500):
                 batch = list(values[start : start + 500])
                 marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT {by}, {other} FROM entity_mentions WHERE {by} IN ({marks}) "
-                    f"ORDER BY {by}, {other}",
-                    batch,
+                rows = db.execute(
+                    f"SELECT {by}, {other} FROM entity_mentions WHERE {by} IN ({marks})", batch
                 ).fetchall()
-                for key, value in rows:
-                    out.setdefault(str(key), []).append(str(value))
+                pairs.extend((str(k), str(v)) for k, v in rows)
+        out: dict[str, list[str]] = {}
+        for key, value in sorted(pairs):
+            out.setdefault(key, []).append(value)
         return out
 
     def edges(self) -> list[Edge]:
         """All relations as weighted edges."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT source_key, target_key, SUM(weight) FROM relation_mentions "
-                "GROUP BY source_key, target_key ORDER BY source_key, target_key"
+                "GROUP BY source_key, target_key"
             ).fetchall()
-        return [(str(a), str(b), float(w)) for a, b, w in rows]
+        return sorted((str(a), str(b), float(w)) for a, b, w in rows)
 
     def counts(self) -> dict[str, int]:
         """Entities, relations, communities, extracted chunks (recounted after writes).
@@ -247,15 +266,15 @@ class LocalGraphStore(SQLiteTables):
         cached = self._counts
         if cached is not None and cached[0] == generation:
             return dict(cached[1])
-        with self._lock:
-            relations = self._db.execute(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM relation_mentions "
-                "GROUP BY source_key, target_key)"
+        with self._read() as db:
+            relations = db.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 AS one FROM relation_mentions "
+                "GROUP BY source_key, target_key) AS pairs"
             ).fetchone()[0]
-            communities = self._db.execute("SELECT COUNT(*) FROM communities").fetchone()[0]
-            extracted = self._db.execute("SELECT COUNT(*) FROM extracted_chunks").fetchone()[0]
+            communities = db.execute("SELECT COUNT(*) FROM communities").fetchone()[0]
+            extracted = db.execute("SELECT COUNT(*) FROM extracted_chunks").fetchone()[0]
             counts = {
-                "entities": self._entity_count(),
+                "entities": _entity_count(db),
                 "relations": int(relations),
                 "communities": int(communities),
                 "extracted_chunks": int(extracted),
@@ -285,8 +304,11 @@ class LocalGraphStore(SQLiteTables):
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""
-        rows = self._by_level("SELECT report FROM community_reports", level, "community_id")
-        return [CommunityReport.from_json(str(r[0])) for r in rows]
+        rows = self._by_level(
+            "SELECT report, level, community_id FROM community_reports", level, None
+        )
+        ordered = sorted(rows, key=lambda r: (int(r[1]), str(r[2])))
+        return [CommunityReport.from_json(str(r[0])) for r in ordered]
 
     def touched_entities(self) -> set[str]:
         """Entity keys changed since the marks were last cleared."""
@@ -298,10 +320,13 @@ class LocalGraphStore(SQLiteTables):
 
     def mark_stale(self, community_ids: Sequence[str]) -> None:
         """Mark communities stale."""
-        with self._transaction():
-            self._db.executemany(
-                "INSERT OR IGNORE INTO stale_communities VALUES (?)",
-                [(c,) for c in required_ids(community_ids, "a community id")],
+        rows = [(c,) for c in sorted(set(required_ids(community_ids, "a community id")))]
+        if not rows:
+            return
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO stale_communities(community_id) VALUES (?) ON CONFLICT DO NOTHING",
+                rows,
             )
 
     def stale_communities(self) -> set[str]:
@@ -313,24 +338,27 @@ class LocalGraphStore(SQLiteTables):
         self._delete_keys("stale_communities", "community_id", community_ids)
 
     def _column(self, select: str) -> set[str]:
-        with self._lock:
-            return {str(r[0]) for r in self._db.execute(select)}
+        with self._read() as db:
+            return {str(r[0]) for r in db.execute(select)}
 
     def _delete_keys(self, table: str, column: str, keys: Sequence[str]) -> None:
-        with self._transaction():
-            self._db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(k,) for k in keys])
+        if not keys:
+            return
+        with self._write() as db:
+            db.executemany(
+                f"DELETE FROM {table} WHERE {column} = ?", [(k,) for k in sorted(set(keys))]
+            )
 
     def _replace_all(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        with self._transaction():
-            self._db.execute(f"DELETE FROM {table}")
-            if rows:
-                marks = ",".join("?" * len(rows[0]))
-                self._db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        with self._write() as db:
+            db.execute(f"DELETE FROM {table}")
+            db.executemany(_insert(table), rows)
 
-    def _by_level(self, select: str, level: int | None, then: str) -> list[tuple[Any, ...]]:
+    def _by_level(self, select: str, level: int | None, then: str | None) -> list[tuple[Any, ...]]:
         where, args = (" WHERE level = ?", (level,)) if level is not None else ("", ())
-        with self._lock:
-            return self._db.execute(f"{select}{where} ORDER BY level, {then}", args).fetchall()
+        order = f" ORDER BY level, {then}" if then else ""
+        with self._read() as db:
+            return list(db.execute(f"{select}{where}{order}", args).fetchall())
 
     def to_networkx(self) -> Any:
         """The entity graph as a weighted ``networkx.Graph``."""
@@ -339,3 +367,33 @@ class LocalGraphStore(SQLiteTables):
         graph = nx.Graph()
         graph.add_weighted_edges_from(self.edges())
         return graph
+
+
+def _touch(db: Conn, keys: set[str]) -> None:
+    """Mark entities touched, in key order (concurrent writers then never deadlock)."""
+    db.executemany(
+        "INSERT INTO touched_entities(entity_key) VALUES (?) ON CONFLICT DO NOTHING",
+        [(k,) for k in sorted(keys)],
+    )
+
+
+def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> set[str]:
+    """Drop the chunks' rows; return the keys of the entities they mentioned."""
+    mentioned: set[str] = set()
+    for start in range(0, len(chunk_ids), 500):
+        batch = list(chunk_ids[start : start + 500])
+        marks = ",".join("?" * len(batch))
+        gone = db.execute(
+            f"SELECT DISTINCT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
+            batch,
+        ).fetchall()
+        mentioned.update(str(r[0]) for r in gone)
+    rows = [(c,) for c in sorted(set(chunk_ids))]
+    for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
+        db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
+    return mentioned
+
+
+def _entity_count(db: Conn) -> int:
+    row = db.execute("SELECT COUNT(DISTINCT entity_key) FROM entity_mentions").fetchone()
+    return int(row[0])

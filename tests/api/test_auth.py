@@ -35,10 +35,11 @@ def bearer(key: str) -> dict[str, str]:
 def world(
     tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEmbedder
 ) -> Iterator[World]:
-    settings = load_settings(data_dir=tmp_path_factory.mktemp("auth"))
-    settings.auth.enabled = True
-    settings.auth.metrics_token = SecretStr(METRICS_TOKEN)
-    settings.api.max_body_bytes = 4096
+    settings = load_settings(
+        data_dir=tmp_path_factory.mktemp("auth"),
+        auth={"enabled": True, "metrics_token": SecretStr(METRICS_TOKEN)},
+        api={"max_body_bytes": 4096},
+    )
     namespaces = Namespaces(settings, embedder=local_embedder)
     for space, words in (("team-a", "alpha ledger"), ("team-b", "bravo gateway")):
         namespaces.runtime(space).ingest(

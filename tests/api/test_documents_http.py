@@ -15,9 +15,11 @@ from workers.namespaces import Namespaces
 def client(
     tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEmbedder
 ) -> Iterator[TestClient]:
-    settings = load_settings(data_dir=tmp_path_factory.mktemp("docs"))
-    settings.api.max_batch_documents = 3
-    settings.ingest.max_document_bytes = 2000
+    settings = load_settings(
+        data_dir=tmp_path_factory.mktemp("docs"),
+        api={"max_batch_documents": 3},
+        ingest={"max_document_bytes": 2000},
+    )
     with TestClient(create_app(settings, Namespaces(settings, embedder=local_embedder))) as c:
         yield c
 

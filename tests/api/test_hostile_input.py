@@ -30,8 +30,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(data: Path, local_embedder: LocalEmbedder) -> Iterator[TestClient]:
-    settings = load_settings(data_dir=data)
-    settings.ingest.max_document_bytes = 200_000
+    settings = load_settings(data_dir=data, ingest={"max_document_bytes": 200_000})
     app = create_app(settings, Namespaces(settings, embedder=local_embedder))
     with TestClient(app, raise_server_exceptions=False) as c:
         yield c
@@ -127,8 +126,7 @@ def test_3_deep_json_bodies_are_clean_4xx(client: TestClient) -> None:
 def test_4_json_documents_honour_max_document_bytes(
     data: Path, local_embedder: LocalEmbedder
 ) -> None:
-    settings = load_settings(data_dir=data / "small")
-    settings.ingest.max_document_bytes = 2000
+    settings = load_settings(data_dir=data / "small", ingest={"max_document_bytes": 2000})
     with TestClient(create_app(settings, Namespaces(settings, embedder=local_embedder))) as c:
         body = {"id": "big.md", "text": "x" * 5001, "wait": True}
         status, reason = statuses(c.post("/v1/documents", json=body).json())["big.md"]
@@ -157,8 +155,7 @@ def test_9_an_admin_read_of_an_unknown_namespace_creates_nothing(
 ) -> None:
     root = data / "auth"
     root.mkdir()
-    settings = load_settings(data_dir=root)
-    settings.auth.enabled = True
+    settings = load_settings(data_dir=root, auth={"enabled": True})
     keys = KeyStore(root / "keys.sqlite3")
     admin, _ = keys.create([], admin=True)
     keys.close()

@@ -23,8 +23,9 @@ def test_configuring_an_llm_keeps_the_graph_until_reextract(
         assert c.post("/v1/communities/refresh", json={"rebuild": True}).status_code == 200
         before = c.get("/v1/entities/Kestrel Gateway").json()["entity"]
     with OpenAITestServer() as server:
-        llm = load_settings(data_dir=tmp_path)
-        llm.llm.base_url, llm.llm.model = server.base_url, "test-model"
+        llm = load_settings(
+            data_dir=tmp_path, llm={"base_url": server.base_url, "model": "test-model"}
+        )
         with TestClient(create_app(llm, Namespaces(llm, embedder=local_embedder))) as c:
             kept = c.post("/v1/communities/refresh", json={})
             assert kept.status_code == 200, kept.text

@@ -10,6 +10,7 @@ from ingest.quarantine import Quarantine
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests.conftest import make_runtime
+from tests.tables import tables_at
 
 
 class Versioned(OfflineExtractor):
@@ -19,15 +20,15 @@ class Versioned(OfflineExtractor):
 
 
 def test_a_new_extractor_version_keeps_the_graph_until_reextract(
-    tmp_path: Path, local_embedder: LocalEmbedder
+    store_url: str | None, tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
     rt.ingest(
         [SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")],
         extract_graph=False,
     )
-    graph = LocalGraphStore(tmp_path / "lore.sqlite3")
-    held = Quarantine(tmp_path / "lore.sqlite3")
+    graph = LocalGraphStore(tables_at(store_url, tmp_path / "lore.sqlite3"))
+    held = Quarantine(tables_at(store_url, tmp_path / "lore.sqlite3"))
     held.add("old-chunk", "d0", "offline", "a reason from the old extractor")
     first = build_graph(rt.store, graph, Versioned("a"), held)
     assert first.extracted == 1 and first.warnings == []
@@ -48,10 +49,10 @@ def test_a_new_extractor_version_keeps_the_graph_until_reextract(
 
 
 def test_a_batch_is_stored_at_once_and_keyless_extractions_are_quarantined(
-    tmp_path: Path,
+    store_url: str | None, tmp_path: Path
 ) -> None:
-    graph = LocalGraphStore(tmp_path / "lore.sqlite3")
-    held = Quarantine(tmp_path / "lore.sqlite3")
+    graph = LocalGraphStore(tables_at(store_url, tmp_path / "lore.sqlite3"))
+    held = Quarantine(tables_at(store_url, tmp_path / "lore.sqlite3"))
     chunks = [ChunkInput(f"c{i}", "d1", "text", "") for i in range(3)]
     results: list[Extraction | Quarantined] = [
         Extraction([EntityMention("kestrel-svc", "service", "")], []),

@@ -1,4 +1,4 @@
-"""The GraphStore contract, run on every backend: embedded (SQLite) and Neo4j.
+"""The GraphStore contract, run on every backend: embedded (SQLite or PostgreSQL) and Neo4j.
 
 The Neo4j run needs a server: set ``NEO4J_URI`` (and ``NEO4J_USER``, ``NEO4J_PASSWORD``,
 optionally ``NEO4J_DATABASE``), or let ``scripts/arcadedb_server.py`` start the ArcadeDB
@@ -18,6 +18,7 @@ from graph.store import GraphStore
 from graph.stores import open_graph_store
 from lore.errors import InvalidRequestError
 from tests.neo4j_server import fresh_namespace, neo4j_param, neo4j_server
+from tests.tables import tables_at
 
 
 def mention(name: str, kind: str = "service", count: int = 1) -> EntityMention:
@@ -28,10 +29,11 @@ def rel(a: str, b: str, w: float = 1.0) -> RelationMention:
     return RelationMention(a, b, w, f"{a} with {b}")
 
 
-@pytest.fixture(params=["local", neo4j_param()])
+@pytest.fixture(params=["local", "local-postgresql", neo4j_param()])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
-    if request.param == "local":
-        local = open_graph_store("local", path=tmp_path / "g.sqlite3")
+    if request.param.startswith("local"):
+        url = request.getfixturevalue("postgres_url") if "postgresql" in request.param else None
+        local = open_graph_store("local", path=tables_at(url, tmp_path / "g.sqlite3"))
         yield local
         local.close()
         return

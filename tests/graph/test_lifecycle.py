@@ -17,6 +17,7 @@ from ingest.graph_lifecycle import forget_chunks
 from ingest.graph_refresh import Summarizer, plan_refresh, run_plan
 from ingest.quarantine import Quarantine
 from tests.graph.test_graph_store_contract import mention, rel, store  # noqa: F401
+from tests.tables import tables_at
 
 TEXTS = {
     "chunk-one": "The payments-api raised PAY-5031 when the ledger-db pool was exhausted.",
@@ -76,11 +77,13 @@ def test_descriptions_of_a_removed_chunk_leave_the_merged_entity(
     assert after is not None and after.description == "stores secrets"
 
 
-def test_forgetting_rewrites_the_reports_that_cited_the_chunks(tmp_path: Path) -> None:
+def test_forgetting_rewrites_the_reports_that_cited_the_chunks(
+    store_url: str | None, tmp_path: Path
+) -> None:
     from graph.stores import open_graph_store
 
-    graph = open_graph_store("local", path=tmp_path / "g.sqlite3")
-    held = Quarantine(tmp_path / "g.sqlite3")
+    graph = open_graph_store("local", path=tables_at(store_url, tmp_path / "g.sqlite3"))
+    held = Quarantine(tables_at(store_url, tmp_path / "g.sqlite3"))
     _fill(graph)
     held.add("chunk-one", "d1", "offline", "an old reason")
 

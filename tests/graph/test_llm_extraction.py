@@ -14,6 +14,7 @@ from lore.errors import BackendUnavailableError, ConfigurationError, LLMReplyErr
 from lore.llm import LLMClient, ReplyCache
 from lore.prompts import extract_graph
 from tests.openai_test_server import OpenAITestServer
+from tests.tables import tables_at
 
 TEXT = "The `payments-api` returns PAY-5031 when Ledger Database locks time out."
 
@@ -25,9 +26,10 @@ def server() -> Iterator[OpenAITestServer]:
         yield s
 
 
-def client_for(server: OpenAITestServer, tmp_path: Path | None = None, **kw: object) -> LLMClient:
+def client_for(
+    server: OpenAITestServer, cache: ReplyCache | None = None, **kw: object
+) -> LLMClient:
     options: dict[str, object] = {"backoff_s": 0.01, "timeout_s": 0.5, "max_retries": 3, **kw}
-    cache = ReplyCache(tmp_path / "cache.sqlite3") if tmp_path is not None else None
     return LLMClient(base_url=server.base_url, model="test-model", cache=cache, **options)  # type: ignore[arg-type]
 
 
@@ -100,15 +102,17 @@ def test_a_refused_key_is_a_configuration_error_not_a_retry(server: OpenAITestSe
 
 
 def test_the_cache_answers_the_same_prompt_without_a_call(
-    server: OpenAITestServer, tmp_path: Path
+    server: OpenAITestServer, store_url: str | None, tmp_path: Path
 ) -> None:
-    first = client_for(server, tmp_path)
+    first = client_for(server, ReplyCache(tables_at(store_url, tmp_path / "cache.sqlite3")))
     reply = ask(first)
-    again = client_for(server, tmp_path)  # a new process would open the same file
+    # a new process would open the same tables
+    again = client_for(server, ReplyCache(tables_at(store_url, tmp_path / "cache.sqlite3")))
     assert ask(again) == reply
     assert again.stats.calls == 0 and again.stats.cache_hits == 1 and server.chat_calls == 1
     ask(again, TEXT + " Also Billing Gateway.")
     assert again.stats.calls == 1
+    assert len(again.cached_replies(extract_graph.TASK)) == 2
 
 
 def test_the_extractor_quarantines_what_stays_invalid(server: OpenAITestServer) -> None:

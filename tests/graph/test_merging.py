@@ -25,6 +25,7 @@ from graph.stores.merging import (
     relation_row,
     relation_rows,
 )
+from tests.tables import tables_at
 
 SPELLINGS = ["Ledger DB", "ledger db", "LEDGER DB", "cache", "Cache", "PAY-5031", "pay-5031"]
 SPELLINGS += ["Incident Commanders", "incident commander", "queue", "Queues", "api-gw"]
@@ -56,9 +57,9 @@ def same_weights(got: Sequence[tuple[object, ...]], want: Sequence[tuple[object,
     assert [g[-1] for g in got] == pytest.approx([w[-1] for w in want], rel=1e-12)
 
 
-def test_merge_rules_match_the_embedded_store(tmp_path: Path) -> None:
+def test_merge_rules_match_the_embedded_store(store_url: str | None, tmp_path: Path) -> None:
     rng = random.Random(7)
-    local = LocalGraphStore(tmp_path / "g.sqlite3")
+    local = LocalGraphStore(tables_at(store_url, tmp_path / "g.sqlite3"))
     mentions: dict[str, list[MentionRow]] = {}
     relations: dict[str, list[RelationRow]] = {}
     for n in rng.sample(range(60), 40):  # chunks arrive out of id order

@@ -35,8 +35,7 @@ def test_python_api_backend(demo_runtime: Runtime) -> None:
 
 
 def test_http_backend_with_a_key(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
-    settings = load_settings(data_dir=tmp_path)
-    settings.auth.enabled = True
+    settings = load_settings(data_dir=tmp_path, auth={"enabled": True})
     namespaces = Namespaces(settings, embedder=local_embedder)
     namespaces.runtime("ops").ingest(
         [SourceDocument("r.md", "r.md", "Rotate the TLS cert when HTTP 495 shows up.", "Certs", {})]

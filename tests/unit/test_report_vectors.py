@@ -6,6 +6,7 @@ from pathlib import Path
 from graph.models import CommunityReport, Finding
 from lore.embedders import Matrix
 from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore, report_texts
+from tests.tables import another_process, tables_at
 from tests.unit.test_global_map_reduce import BagOfWords
 
 
@@ -25,9 +26,10 @@ def report(cid: str, text: str) -> CommunityReport:
     return CommunityReport(cid, 0, f"title {cid}", "summary", (finding,), 1.0, cid)
 
 
-def test_unchanged_reports_are_never_embedded_again(tmp_path: Path) -> None:
+def test_unchanged_reports_are_never_embedded_again(store_url: str | None, tmp_path: Path) -> None:
     embedder = Counting()
-    index = ReportVectorIndex(ReportVectorStore(tmp_path / "s.sqlite3"), embedder)
+    store = ReportVectorStore(tables_at(store_url, tmp_path / "s.sqlite3"))
+    index = ReportVectorIndex(store, embedder)
     reports = [report("0-0", "The pool ran dry."), report("0-1", "Retries doubled.")]
     assert index.catch_up(reports) == 2
     assert embedder.embedded == sum(len(report_texts(r)) for r in reports)
@@ -35,14 +37,23 @@ def test_unchanged_reports_are_never_embedded_again(tmp_path: Path) -> None:
     vectors = index.vectors(reports[0])
     assert vectors is not None and vectors.shape == (len(report_texts(reports[0])), 64)
 
-    # another process (a new index on the same file) reads them back without embedding
-    fresh = Counting()
-    again = ReportVectorIndex(ReportVectorStore(tmp_path / "s.sqlite3"), fresh)
-    assert again.catch_up(reports) == 0 and fresh.embedded == 0
-    assert set(again.by_text(reports)) == {t for r in reports for t in report_texts(r)}
+    # another process (a new index on the same tables) reads them back without embedding
+    with another_process(store_url, tmp_path / "s.sqlite3") as elsewhere:
+        fresh = Counting()
+        again = ReportVectorIndex(ReportVectorStore(elsewhere), fresh)
+        assert again.catch_up(reports) == 0 and fresh.embedded == 0
+        assert set(again.by_text(reports)) == {t for r in reports for t in report_texts(r)}
 
-    # a changed report is embedded again, a vanished one is dropped
-    changed = [report("0-0", "The pool ran dry at noon.")]
-    assert again.catch_up(changed) == 1
-    assert again.vectors(reports[0]) is None and again.vectors(changed[0]) is not None
-    assert set(again.store.hashes()) == {"0-0"}
+        # a changed report is embedded again, a vanished one is dropped
+        changed = [report("0-0", "The pool ran dry at noon.")]
+        assert again.catch_up(changed) == 1
+        assert again.vectors(reports[0]) is None and again.vectors(changed[0]) is not None
+        assert set(again.store.hashes()) == {"0-0"}
+
+        # the first process sees that write and reloads instead of serving old vectors
+        assert index.catch_up(changed) == 0 and embedder.embedded == sum(
+            len(report_texts(r)) for r in reports
+        )
+        assert index.vectors(changed[0]) is not None and index.vectors(reports[1]) is None
+        again.store.close()
+    store.close()

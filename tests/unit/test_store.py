@@ -1,8 +1,12 @@
+"""The document store, the same tests against SQLite and PostgreSQL (``store_url``)."""
+
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from lore.db import open_database
 from lore.errors import EmbeddingMismatchError, NotFoundError
 from lore.models import DocumentStatus, SourceDocument
 from lore.store import NewChunk, Store
@@ -17,8 +21,10 @@ def _chunks(doc: str, texts: list[str]) -> list[NewChunk]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "s.sqlite3")
+def store(tmp_path: Path, store_url: str | None) -> Iterator[Store]:
+    opened = Store(open_database(store_url, tmp_path, "lore"))
+    yield opened
+    opened.close()
 
 
 def test_replace_is_atomic_and_logged(store: Store) -> None:
@@ -74,3 +80,57 @@ def test_embedder_binding(store: Store) -> None:
     store.bind_embedder("m", 4)
     with pytest.raises(EmbeddingMismatchError, match="'m'"):
         store.bind_embedder("other", 8)
+
+
+def test_meta_is_kept_and_replaced(store: Store, tmp_path: Path, store_url: str | None) -> None:
+    store_id = store.get_meta("store_id")
+    assert store_id and store.get_meta("schema_version") == "1"
+    store.set_meta("k", "1")
+    store.set_meta("k", "2")
+    assert store.get_meta("k") == "2" and store.get_meta("missing") is None
+    again = Store(open_database(store_url, tmp_path, "lore"))  # a second open keeps the id
+    assert again.get_meta("store_id") == store_id
+    again.close()
+
+
+def test_pages_prefixes_and_failures(store: Store) -> None:
+    for name in ("a/1", "a/2", "b/1"):
+        store.replace_document(
+            SourceDocument(name, f"{name}.md", "t", "", {}), _chunks(name, ["x"])
+        )
+    store.mark_failed("a/3", "a/3.md", "boom", metadata={"k": "v"})
+    store.mark_skipped("a/4", "a/4.md", "empty")
+    total, page = store.page_documents(prefix="a/", limit=2, offset=1)
+    assert total == 4 and [d.id for d in page] == ["a/2", "a/3"]
+    total, page = store.page_documents(status=DocumentStatus.DONE, among={"a/2", "b/1", "zz"})
+    assert total == 2 and [d.id for d in page] == ["a/2", "b/1"]
+    many = {f"n{i}" for i in range(1200)} | {"b/1"}  # more than one IN-list batch
+    assert store.page_documents(among=many, limit=5) == (1, [store.get_document("b/1")])
+    assert store.clear_failures("a/") == 2
+    assert [d.id for d in store.list_documents()] == ["a/1", "a/2", "b/1"]
+    assert store.resolve_document_id("a/1.md") == "a/1"
+    assert store.resolve_document_id("b/1") == "b/1" and store.resolve_document_id("?") is None
+    assert store.document_ids_by_source("a/2.md") == ["a/2"]
+    assert store.counts() == {"documents_done": 3, "chunks": 3, "last_seq": 3}
+
+
+def test_texts_vectors_and_lookups(store: Store) -> None:
+    chunks = _chunks("d", [f"t{i}" for i in range(700)])
+    doc = SourceDocument("d", "d.md", "the text", "Title", {"env": "prod"})
+    assert store.replace_document(doc, chunks)
+    assert not store.replace_document(doc, chunks, skip_if_stored=True)
+    assert store.document_text("d") == "the text"
+    rows = store.all_row_ids()
+    assert len(store.chunks_by_row_ids(rows)) == 700
+    assert set(store.document_ids_of(rows).values()) == {"d"}
+    by_id = store.row_ids_of_chunk_ids([c.id for c in chunks])
+    assert sorted(by_id.values()) == rows
+    assert store.texts_by_chunk_ids(["d-5", "nope"]) == {"d-5": "t5"}
+    index_rows = store.index_rows(rows[:2])
+    assert index_rows[0].text == "Title\nt0" and ("env", "prod") in index_rows[0].terms
+    np.testing.assert_array_equal(index_rows[0].embedding, chunks[0].embedding)
+    reused = store.embeddings_by_text_hash("d")
+    np.testing.assert_array_equal(reused["ht1"], chunks[1].embedding)
+    assert store.titled_chunks()[0] == ("d-0", "d", "Title")
+    assert store.metadata_values("env") == ["prod"]
+    assert store.row_ids_matching({"env": (*[f"v{i}" for i in range(600)], "prod")}) == set(rows)

@@ -1,0 +1,73 @@
+"""Lazy LLM reports (``graph.reports = lazy``) against the local OpenAI TEST server."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graph.lazy_reports import LAZY_METHOD
+from lore.embedders import LocalEmbedder
+from lore.errors import ConfigurationError
+from tests.conftest import CORPUS, ROOT, make_runtime
+from tests.openai_test_server import OpenAITestServer
+
+QUESTION = "What themes recur across all the runbooks?"
+
+
+@pytest.mark.slow
+def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a_change(
+    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS / "staging", corpus)
+    with OpenAITestServer() as server:
+        llm = {"base_url": server.base_url, "model": "test-model", "backoff_s": 0.01}
+        rt = make_runtime(
+            tmp_path / "data",
+            local_embedder,
+            llm=llm,
+            graph={"extractor": "offline", "reports": "lazy"},
+            ask={"llm": "off"},  # only the report writer talks to the model here
+        )
+        rt.ingest_paths([corpus], {"env": "staging"})
+        rt.build_graph()
+        reports = rt.graph().reports()
+        assert reports and all(r.method == LAZY_METHOD for r in reports)
+        assert server.chat_calls == 0  # the build cost no LLM call at all
+
+        first = rt.ask_sync(QUESTION, mode="global")
+        calls = server.chat_calls
+        upgraded = {
+            r.community_id: r.fingerprint for r in rt.graph().reports() if r.method == "llm"
+        }
+        assert first.mode == "global" and first.citations
+        assert 0 < len(upgraded) == calls < len(reports)  # one call per report read, no more
+        cited = {c.report_id for c in first.citations}
+        assert cited <= {r.community_id for r in rt.graph().reports()}
+
+        rt.ask_sync(QUESTION, mode="global")
+        assert server.chat_calls == calls  # read again: kept, not paid for twice
+
+        edited = sorted(corpus.rglob("*.md"))[0]
+        edited.write_text(edited.read_text() + "\n\nThe ledger primary now fails over in 30 s.\n")
+        rt.ingest_paths([corpus], {"env": "staging"})
+        rt.build_graph()
+        after = {r.community_id: r for r in rt.graph().reports()}
+        unchanged = {c for c, fp in upgraded.items() if c in after and after[c].fingerprint == fp}
+        assert {c for c, r in after.items() if r.method == "llm"} == unchanged
+        assert unchanged  # communities the edit did not touch keep their LLM report
+        rewritten = [c for c in upgraded if c in after and c not in unchanged]
+        assert rewritten and all(after[c].method == LAZY_METHOD for c in rewritten)
+        rt.close()
+
+
+def test_lazy_reports_without_an_llm_is_a_clear_configuration_error(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path / "data", local_embedder, graph={"reports": "lazy"})
+    with pytest.raises(ConfigurationError, match=r"graph\.reports is 'lazy' but no LLM"):
+        rt.build_graph()
+    rt.close()

@@ -1,0 +1,55 @@
+"""The LLM reply cache on both engines: latest replies first, a replaced reply kept once."""
+
+import sqlite3
+from pathlib import Path
+
+from lore.llm import ReplyCache
+from tests.tables import tables_at
+
+
+def test_replies_come_back_latest_first_per_model_and_task(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    cache = ReplyCache(tables_at(store_url, tmp_path / "llm-cache.sqlite3"))
+    assert cache.replies("m", "extract") == [] and cache.get("k0") is None
+    for i in range(5):
+        cache.put(f"k{i}", "m", "extract", f"reply {i}")
+    cache.put("other-task", "m", "summarize", "a summary")
+    cache.put("other-model", "n", "extract", "from n")
+    cache.put("k1", "m", "extract", "reply 1 again")  # replaced, not repeated
+    assert cache.get("k1") == "reply 1 again"
+    assert cache.replies("m", "extract", limit=3) == ["reply 4", "reply 3", "reply 2"]
+    assert cache.replies("m", "extract") == [
+        "reply 4",
+        "reply 3",
+        "reply 2",
+        "reply 1 again",
+        "reply 0",
+    ]
+    assert cache.replies("m", "summarize") == ["a summary"]
+    assert cache.replies("n", "extract") == ["from n"]
+    cache.close()
+
+
+def test_a_cache_from_before_reply_ids_keeps_its_order(tmp_path: Path) -> None:
+    """SQLite-only by nature: older caches were ordered by SQLite's rowid."""
+    path = tmp_path / "llm-cache.sqlite3"
+    old = sqlite3.connect(path)
+    with old:
+        old.execute(
+            "CREATE TABLE llm_replies (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+            "task TEXT NOT NULL, reply TEXT NOT NULL)"
+        )
+        old.executemany(
+            "INSERT INTO llm_replies VALUES (?, 'm', 't', ?)",
+            [("zz", "first"), ("aa", "second"), ("mm", "third")],
+        )
+    old.close()
+    cache = ReplyCache(path)
+    assert cache.replies("m", "t") == ["third", "second", "first"]
+    cache.put("new", "m", "t", "fourth")
+    assert cache.replies("m", "t", limit=2) == ["fourth", "third"]
+    cache.close()
+    again = ReplyCache(path)  # opening a numbered cache again changes nothing
+    assert again.replies("m", "t") == ["fourth", "third", "second", "first"]
+    again.close()
