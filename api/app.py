@@ -19,7 +19,7 @@ from api.routes import ask, documents, graph, health, jobs, keys, memory, sync
 from lore import __version__
 from lore.keys import KeyStore
 from lore.settings import Settings
-from workers.builders import local_file
+from workers.builders import database_for
 from workers.namespaces import Namespaces
 
 DESCRIPTION = """Long-term memory for agents and people: hybrid search (BM25 + HNSW, weighted
@@ -36,7 +36,7 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        keys = KeyStore(local_file(settings, "keys"))
+        keys = KeyStore(database_for(settings, "keys"))
         app.state.settings = settings
         app.state.namespaces = spaces
         app.state.keys = keys

@@ -12,14 +12,14 @@ import click
 from api.cli_common import out
 from lore.errors import LoreError
 from lore.keys import ApiKey, KeyStore
-from workers.builders import local_file
+from workers.builders import database_for
 
 
 @contextmanager
 def _keys(ctx: click.Context) -> Iterator[KeyStore]:
     settings = ctx.obj["root_settings"]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = KeyStore(local_file(settings, "keys"))
+    store = KeyStore(database_for(settings, "keys"))
     try:
         yield store
     except LoreError as exc:

@@ -57,12 +57,7 @@ def database_for(settings: Settings, name: str) -> Path | Database:
 
 
 def local_file(settings: Settings, name: str) -> Path:
-    """The SQLite file of a component whose tables are not on :mod:`lore.db` yet.
-
-    Jobs, keys, quarantine, LLM replies, embedded graph and report vectors stay in the
-    host's data directory even with ``store.url`` set, until their port to
-    :func:`database_for` lands.
-    """
+    """The embedded SQLite file of component ``name`` in the data directory."""
     return settings.data_dir / f"{name}.sqlite3"
 
 
@@ -171,7 +166,7 @@ def build_llm_client(
         max_tokens=cfg.max_tokens,
         temperature=cfg.temperature,
         json_mode=cfg.json_mode,
-        cache=ReplyCache(local_file(settings, "llm-cache")) if cfg.cache else None,
+        cache=ReplyCache(database_for(settings, "llm-cache")) if cfg.cache else None,
         limiter=limiter,
     )
 
@@ -244,9 +239,9 @@ def build_index_set(
 
 
 def build_graph_store(settings: Settings) -> GraphStore:
-    """The graph store: tables in the same SQLite file, or Neo4j (``graph.backend``)."""
+    """The graph store: tables beside the document store's, or Neo4j (``graph.backend``)."""
     cfg = settings.graph
-    options: dict[str, object] = {"path": local_file(settings, "lore")}
+    options: dict[str, object] = {"path": database_for(settings, "lore")}
     if cfg.backend == "neo4j":
         password = cfg.neo4j_password
         options = {

@@ -13,14 +13,14 @@ and the job reads ``failed``. Jobs on a broker are resumed by the workers instea
 from __future__ import annotations
 
 from lore.jobs import JobStatus, JobStore
-from workers.builders import local_file
+from workers.builders import database_for
 from workers.jobs import fail_documents
 from workers.runtime import Runtime
 
 
 def end_orphaned_jobs(runtime: Runtime) -> list[str]:
     """Fail the unfinished documents of jobs whose owner process is gone; their ids."""
-    jobs = JobStore(local_file(runtime.settings, "lore"))
+    jobs = JobStore(database_for(runtime.settings, "lore"))
     try:
         ended: list[str] = []
         for info, reason in jobs.orphaned():

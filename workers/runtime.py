@@ -54,7 +54,7 @@ from workers.builders import (
     build_index_set,
     build_pipeline,
     build_searcher,
-    local_file,
+    database_for,
     open_store,
 )
 from workers.refresh import refresh_in_process
@@ -95,14 +95,14 @@ class Runtime:
         """Chunks whose extraction failed, with reasons."""
         with self._lock:
             if self._quarantine is None:
-                self._quarantine = Quarantine(local_file(self.settings, "lore"))
+                self._quarantine = Quarantine(database_for(self.settings, "lore"))
             return self._quarantine
 
     def report_vectors(self) -> ReportVectorIndex:
         """Report embeddings (a table in the SQLite store, whatever the graph backend)."""
         with self._lock:
             if self._report_vectors is None:
-                store = ReportVectorStore(local_file(self.settings, "lore"))
+                store = ReportVectorStore(database_for(self.settings, "lore"))
                 self._report_vectors = ReportVectorIndex(store, self.embedder)
             return self._report_vectors
 
@@ -114,7 +114,7 @@ class Runtime:
         """The job tables of this store."""
         with self._lock:
             if self._jobs is None:
-                self._jobs = JobStore(local_file(self.settings, "lore"))
+                self._jobs = JobStore(database_for(self.settings, "lore"))
             return self._jobs
 
     def counter(self) -> WordPieceCounter:

@@ -33,7 +33,7 @@ from ingest.graph_refresh import (
 from lore.errors import PermanentError, TransientError
 from lore.jobs import JobStore
 from lore.settings import Settings, load_settings
-from workers.builders import local_file
+from workers.builders import database_for
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
 from workers.lifecycle import run_delete
@@ -56,7 +56,7 @@ def worker_state() -> tuple[Settings, Runtime, JobStore]:
             settings = load_settings()
             _state["settings"] = settings
             _state["runtime"] = open_runtime(settings)
-            _state["jobs"] = JobStore(local_file(settings, "lore"))
+            _state["jobs"] = JobStore(database_for(settings, "lore"))
     return _state["settings"], _state["runtime"], _state["jobs"]
 
 
