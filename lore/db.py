@@ -240,8 +240,9 @@ _DDL_TYPES = (
     (re.compile(r"\bBLOB\b", re.I), "BYTEA"),
     (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
     (re.compile(r"\bINTEGER\b", re.I), "BIGINT"),
-    # byte-order comparison, as SQLite's: ORDER BY and ranges agree on both engines
-    (re.compile(r"\bTEXT\b", re.I), 'TEXT COLLATE "C"'),
+    # byte-order comparison, as SQLite's: ORDER BY and ranges agree on both engines. The
+    # type only (upper case, as our DDL writes types): a column named ``text`` stays a name
+    (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
 )
 
 
