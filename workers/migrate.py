@@ -32,7 +32,12 @@ from typing import Any
 from graph.stores.local import LocalGraphStore
 from ingest.quarantine import Quarantine
 from lore.db import Conn, Database, redact, schema_name
-from lore.errors import InvalidRequestError, StorageError
+from lore.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    InvalidRequestError,
+    StorageError,
+)
 from lore.jobs import JobStore
 from lore.keys import KeyStore
 from lore.llm import ReplyCache
@@ -134,27 +139,44 @@ def spaces(settings: Settings, url: str) -> list[Space]:
 def migrate(settings: Settings, url: str, *, batch_rows: int = BATCH_ROWS) -> MigrationReport:
     """Copy the SQLite files of ``settings.data_dir`` (every namespace) into ``url``.
 
-    Raises :class:`NonEmptyTargetError` (nothing written) when a target schema holds
-    data, and ``StorageError`` when there is nothing to copy.
+    Raises ``ConfigurationError`` for a URL that is not PostgreSQL's, ``StorageError``
+    when there is nothing to copy (or a copy failed part way: the message says what to
+    drop), :class:`NonEmptyTargetError` (nothing written) when a target schema holds
+    data, and ``BackendUnavailableError`` when the server cannot be reached.
     """
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigurationError(f"migrate --to needs a postgresql:// URL, not {redact(url)!r}")
     found = spaces(settings, url)
-    if "lore" not in found[0].files and len(found) == 1:
+    if not any("lore" in space.files for space in found):
         path = settings.data_dir / "lore.sqlite3"
         raise StorageError(f"nothing to migrate: {path} does not exist")
-    refuse_non_empty(url, sorted({s.schema(n) for s in found for n in s.files}))
+    schemas = sorted({space.schema(name) for space in found for name in space.files})
+    refuse_non_empty(url, schemas)
     report = MigrationReport(source=str(settings.data_dir), target=redact(url))
-    for space in found:
-        for name, path in space.files.items():
-            target = database_for(space.target, name)
-            if isinstance(target, Path):  # pragma: no cover - a URL always opens a Database
-                raise StorageError(f"{redact(url)} did not open as a PostgreSQL database")
-            for open_class in FILES[name]:  # the real DDL, as a fresh store would run it
-                open_class(target).close()
-            copies = copy_file(path, target, name, space.schema(name), batch_rows=batch_rows)
-            report.tables += copies
-        if space.namespace != settings.auth.default_namespace:
-            mark_namespace(space)
+    try:
+        for space in found:
+            report.tables += copy_space(space, batch_rows=batch_rows)
+            if space.namespace != settings.auth.default_namespace:
+                mark_namespace(space)
+    except Exception as exc:
+        raise StorageError(
+            f"the migration stopped: {exc}. The target is partly written: drop the schemas "
+            f"{', '.join(schemas)} (DROP SCHEMA … CASCADE) and run it again"
+        ) from exc
     return report
+
+
+def copy_space(space: Space, *, batch_rows: int = BATCH_ROWS) -> list[TableCopy]:
+    """Create one namespace's target tables with the real classes, then copy its files."""
+    copies: list[TableCopy] = []
+    for name, path in space.files.items():
+        target = database_for(space.target, name)
+        if isinstance(target, Path):  # pragma: no cover - a URL always opens a Database
+            raise StorageError(f"{target} is not a PostgreSQL database")
+        for open_class in FILES[name]:  # the real DDL, as a fresh store would run it
+            open_class(target).close()
+        copies += copy_file(path, target, name, space.schema(name), batch_rows=batch_rows)
+    return copies
 
 
 def mark_namespace(space: Space) -> None:
@@ -173,7 +195,21 @@ def refuse_non_empty(url: str, schemas: Sequence[str]) -> None:
     """Raise :class:`NonEmptyTargetError` naming the tables of ``schemas`` that hold rows."""
     import psycopg
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    try:
+        full = _tables_with_rows(psycopg.connect(url, autocommit=True), schemas)
+    except psycopg.OperationalError as exc:
+        raise BackendUnavailableError(f"cannot reach PostgreSQL at {redact(url)}: {exc}") from exc
+    if full:
+        raise NonEmptyTargetError(
+            f"the target {redact(url)} already holds data ({', '.join(full[:8])}"
+            f"{', …' if len(full) > 8 else ''}); migrate only into an empty database, or "
+            f"drop the schemas {', '.join(schemas)} first. Nothing was written"
+        )
+
+
+def _tables_with_rows(connection: Any, schemas: Sequence[str]) -> list[str]:
+    """``schema.table`` of every table of ``schemas`` holding a row (bookkeeping aside)."""
+    with connection as conn:
         tables = conn.execute(
             "SELECT table_schema, table_name FROM information_schema.tables "
             "WHERE table_schema = ANY(%s) AND table_type = 'BASE TABLE' ORDER BY 1, 2",
@@ -189,12 +225,7 @@ def refuse_non_empty(url: str, schemas: Sequence[str]) -> None:
                 sql, args = sql + " WHERE key <> ALL(%s)", (list(SEEDED_META),)
             if conn.execute(sql + " LIMIT 1", args).fetchone():
                 full.append(f"{schema}.{table}")
-    if full:
-        raise NonEmptyTargetError(
-            f"the target {redact(url)} already holds data ({', '.join(full[:8])}"
-            f"{', …' if len(full) > 8 else ''}); migrate only into an empty database, or "
-            f"drop the schemas {', '.join(schemas)} first. Nothing was written"
-        )
+    return full
 
 
 # -- copying -------------------------------------------------------------------------------

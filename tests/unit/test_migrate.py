@@ -6,6 +6,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from lore.errors import BackendUnavailableError, ConfigurationError, StorageError
 from lore.keys import KeyStore
 from lore.llm import ReplyCache
 from lore.models import SourceDocument
@@ -93,3 +94,13 @@ def test_a_store_opened_on_the_target_but_empty_is_filled(
     assert opened.get_meta("store_id") == old.get_meta("store_id")
     assert [d.id for d in opened.list_documents()] == ["a"]
     old.close()
+
+
+def test_wrong_urls_and_empty_sources_are_clear_errors(tmp_path: Path) -> None:
+    source = _source(tmp_path)
+    with pytest.raises(ConfigurationError, match="needs a postgresql:// URL"):
+        migrate(source, "sqlite:///x.db")
+    with pytest.raises(BackendUnavailableError, match="cannot reach PostgreSQL"):
+        migrate(source, "postgresql://postgres@127.0.0.1:1/nowhere")
+    with pytest.raises(StorageError, match="nothing to migrate"):
+        migrate(load_settings(data_dir=tmp_path / "empty"), "postgresql://postgres@127.0.0.1/x")
