@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,6 +43,7 @@ class Cluster:
     api_b: str
     workers: dict[str, Workers]
     url: str
+    root: Path  # every process's data directory is a folder of its own under it
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         api_b = stack.enter_context(serving(root / "api-b", root / "api-b.log", env=env))
         for name, w in workers.items():
             w.wait_ready(name)
-        yield Cluster(api_a, api_b, workers, url)
+        yield Cluster(api_a, api_b, workers, url, root)
 
 
 def _get(url: str) -> dict[str, Any] | None:
@@ -168,6 +170,7 @@ def test_a_document_uploaded_through_api_a_is_found_through_api_b(cluster: Clust
         time.sleep(0.2)
     assert top_document(cluster.api_a, "E_HELLO_0002") == docs[2][0]
     assert by_status(exactly_once(cluster.url, [i for i, _ in docs])) == {"done": 3}
+    assert not list(cluster.root.glob("*/*.sqlite3")), "no process keeps a store of its own"
 
 
 def test_a_worker_killed_mid_job_and_restarted_loses_and_duplicates_nothing(
