@@ -29,6 +29,7 @@ from api.cli_config import config, init
 from api.cli_graph import graph
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
+from api.cli_migrate import migrate_command
 from api.cli_status import status
 from ingest.graph_lifecycle import describe
 from ingest.resolve import resolve_document_id
@@ -435,6 +436,7 @@ main.add_command(config)
 main.add_command(keys)
 main.add_command(ask)
 main.add_command(jobs)
+main.add_command(migrate_command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

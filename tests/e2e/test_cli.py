@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,17 +19,22 @@ LORE = [sys.executable, "-m", "api.cli"]
 
 
 @contextmanager
-def serving(data: Path, log_path: Path, *args: str) -> Iterator[str]:
-    """`lore serve` on a free port until the block ends; yields its base URL."""
+def serving(
+    data: Path, log_path: Path, *args: str, env: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """`lore serve` on a free port until the block ends; yields its base URL.
+
+    ``env`` adds settings (``LORE_*``) to the server's environment.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    env = {**os.environ, "LORE_DATA_DIR": str(data)}
+    environ = {**os.environ, "LORE_DATA_DIR": str(data), **(env or {})}
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             [*LORE, "serve", "--port", str(port), *args],
             cwd=ROOT,
-            env=env,
+            env=environ,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
