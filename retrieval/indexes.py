@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from lore.sqlite import ensure_dir
+from lore.db import ensure_dir
 from lore.store import IndexRow, Store
 
 BATCH = 2000

@@ -26,12 +26,12 @@ from ingest.graph_lifecycle import CascadeReport, DeletionReport
 from ingest.pipeline import IngestPipeline, IngestReport, Progress
 from ingest.quarantine import Quarantine
 from lore.aio import run_sync
+from lore.db import ensure_dir
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
 from lore.jobs import JobStore
 from lore.models import Loaded
 from lore.settings import Settings
-from lore.sqlite import ensure_dir
 from lore.store import Store
 from lore.tokens import WordPieceCounter
 from retrieval.analyzer import Analyzer

@@ -19,8 +19,8 @@ import hnswlib
 import numpy as np
 import numpy.typing as npt
 
+from lore.db import ensure_dir
 from lore.errors import EmbeddingMismatchError
-from lore.sqlite import ensure_dir
 from lore.store import IndexRow
 from retrieval.dense import Hits
 from retrieval.filters import ResolvedFilter

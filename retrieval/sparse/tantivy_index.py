@@ -14,7 +14,7 @@ from pathlib import Path
 
 import tantivy
 
-from lore.sqlite import ensure_dir
+from lore.db import ensure_dir
 from lore.store import IndexRow
 from retrieval.analyzer import Analyzer
 from retrieval.filters import ResolvedFilter, filter_term
