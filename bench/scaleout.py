@@ -1,7 +1,7 @@
 """Scale-out cost: ingest through workers on SQLite vs PostgreSQL, query latency on each.
 
     python -m bench.scaleout /work/shared/data/ops_runbooks/docs.jsonl [--limit 200]
-        [--queries 100] [--threads 1] [--redis redis://127.0.0.1:6379/10]
+        [--queries 100] [--threads 1] [--rounds 1] [--redis redis://127.0.0.1:6379/10]
         [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
 
 1. **Ingest.** The same ``--limit`` documents of a JSONL file (``_id``, ``title``,
@@ -10,9 +10,11 @@
    its own empty data dir, a fresh database per variant). Every worker is a real
    ``celery -A workers.celery_app worker --pool=prefork --concurrency=1`` with its own
    Redis key prefix and queue, started and warmed (a small warm-up job per worker) before
-   the clock starts. The documents are submitted with the client API the CLI and HTTP
-   use (``workers.client.submit_documents``) and the job is followed until it ends; every
-   document must end ``done``. Reports docs/s, chunks/s and per-worker figures.
+   the clock starts. The documents are submitted with the client API the CLI and HTTP use
+   (``workers.client.submit_documents``) and the job is followed until it ends; every
+   document must end ``done``. With ``--rounds R`` the three run R times (order rotated,
+   fresh stores each round) and the median round of each is reported. Reports docs/s,
+   chunks/s, per-worker figures and the ingest tasks each worker took.
 2. **Query latency.** A ``lore serve`` replica on the 1-worker PostgreSQL store (its own
    empty data dir: it builds its index replicas from the change log) and one on the
    SQLite data dir (the embedded default), same documents, same process type. ``/readyz``
@@ -30,23 +32,21 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.common import machine, percentiles, runtime_for
+from bench.processes import database, drop_keys, served, start_worker, stop, wait_for_log
 from lore.jobs import JobStatus
 from lore.models import SourceDocument
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTE = (
     "2-core host: the workers, their embedding model, PostgreSQL, Redis and the client "
     "share the same 2 cores, so 2 workers compete with each other (and with the database) "
@@ -99,75 +99,6 @@ def warm_up_documents(count: int) -> list[SourceDocument]:
     ]
 
 
-@contextmanager
-def database(admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database for one variant; dropped afterwards."""
-    import psycopg
-
-    from lore.db import close_all_postgres
-
-    name = f"lore_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{admin_url.partition('?')[0].rsplit('/', 1)[0]}/{name}"
-    finally:
-        close_all_postgres()
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """One ``celery worker --pool=prefork --concurrency=1`` process."""
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                *(sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker"),
-                *("--pool=prefork", "--concurrency=1", "--without-gossip"),
-                *("--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"),
-                *("-Q", env["LORE_BROKER__QUEUE"], "-l", "info"),
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def wait_for_log(proc: subprocess.Popen[bytes], log: Path, text: bytes, timeout_s: float) -> None:
-    """Wait until ``text`` appears in a process's log; fail if it exits first."""
-    deadline = time.monotonic() + timeout_s
-    while text not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{log}: {log.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM the processes this benchmark started; kill any that does not stop."""
-    for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-def drop_keys(url: str, prefix: str) -> None:
-    """Delete every Redis key of one variant."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
-    finally:
-        client.close()
-
-
 def variant_env(
     variant: Variant, store_url: str | None, args: argparse.Namespace
 ) -> dict[str, str]:
@@ -201,45 +132,57 @@ def run_job(runtime: Any, docs: list[SourceDocument]) -> tuple[float, dict[str, 
     return seconds, dict(info.counts)
 
 
+def start_workers(
+    variant: Variant, env: dict[str, str], shared: Path, postgres: bool, logs: Path
+) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+    """The variant's workers, each up (SQLite: on the shared dir; PG: each its own dir)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    paths: list[Path] = []
+    for i in range(variant.workers):
+        data = shared / f"worker-{i}" if postgres else shared
+        data.mkdir(exist_ok=True)
+        log = logs / f"{variant.name}-worker-{i}.log"
+        name = f"{env['LORE_BROKER__QUEUE']}-{i}"
+        procs.append(start_worker(name, {**env, "LORE_DATA_DIR": str(data)}, log))
+        paths.append(log)
+        wait_for_log(procs[-1], log, b" ready.", 300)
+    return procs, paths
+
+
+def tasks_taken(log: Path, offset: int) -> int:
+    """Ingest tasks a worker received after ``offset`` bytes of its log."""
+    text = log.read_bytes()[offset:].decode(errors="replace")
+    return sum(
+        1 for line in text.splitlines() if "lore.ingest_documents[" in line and "received" in line
+    )
+
+
 def ingest_variant(
     variant: Variant, docs: list[SourceDocument], store_url: str | None, root: Path, args: Any
 ) -> dict[str, Any]:
     """Start and warm the variant's workers, then time the ingest of ``docs``."""
     env = variant_env(variant, store_url, args)
     shared = root / variant.name
-    client_dir = shared if store_url is None else shared / "client"
+    client_dir = shared / "client" if store_url else shared
     client_dir.mkdir(parents=True)
+    broker = {k: env[f"LORE_BROKER__{k.upper()}"] for k in ("url", "key_prefix", "queue")}
+    runtime = runtime_for(client_dir, broker=broker, store={"url": store_url})
     procs: list[subprocess.Popen[bytes]] = []
-    sections: dict[str, Any] = {
-        "broker": {
-            "url": args.redis,
-            "key_prefix": env["LORE_BROKER__KEY_PREFIX"],
-            "queue": env["LORE_BROKER__QUEUE"],
-        },
-        "store": {"url": store_url},
-    }
-    runtime = runtime_for(client_dir, **sections)
     try:
-        for i in range(variant.workers):
-            data = shared if store_url is None else shared / f"worker-{i}"
-            data.mkdir(exist_ok=True)
-            log = root / f"{variant.name}-worker-{i}.log"
-            procs.append(
-                start_worker(
-                    f"{env['LORE_BROKER__QUEUE']}-{i}", {**env, "LORE_DATA_DIR": str(data)}, log
-                )
-            )
-            wait_for_log(procs[-1], log, b" ready.", 300)
+        procs, logs = start_workers(variant, env, shared, bool(store_url), root)
         batch = runtime.settings.workers.ingest_batch_documents
         run_job(runtime, warm_up_documents(batch * variant.workers))
+        offsets = [log.stat().st_size for log in logs]
         before = runtime.store.counts()["chunks"]
         seconds, counts = run_job(runtime, docs)
         chunks = runtime.store.counts()["chunks"] - before
+        taken = [tasks_taken(log, at) for log, at in zip(logs, offsets, strict=True)]
     finally:
         stop(procs)
         runtime.close()
         drop_keys(args.redis, env["LORE_BROKER__KEY_PREFIX"])
-    return ingest_figures(variant, len(docs), chunks, seconds, counts)
+    figures = ingest_figures(variant, len(docs), chunks, seconds, counts)
+    return {**figures, "ingest_tasks_per_worker": taken, "loadavg_1m_after": os.getloadavg()[0]}
 
 
 def ingest_figures(
@@ -258,40 +201,6 @@ def ingest_figures(
         "docs_per_s_per_worker": round(documents / seconds / variant.workers, 3),
         "chunks_per_s_per_worker": round(chunks / seconds / variant.workers, 2),
     }
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def served(data_dir: Path, store_url: str | None, log: Path) -> Iterator[str]:
-    """A ``lore serve`` subprocess on ``data_dir`` (and the store, if a URL); its base URL."""
-    import httpx
-
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LORE_")}
-    env.update({"LORE_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)})
-    if store_url:
-        env["LORE_STORE__URL"] = store_url
-    code = "import sys; from api.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "serve", "--port", str(port), "--no-auth"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_log(proc, log, b"Uvicorn running", 300)
-        ready = httpx.get(f"{base}/readyz", timeout=600)
-        if ready.status_code != 200:
-            raise RuntimeError(f"{base} not ready: {ready.text}")
-        yield base
-    finally:
-        stop([proc])
 
 
 def query_texts(docs: list[SourceDocument], count: int) -> list[str]:
@@ -367,28 +276,53 @@ def ratios(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    """Every ingest variant, then the latency comparison; the JSON to print."""
-    docs = read_documents(args.dataset, args.limit)
-    runs: dict[str, dict[str, Any]] = {}
-    with ExitStack() as stack:
+def median_run(rounds: list[dict[str, dict[str, Any]]], name: str) -> dict[str, Any]:
+    """The round of ``name`` with the median throughput (the upper one of an even count)."""
+    ordered = sorted((r[name] for r in rounds), key=lambda figures: figures["docs_per_s"])
+    return ordered[len(ordered) // 2]
+
+
+def ingest_rounds(
+    args: argparse.Namespace, docs: list[SourceDocument], root: Path, stack: ExitStack
+) -> tuple[list[dict[str, dict[str, Any]]], Path, str]:
+    """Every variant per round (order rotated each round, fresh stores each time).
+
+    Returns the rounds, and the last round's SQLite data dir and 1-worker PG store.
+    """
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for number in range(args.rounds):
+        where = root / f"round-{number}"
         urls = {
             v.name: stack.enter_context(database(args.postgres)) for v in VARIANTS if v.postgres
         }
-        for variant in VARIANTS:
-            runs[variant.name] = ingest_variant(variant, docs, urls.get(variant.name), root, args)
+        order = VARIANTS[number % len(VARIANTS) :] + VARIANTS[: number % len(VARIANTS)]
+        runs: dict[str, dict[str, Any]] = {}
+        for variant in order:
+            runs[variant.name] = ingest_variant(variant, docs, urls.get(variant.name), where, args)
             print(json.dumps({variant.name: runs[variant.name]}), file=sys.stderr, flush=True)
-        queries = query_texts(docs, args.queries)
-        query = latency(root / "sqlite_1_worker", urls["pg_1_worker"], root, queries)
+        rounds.append({v.name: runs[v.name] for v in VARIANTS})
+    return rounds, where / "sqlite_1_worker", urls["pg_1_worker"]
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """Every ingest variant, then the latency comparison; the JSON to print."""
+    docs = read_documents(args.dataset, args.limit)
+    load_before = os.getloadavg()[0]
+    with ExitStack() as stack:
+        rounds, sqlite_dir, pg_url = ingest_rounds(args, docs, root, stack)
+        query = latency(sqlite_dir, pg_url, root, query_texts(docs, args.queries))
+    runs = {v.name: median_run(rounds, v.name) for v in VARIANTS}
     return {
-        "machine": machine(),
+        "machine": {**machine(), "loadavg_1m_before": load_before},
         "dataset": str(args.dataset),
         "documents": len(docs),
         "threads_per_worker": args.threads,
+        "rounds": args.rounds,
         "note": NOTE,
         "ingest": runs,
         "ingest_ratios": ratios(runs),
         "ingest_targets": {"pg_2_workers_per_worker_over_sqlite_1_worker": ">= 0.85"},
+        "ingest_all_rounds": [ratios(r) for r in rounds] if args.rounds > 1 else None,
         "query_latency": query,
         "query_targets": {
             "ratio_p50_pg_over_sqlite": "<= 1.20",
@@ -404,10 +338,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=200, help="documents to ingest")
     parser.add_argument("--queries", type=int, default=100, help="hybrid queries per server")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    parser.add_argument("--rounds", type=int, default=1, help="ingest rounds (median kept)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/10")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir (logs)")
     args = parser.parse_args(argv)
+    if min(args.limit, args.queries, args.threads, args.rounds) < 1:
+        parser.error("--limit, --queries, --threads and --rounds must be at least 1")
     root = Path(tempfile.mkdtemp(prefix="lore-bench-scaleout-"))
     try:
         out = run(args, root)
