@@ -43,6 +43,15 @@ def database(admin_url: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def postgres_started(admin_url: str) -> str:
+    """When the PostgreSQL server last started (a change means it restarted meanwhile)."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        row = admin.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+    return str(row[0]) if row else ""
+
+
 def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """One ``celery worker --pool=prefork --concurrency=1`` process."""
     with log.open("wb") as out:

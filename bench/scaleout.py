@@ -43,7 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, percentiles, runtime_for
-from bench.processes import database, drop_keys, served, start_worker, stop, wait_for_log
+from bench.processes import (
+    database,
+    drop_keys,
+    postgres_started,
+    served,
+    start_worker,
+    stop,
+    wait_for_log,
+)
 from lore.jobs import JobStatus
 from lore.models import SourceDocument
 
@@ -168,6 +176,7 @@ def ingest_variant(
     broker = {k: env[f"LORE_BROKER__{k.upper()}"] for k in ("url", "key_prefix", "queue")}
     runtime = runtime_for(client_dir, broker=broker, store={"url": store_url})
     procs: list[subprocess.Popen[bytes]] = []
+    started = postgres_started(args.postgres)
     try:
         procs, logs = start_workers(variant, env, shared, bool(store_url), root)
         batch = runtime.settings.workers.ingest_batch_documents
@@ -182,7 +191,13 @@ def ingest_variant(
         runtime.close()
         drop_keys(args.redis, env["LORE_BROKER__KEY_PREFIX"])
     figures = ingest_figures(variant, len(docs), chunks, seconds, counts)
-    return {**figures, "ingest_tasks_per_worker": taken, "loadavg_1m_after": os.getloadavg()[0]}
+    restarted = postgres_started(args.postgres) != started
+    return {
+        **figures,
+        "ingest_tasks_per_worker": taken,
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
+        "postgres_restarted_meanwhile": restarted,
+    }
 
 
 def ingest_figures(
@@ -307,10 +322,12 @@ def ingest_rounds(
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """Every ingest variant, then the latency comparison; the JSON to print."""
     docs = read_documents(args.dataset, args.limit)
-    load_before = os.getloadavg()[0]
+    load_before = round(os.getloadavg()[0], 2)
     with ExitStack() as stack:
         rounds, sqlite_dir, pg_url = ingest_rounds(args, docs, root, stack)
+        started = postgres_started(args.postgres)
         query = latency(sqlite_dir, pg_url, root, query_texts(docs, args.queries))
+        query["postgres_restarted_meanwhile"] = postgres_started(args.postgres) != started
     runs = {v.name: median_run(rounds, v.name) for v in VARIANTS}
     return {
         "machine": {**machine(), "loadavg_1m_before": load_before},
