@@ -2,6 +2,10 @@
 
 A fresh PostgreSQL database, ``celery worker`` and ``lore serve`` subprocesses (run from
 this checkout), Redis keys under one prefix. Only processes started here are stopped.
+Each subprocess starts its own session: with the kernel's scheduler autogroups (on by
+default) CPU is shared fairly between sessions, so workers in the benchmark's session
+would split one share between them however many there are; in sessions of their own
+each worker gets a share, as it would on a host of its own.
 """
 
 from __future__ import annotations
@@ -66,7 +70,29 @@ def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[
             env={**clean_environ(), "PYTHONPATH": str(ROOT), **env},
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own scheduler autogroup: its own CPU share
         )
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system) used so far by these processes and their children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    seen: set[int] = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
 
 
 def wait_for_log(proc: subprocess.Popen[bytes], log: Path, text: bytes, timeout_s: float) -> None:
@@ -123,7 +149,14 @@ def served(data_dir: Path, store_url: str | None, log: Path) -> Iterator[str]:
     code = "import sys; from api.cli import main; sys.exit(main())"
     command = [sys.executable, "-c", code, "serve", "--port", str(port), "--no-auth"]
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_log(proc, log, b"Uvicorn running", 300)

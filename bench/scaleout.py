@@ -14,7 +14,8 @@
    (``workers.client.submit_documents``) and the job is followed until it ends; every
    document must end ``done``. With ``--rounds R`` the three run R times (order rotated,
    fresh stores each round) and the median round of each is reported. Reports docs/s,
-   chunks/s, per-worker figures and the ingest tasks each worker took.
+   chunks/s, per-worker figures, the ingest tasks each worker took and the CPU time the
+   workers used (``worker_cores_used`` = CPU s / wall s: how much of the host they got).
 2. **Query latency.** A ``lore serve`` replica on the 1-worker PostgreSQL store (its own
    empty data dir: it builds its index replicas from the change log) and one on the
    SQLite data dir (the embedded default), same documents, same process type. ``/readyz``
@@ -44,6 +45,7 @@ from typing import Any
 
 from bench.common import machine, percentiles, runtime_for
 from bench.processes import (
+    cpu_seconds,
     database,
     drop_keys,
     postgres_started,
@@ -56,10 +58,12 @@ from lore.jobs import JobStatus
 from lore.models import SourceDocument
 
 NOTE = (
-    "2-core host: the workers, their embedding model, PostgreSQL, Redis and the client "
-    "share the same 2 cores, so 2 workers compete with each other (and with the database) "
-    "for CPU; per-worker throughput with 2 workers is bounded by that, not by the store. "
-    "Each worker's torch threads = --threads."
+    "2-core host shared with other users: the workers, their embedding model, PostgreSQL, "
+    "Redis and the client compete for the same 2 cores, so 2 workers compete with each "
+    "other (and with the database and everything else running) for CPU; per-worker "
+    "throughput with 2 workers is bounded by that, not by the store. Each worker runs in "
+    "a session (scheduler autogroup) of its own, so it gets its own CPU share; each "
+    "worker's torch threads = threads_per_worker."
 )
 
 WARM_UP = [f"warm-up query {i}: pod restarts after a node drain" for i in range(10)]
@@ -183,7 +187,9 @@ def ingest_variant(
         run_job(runtime, warm_up_documents(batch * variant.workers))
         offsets = [log.stat().st_size for log in logs]
         before = runtime.store.counts()["chunks"]
+        cpu = cpu_seconds([proc.pid for proc in procs])
         seconds, counts = run_job(runtime, docs)
+        cpu = cpu_seconds([proc.pid for proc in procs]) - cpu
         chunks = runtime.store.counts()["chunks"] - before
         taken = [tasks_taken(log, at) for log, at in zip(logs, offsets, strict=True)]
     finally:
@@ -195,6 +201,8 @@ def ingest_variant(
     return {
         **figures,
         "ingest_tasks_per_worker": taken,
+        "worker_cpu_s": round(cpu, 2),
+        "worker_cores_used": round(cpu / seconds, 2),
         "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "postgres_restarted_meanwhile": restarted,
     }
