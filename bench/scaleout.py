@@ -16,7 +16,8 @@
    fresh stores each round) and the median round of each is reported. Reports docs/s,
    chunks/s, per-worker figures, the ingest tasks each worker took and the CPU time the
    workers used (``worker_cores_used`` = CPU s / wall s: how much of the host they got;
-   ``docs_per_worker_cpu_s``: throughput per CPU second, whatever the host's other load).
+   ``docs_per_worker_cpu_s``: throughput per CPU second, whatever the host's other load;
+   the PostgreSQL server's own CPU time is not counted).
 2. **Query latency.** A ``lore serve`` replica on the 1-worker PostgreSQL store (its own
    empty data dir: it builds its index replicas from the change log) and one on the
    SQLite data dir (the embedded default), same documents, same process type. ``/readyz``
