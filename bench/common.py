@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 from workers.runtime import Runtime, open_runtime
 
@@ -55,6 +57,19 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     value = fn()
     return value, time.perf_counter() - start
+
+
+def read_documents(path: Path, limit: int) -> list[SourceDocument]:
+    """The first ``limit`` records of a JSONL file with ``_id``, ``text`` and ``title``."""
+    docs: list[SourceDocument] = []
+    with path.open() as lines:
+        for line in lines:
+            record = json.loads(line)
+            doc_id = str(record["_id"])
+            docs.append(SourceDocument(doc_id, doc_id, record["text"], record.get("title", "")))
+            if len(docs) == limit:
+                break
+    return docs
 
 
 def ingest_once(runtime: Runtime, inputs: list[Path]) -> dict[str, Any] | None:

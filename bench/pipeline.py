@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine, runtime_for
+from bench.common import machine, read_documents, runtime_for
 from lore.jobs import JobStore
 from lore.models import SourceDocument
 
@@ -37,15 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def load_corpus(data: Path, count: int) -> list[SourceDocument]:
     """The first ``count`` records of ``corpus.jsonl`` (or ``docs.jsonl``)."""
     path = data / "corpus.jsonl" if (data / "corpus.jsonl").exists() else data / "docs.jsonl"
-    docs: list[SourceDocument] = []
-    with path.open() as lines:
-        for line in lines:
-            record = json.loads(line)
-            doc_id = str(record["_id"])
-            docs.append(SourceDocument(doc_id, doc_id, record["text"], record.get("title", "")))
-            if len(docs) == count:
-                break
-    return docs
+    return read_documents(path, count)
 
 
 def pure_embedding(docs: list[SourceDocument], scratch: Path) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine, percentiles, runtime_for
+from bench.common import machine, percentiles, read_documents, runtime_for
 from bench.processes import (
     cpu_seconds,
     database,
@@ -85,19 +85,6 @@ VARIANTS = (
     Variant("pg_1_worker", 1, True),
     Variant("pg_2_workers", 2, True),
 )
-
-
-def read_documents(path: Path, limit: int) -> list[SourceDocument]:
-    """The first ``limit`` records of a JSONL file with ``_id``, ``text`` and ``title``."""
-    docs: list[SourceDocument] = []
-    with path.open() as lines:
-        for line in lines:
-            record = json.loads(line)
-            doc_id = str(record["_id"])
-            docs.append(SourceDocument(doc_id, doc_id, record["text"], record.get("title", "")))
-            if len(docs) == limit:
-                break
-    return docs
 
 
 def warm_up_documents(count: int) -> list[SourceDocument]:
