@@ -120,18 +120,31 @@ def report_job(graph: GraphStore, community_id: str, largest: int) -> ReportJob 
 
     None too for a community gone in a later re-clustering: nothing to write.
     """
+    jobs = report_jobs(graph, [community_id], largest)
+    return jobs[0] if jobs else None
+
+
+def report_jobs(graph: GraphStore, community_ids: Sequence[str], largest: int) -> list[ReportJob]:
+    """:func:`report_job` for many communities, reading the hierarchy and reports once.
+
+    (Read per community, a level of 10,000 communities parsed 10,000 x 10,000 reports.)
+    """
     communities = {c.id: c for c in graph.communities()}
-    community = communities.get(community_id)
-    if community is None:
-        return None
     reports = {r.community_id: r for r in graph.reports()}
-    previous = reports.get(community_id)
-    if previous is not None and previous.fingerprint == fingerprint(graph, community.members):
-        return None
-    children = tuple(
-        reports[c.id] for c in communities.values() if c.parent == community_id and c.id in reports
-    )
-    return ReportJob(community, children, largest)
+    children: dict[str, list[CommunityReport]] = {}
+    for c in communities.values():
+        if c.parent is not None and c.id in reports:
+            children.setdefault(c.parent, []).append(reports[c.id])
+    jobs: list[ReportJob] = []
+    for community_id in community_ids:
+        community = communities.get(community_id)
+        if community is None:
+            continue
+        previous = reports.get(community_id)
+        if previous is not None and previous.fingerprint == fingerprint(graph, community.members):
+            continue
+        jobs.append(ReportJob(community, tuple(children.get(community_id, ())), largest))
+    return jobs
 
 
 def summarize_community(
@@ -158,7 +171,7 @@ def run_plan(graph: GraphStore, summarizer: Summarizer, plan: RefreshPlan) -> Re
     calls_before = summarizer.llm_calls
     report = RefreshReport(communities=plan.communities, stale=plan.stale)
     for level in plan.levels:
-        jobs = [j for cid in level if (j := report_job(graph, cid, plan.largest)) is not None]
+        jobs = report_jobs(graph, level, plan.largest)
         written = summarizer.write_level(graph, jobs)
         store_reports(graph, written, level)
         report.refreshed += len(written)
