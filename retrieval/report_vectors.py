@@ -7,10 +7,13 @@ point — are embedded when the report is written or refreshed and stored in the
 ``report_vectors`` table (its SQLite file or PostgreSQL schema), keyed by community id
 with a hash of those texts and the embedding model. Whatever the graph backend, the
 vectors live next to the documents. :class:`ReportVectorIndex` is the derived, in-memory
-view (an exact numpy matrix per report, a few thousand reports at most): it catches up
-with the stored reports like the other indexes do — a report whose texts are unchanged
-is never embedded again, a vanished one is dropped — and reloads only when the table
-changed.
+view (an exact numpy matrix per report): it catches up with the stored reports like the
+other indexes do — a report whose texts are unchanged is never embedded again, a vanished
+one is dropped — and reloads only when the table changed. A text is embedded once per
+catch-up however many reports quote it (a parent's findings are often its children's,
+and a current report's vectors serve a changed one quoting the same sentence), and the
+vectors are stored every ``reports_per_write`` reports, so a build that stops half-way
+keeps what it embedded.
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ class ReportVectorIndex:
 
     store: ReportVectorStore
     embedder: Embedder
-    batch: int = 256
+    reports_per_write: int = 256  # progress is stored every this many reports
     _vectors: dict[str, tuple[str, Matrix]] = field(default_factory=dict, init=False)
     _generation: tuple[int, int] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -128,25 +131,38 @@ class ReportVectorIndex:
         gone = sorted(set(self._vectors) - set(wanted))
         if not stale and not gone:
             return 0
-        rows: list[tuple[str, str, str, Matrix]] = []
-        flat = [(cid, text) for cid in stale for text in wanted[cid]]
-        vectors: list[Matrix] = []
-        for start in range(0, len(flat), self.batch):
-            part = [text for _, text in flat[start : start + self.batch]]
-            vectors.append(self.embedder.embed_documents(part))
-        stacked = np.concatenate(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
-        at = 0
-        for cid in stale:
-            n = len(wanted[cid])
-            rows.append((cid, digests[cid], model, stacked[at : at + n]))
-            at += n
-        self.store.put(rows, gone)
+        known = self._reusable(wanted, digests, {t for cid in stale for t in wanted[cid]})
+        for start in range(0, max(1, len(stale)), self.reports_per_write):
+            part = stale[start : start + self.reports_per_write]
+            # every distinct text once, in one call (the embedder sorts it by length)
+            missing = list(dict.fromkeys(t for cid in part for t in wanted[cid] if t not in known))
+            if missing:
+                known.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+            rows = [
+                (cid, digests[cid], model, np.stack([known[t] for t in wanted[cid]]))
+                for cid in part
+            ]
+            self.store.put(rows, gone if start == 0 else ())
+            for cid, digest, _, matrix in rows:
+                self._vectors[cid] = (digest, matrix)
+            self._generation = self.store.generation()
         for cid in gone:
             self._vectors.pop(cid, None)
-        for cid, digest, _, matrix in rows:
-            self._vectors[cid] = (digest, matrix)
-        self._generation = self.store.generation()
         return len(stale)
+
+    def _reusable(
+        self, wanted: dict[str, list[str]], digests: dict[str, str], needed: set[str]
+    ) -> dict[str, Matrix]:
+        """Vectors of ``needed`` texts that current reports already hold (not embedded twice)."""
+        known: dict[str, Matrix] = {}
+        for cid, texts in wanted.items():
+            found = self._vectors.get(cid)
+            if found is None or found[0] != digests[cid]:
+                continue
+            for text, vector in zip(texts, found[1], strict=True):
+                if text in needed:
+                    known.setdefault(text, vector)
+        return known
 
     def _digest(self, community_id: str) -> str | None:
         found = self._vectors.get(community_id)

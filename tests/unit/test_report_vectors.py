@@ -3,6 +3,8 @@
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from graph.models import CommunityReport, Finding
 from lore.embedders import Matrix
 from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore, report_texts
@@ -57,3 +59,59 @@ def test_unchanged_reports_are_never_embedded_again(store_url: str | None, tmp_p
         assert index.vectors(changed[0]) is not None and index.vectors(reports[1]) is None
         again.store.close()
     store.close()
+
+
+def shared(cid: str, *texts: str) -> CommunityReport:
+    findings = tuple(Finding(t, ("pool",), (), ("c1",)) for t in texts)
+    return CommunityReport(cid, 0, f"title {cid}", "summary", findings, 1.0, cid)
+
+
+def test_a_sentence_quoted_by_many_reports_is_embedded_once(tmp_path: Path) -> None:
+    embedder = Counting()
+    index = ReportVectorIndex(ReportVectorStore(tmp_path / "s.sqlite3"), embedder)
+    child = shared("0-0", "The pool ran dry.", "Retries doubled.")
+    parent = shared("1-0", "The pool ran dry.", "Retries doubled.", "Nobody was paged.")
+    assert index.catch_up([child, parent]) == 2
+    distinct = set(report_texts(child)) | set(report_texts(parent))
+    assert embedder.embedded == len(distinct) < len(report_texts(child) + report_texts(parent))
+    by_text = index.by_text([child, parent])
+    assert set(by_text) == distinct
+
+    # a changed report reuses the current vectors of the sentences it still quotes
+    edited = shared("1-0", "The pool ran dry.", "Nobody was paged at all.")
+    before = embedder.embedded
+    assert index.catch_up([child, edited]) == 1
+    new_texts = set(report_texts(edited)) - distinct
+    assert embedder.embedded - before == len(new_texts)
+    vectors = index.vectors(edited)
+    assert vectors is not None and (vectors[1] == by_text["The pool ran dry."]).all()
+    index.store.close()
+
+
+class FailingAfter(Counting):
+    """Embeds ``calls`` batches, then fails like a killed process would stop."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if self.calls == 0:
+            raise RuntimeError("stopped")
+        self.calls -= 1
+        return super().embed_documents(texts)
+
+
+def test_a_stopped_catch_up_keeps_the_reports_it_stored(tmp_path: Path) -> None:
+    reports = [shared(f"0-{i}", f"Sentence number {i} of the corpus.") for i in range(5)]
+    store = ReportVectorStore(tmp_path / "s.sqlite3")
+    stopping = ReportVectorIndex(store, FailingAfter(calls=2), reports_per_write=2)
+    with pytest.raises(RuntimeError, match="stopped"):
+        stopping.catch_up(reports)
+    assert set(store.hashes()) == {"0-0", "0-1", "0-2", "0-3"}  # two writes made it
+    resumed = Counting()
+    again = ReportVectorIndex(ReportVectorStore(tmp_path / "s.sqlite3"), resumed)
+    assert again.catch_up(reports) == 1  # only the report never stored
+    assert resumed.embedded == len(report_texts(reports[4]))
+    store.close()
+    again.store.close()
