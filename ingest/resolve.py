@@ -19,24 +19,18 @@ from lore.store import Store
 def resolve_document_id(store: Store, ref: str) -> str:
     """The id of the stored document ``ref`` names; ``NotFoundError`` when none does.
 
-    Tried in order: a document id; a recorded source; a file path (relative to the
-    working directory, as the loader names files), alone or with a ``#record`` suffix.
-    A source shared by several documents is an ``InvalidRequestError`` listing them.
+    Tried in order: a document id or a recorded source (``Store.resolve_document_id``,
+    what HTTP and MCP use too); then a file path (relative to the working directory, as
+    the loader names files), alone or with a ``#record`` suffix. A source shared by
+    several documents is an ``InvalidRequestError`` listing them.
     """
     ref = ref.strip()
     if not ref:
         raise InvalidRequestError("give a document id, a source or a file path")
     for candidate in _spellings(ref):
-        if store.get_document(candidate) is not None:
-            return candidate
-        owners = store.document_ids_by_source(candidate)
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
-            shown = ", ".join(owners[:10])
-            raise InvalidRequestError(
-                f"{ref!r} is the source of {len(owners)} documents ({shown}); give one id"
-            )
+        found = store.resolve_document_id(candidate)  # a shared source raises, listing ids
+        if found is not None:
+            return found
     raise NotFoundError(
         f"no document {ref!r}: it is not a document id, a source or a path the store knows "
         "(`lore status` and search results show both ids and sources)"

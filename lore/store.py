@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.db import Conn, Database, Tables, upsert_sql
-from lore.errors import EmbeddingMismatchError, NotFoundError
+from lore.errors import EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from lore.metadata import Metadata, metadata_terms
 from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
 
@@ -175,14 +175,6 @@ class Store(Tables):
             ).fetchone()
         return None if row is None else _document_info(row)
 
-    def document_ids_by_source(self, source: str) -> list[str]:
-        """Ids of the documents recorded with exactly this ``source``, sorted."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id FROM documents WHERE source = ? ORDER BY id", (source,)
-            ).fetchall()
-        return [str(r[0]) for r in rows]
-
     def list_documents(self, status: DocumentStatus | None = None) -> list[DocumentInfo]:
         """All document rows, optionally of one status, ordered by id."""
         sql = (
@@ -258,14 +250,24 @@ class Store(Tables):
         return None if row is None or row[0] is None else str(row[0])
 
     def resolve_document_id(self, ref: str) -> str | None:
-        """The id of the document ``ref`` names: its id, or the ``source`` printed for it."""
+        """The id of the document ``ref`` names: its id, or the ``source`` printed for it.
+
+        A source that several documents share names none of them: that is an
+        ``InvalidRequestError`` listing their ids (a delete must never guess).
+        """
         with self._read() as db:
-            row = db.execute(
+            rows = db.execute(
                 "SELECT id, 0 AS pick FROM documents WHERE id = ? UNION ALL "
-                "SELECT id, 1 AS pick FROM documents WHERE source = ? ORDER BY pick, id LIMIT 1",
+                "SELECT id, 1 AS pick FROM documents WHERE source = ? ORDER BY pick, id LIMIT 11",
                 (ref, ref),
-            ).fetchone()
-        return None if row is None else str(row[0])
+            ).fetchall()
+        if not rows or rows[0][1] == 0 or len(rows) == 1:
+            return str(rows[0][0]) if rows else None
+        shown = ", ".join(str(r[0]) for r in rows[:10])
+        count = str(len(rows)) if len(rows) <= 10 else "more than 10"
+        raise InvalidRequestError(
+            f"{ref!r} is the source of {count} documents ({shown}); give one id"
+        )
 
     def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
         """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lore.db import open_database
-from lore.errors import EmbeddingMismatchError, NotFoundError
+from lore.errors import EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from lore.models import DocumentStatus, SourceDocument
 from lore.store import NewChunk, Store
 
@@ -110,8 +110,12 @@ def test_pages_prefixes_and_failures(store: Store) -> None:
     assert [d.id for d in store.list_documents()] == ["a/1", "a/2", "b/1"]
     assert store.resolve_document_id("a/1.md") == "a/1"
     assert store.resolve_document_id("b/1") == "b/1" and store.resolve_document_id("?") is None
-    assert store.document_ids_by_source("a/2.md") == ["a/2"]
     assert store.counts() == {"documents_done": 3, "chunks": 3, "last_seq": 3}
+    # a source two documents share names neither: the error lists both, nothing is guessed
+    store.replace_document(SourceDocument("c/1", "a/1.md", "t", "", {}), _chunks("c/1", ["y"]))
+    with pytest.raises(InvalidRequestError, match=r"source of 2 documents \(a/1, c/1\)"):
+        store.resolve_document_id("a/1.md")
+    assert store.resolve_document_id("c/1") == "c/1"  # an id still names its document
 
 
 def test_texts_vectors_and_lookups(store: Store) -> None:
