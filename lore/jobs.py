@@ -9,18 +9,17 @@ re-delivered task cannot undo progress. An ingest job for the workers stages eac
 document (its JSON) until the document is done, so a worker needs nothing but the job id
 and the document ids to redo any step; a job run in-process records statuses only.
 
-Every job records its owner, the process that created it (host, pid and the process's
-start time, so a reused pid is not mistaken for it). A job run in-process (no broker
-epoch) whose owner is gone can never finish: :meth:`JobStore.orphaned` finds those, and
-the caller ends them with a reason. Jobs on a broker belong to the queue, not to the
+Every job records its owner, the process that created it (``lore.job_owners``: host,
+pid and start time). A job run in-process (no broker epoch) whose owner is gone can
+never finish: :meth:`JobStore.orphaned` finds those — on this host by the owner's pid,
+on another by its heartbeat, which the store that created the job keeps while it runs —
+and the caller ends them with a reason. Jobs on a broker belong to the queue, not to the
 process that sent them, and are resumed by the workers instead.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from lore.db import Database, Tables
+from lore.job_owners import HEARTBEAT_S, Heartbeat, gone_reason, this_process
 from lore.models import Rejected, Skipped, SourceDocument
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, epoch TEXT NOT NULL,
     detail TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-    owner TEXT NOT NULL DEFAULT ''
+    owner TEXT NOT NULL DEFAULT '', heartbeat_at TEXT
 );
 CREATE TABLE IF NOT EXISTS job_documents (
     job_id TEXT NOT NULL, document_id TEXT NOT NULL, position INTEGER NOT NULL,
@@ -46,43 +46,6 @@ CREATE TABLE IF NOT EXISTS job_documents (
 );
 CREATE INDEX IF NOT EXISTS job_documents_by_status ON job_documents(job_id, status);
 """
-
-
-def _start_ticks(pid: int) -> str | None:
-    """A process's start time (clock ticks after boot), or None if there is no such pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return None
-    except OSError:  # no /proc here: only the pid can be checked
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def this_process() -> str:
-    """The owner string of the calling process: ``host:pid:start``."""
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or ''}"
-
-
-def owner_alive(owner: str) -> bool | None:
-    """Whether an owner process still runs; None when it is on another host (unknown)."""
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or not parts[1].isdigit():
-        return None
-    host, pid, start = parts
-    if host != socket.gethostname():
-        return None
-    found = _start_ticks(int(pid))
-    if found is None:
-        return False
-    return not start or not found or found == start
 
 
 class JobStatus(StrEnum):
@@ -130,17 +93,52 @@ def _now() -> str:
 
 
 class JobStore(Tables):
-    """Job tables next to the documents (a SQLite file or PostgreSQL); thread-safe."""
+    """Job tables next to the documents (a SQLite file or PostgreSQL); thread-safe.
+
+    The in-process jobs this store creates are marked alive every ``heartbeat_s``
+    seconds while they run (:class:`lore.job_owners.Heartbeat`; tests shorten it);
+    :meth:`close` stops that.
+    """
 
     COMPONENT = "jobs"
+    VERSION = 2  # 1: no heartbeat_at column
 
-    def __init__(self, where: Path | Database) -> None:
+    def __init__(self, where: Path | Database, *, heartbeat_s: float = HEARTBEAT_S) -> None:
         super().__init__(where, _SCHEMA)
-        if self.database.kind == "sqlite":
-            with self._transaction() as db:  # one process adds it, the others see it
+        self._add_columns()
+        self._heartbeat = Heartbeat(self.heartbeat, heartbeat_s)
+
+    def _add_columns(self) -> None:
+        """Columns that stores made by older releases lack (one process adds them)."""
+        with self._transaction() as db:
+            if self.database.kind == "sqlite":
                 columns = {str(r[1]) for r in db.execute("PRAGMA table_info(jobs)")}
                 if "owner" not in columns:  # stores made before owners were recorded
                     db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+                if "heartbeat_at" not in columns:  # stores made before heartbeats
+                    db.execute("ALTER TABLE jobs ADD COLUMN heartbeat_at TEXT")
+                return
+            found = db.execute(  # looked up first: ALTER TABLE waits for every reader of jobs
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'jobs' AND column_name = 'heartbeat_at'"
+            ).fetchone()
+            if found is None:
+                db.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS heartbeat_at TEXT")
+
+    def close(self) -> None:
+        """Stop the heartbeat, then close the database."""
+        self._heartbeat.stop()
+        super().close()
+
+    def heartbeat(self) -> int:
+        """Mark this process's running in-process jobs alive now; how many there are."""
+        with self._transaction() as db:
+            cur = db.execute(
+                "UPDATE jobs SET heartbeat_at = ? "
+                "WHERE owner = ? AND state = 'running' AND epoch = ''",
+                (_now(), this_process()),
+            )
+            return int(cur.rowcount)
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -148,34 +146,45 @@ class JobStore(Tables):
         """A new running job; returns its id."""
         job_id = uuid.uuid4().hex[:16]
         now = _now()
+        beat = None if epoch else now  # a broker job belongs to the queue: no heartbeat
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO jobs(id, kind, state, epoch, detail, created_at, updated_at, owner) "
-                "VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
-                (job_id, kind, epoch, json.dumps(dict(detail or {})), now, now, this_process()),
+                "INSERT INTO jobs(id, kind, state, epoch, detail, created_at, updated_at, owner, "
+                "heartbeat_at) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    kind,
+                    epoch,
+                    json.dumps(dict(detail or {})),
+                    now,
+                    now,
+                    this_process(),
+                    beat,
+                ),
             )
+        if not epoch:
+            self._heartbeat.poke()
         return job_id
 
     def orphaned(self) -> list[tuple[JobInfo, str]]:
-        """Running in-process jobs whose owner process is gone, each with the reason."""
+        """Running in-process jobs whose owner is gone, each with the reason.
+
+        On this host: the owner's pid ended. On another: the owner's heartbeat (or, for
+        a job without one, its progress) is stale (:func:`lore.job_owners.gone_reason`).
+        """
         with self._read() as db:
             rows = db.execute(
-                "SELECT id, owner FROM jobs WHERE state = 'running' AND epoch = ''"
+                "SELECT id, owner, heartbeat_at, updated_at, (SELECT MAX(d.updated_at) "
+                "FROM job_documents d WHERE d.job_id = jobs.id) "
+                "FROM jobs WHERE state = 'running' AND epoch = ''"
             ).fetchall()
+        now = datetime.now(UTC)
         out: list[tuple[JobInfo, str]] = []
-        for job_id, owner in rows:
-            if not owner or owner_alive(str(owner)) is not False:
-                continue
-            info = self.get(str(job_id))
-            if info is not None and info.state == "running":
-                pid = str(owner).rsplit(":", 2)[1]
-                out.append(
-                    (
-                        info,
-                        f"interrupted: the process that ran this job (pid {pid}) "
-                        "ended before it finished; ingest these documents again",
-                    )
-                )
+        for job_id, owner, heartbeat_at, *progress in rows:
+            reason = gone_reason(str(owner), heartbeat_at, progress, now) if owner else None
+            info = None if reason is None else self.get(str(job_id))
+            if reason is not None and info is not None and info.state == "running":
+                out.append((info, reason))
         return out
 
     def get(self, job_id: str) -> JobInfo | None:

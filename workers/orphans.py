@@ -6,7 +6,9 @@ pending or embedded forever and ``lore jobs`` said "running" for a process that 
 longer existed. Every process that opens a data directory — the CLI, the server (each
 namespace on first use), a worker when it starts — ends such jobs first: their
 unfinished documents fail with the reason (a version already stored stays searchable)
-and the job reads ``failed``. Jobs on a broker are resumed by the workers instead
+and the job reads ``failed``. A job's owner on this host is gone when its pid ended; on
+another host (replicas sharing a PostgreSQL store) when its heartbeat went stale
+(``lore.job_owners``). Jobs on a broker are resumed by the workers instead
 (:func:`workers.jobs.resume`).
 """
 

@@ -5,19 +5,23 @@ from __future__ import annotations
 import socket
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from lore.db import open_database
 from lore.errors import BackendUnavailableError
 from lore.jobs import JobStatus, JobStore
-from lore.models import Rejected, SourceDocument
+from lore.models import DocumentStatus, Rejected, SourceDocument
 from lore.settings import Settings
 from tests.openai_test_server import OpenAITestServer
 from tests.tables import tables_at
 from workers.ingest import ingest
 from workers.jobs import extract_documents, ingest_documents, resume, stage_documents
+from workers.orphans import end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
 
@@ -170,4 +174,157 @@ def test_a_job_table_from_before_owners_gets_the_column(tmp_path: Path) -> None:
     assert jobs.orphaned() == []  # no owner recorded: never called orphaned
     job = jobs.create("ingest")
     assert jobs.get(job) is not None and jobs.count_jobs("running") == 2
+    assert _heartbeat_at(jobs, job) is not None and _heartbeat_at(jobs, "old") is None
+    jobs.close()
+
+
+def _ago(**delta: float) -> str:
+    return (datetime.now(UTC) - timedelta(**delta)).isoformat(timespec="milliseconds")
+
+
+def _heartbeat_at(jobs: JobStore, job_id: str) -> str | None:
+    with jobs.database.read() as db:
+        row = db.execute("SELECT heartbeat_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row[0] is None else str(row[0])
+
+
+def _owned_elsewhere(
+    jobs: JobStore, job_id: str, owner: str, heartbeat_at: str | None, progress_at: str
+) -> None:
+    """Make a job look run by ``owner`` on another host, last heard of at those times."""
+    with jobs.database.write() as db:
+        db.execute(
+            "UPDATE jobs SET owner = ?, heartbeat_at = ?, updated_at = ? WHERE id = ?",
+            (owner, heartbeat_at, progress_at, job_id),
+        )
+        db.execute(
+            "UPDATE job_documents SET updated_at = ? WHERE job_id = ?", (progress_at, job_id)
+        )
+
+
+@pytest.fixture
+def shared(store_url: str | None, tmp_path: Path) -> Iterator[Runtime]:
+    """A runtime whose store (jobs included) is SQLite, or PostgreSQL as replicas share it."""
+    with OpenAITestServer(dim=16) as server:
+        settings = Settings.model_validate(
+            {
+                "data_dir": tmp_path / "data",
+                "embedding": {
+                    "backend": "openai",
+                    "model": "test",
+                    "base_url": server.base_url,
+                    "dimensions": 16,
+                },
+                **({"store": {"url": store_url}} if store_url else {}),
+            }
+        )
+        runtime = open_runtime(settings)
+        yield runtime
+        runtime.close()
+
+
+def test_another_hosts_job_is_ended_once_its_heartbeat_is_stale(shared: Runtime) -> None:
+    jobs = shared.jobs()
+    silent = jobs.create("ingest")
+    jobs.stage(silent, _docs(3), keep_text=False)  # run in-process: statuses only
+    jobs.advance(silent, ["d0"], JobStatus.DONE, chunks=1)
+    jobs.advance(silent, ["d1"], JobStatus.EMBEDDED)
+    _owned_elsewhere(jobs, silent, "otherhost:123:456", _ago(minutes=10), _ago(minutes=10))
+    fresh = jobs.create("ingest")  # beating 5 s ago: a clock a few seconds off is no matter
+    jobs.stage(fresh, _docs(2), keep_text=False)
+    _owned_elsewhere(jobs, fresh, "otherhost:124:456", _ago(seconds=5), _ago(minutes=10))
+    old = jobs.create("ingest")  # from a release without heartbeats, no progress for 2 h
+    jobs.stage(old, _docs(1), keep_text=False)
+    _owned_elsewhere(jobs, old, "oldhost:9:1", None, _ago(hours=2))
+    progressing = jobs.create("ingest")  # the same, but a document moved a minute ago
+    jobs.stage(progressing, _docs(2), keep_text=False)
+    _owned_elsewhere(jobs, progressing, "oldhost:10:1", None, _ago(hours=2))
+    jobs.advance(progressing, ["d0"], JobStatus.CHUNKED, chunks=1)
+
+    assert sorted(end_orphaned_jobs(shared)) == sorted([silent, old])
+
+    ended = jobs.get(silent)
+    assert ended is not None and ended.state == "failed"
+    reason = ended.detail["error"]
+    assert reason.startswith("interrupted: ") and "otherhost:123:456" in reason
+    assert "silent for 10 min" in reason and "no heartbeat for more than 2 min" in reason
+    assert jobs.statuses(silent) == {
+        "d0": (JobStatus.DONE, None),
+        "d1": (JobStatus.FAILED, reason),
+        "d2": (JobStatus.FAILED, reason),
+    }
+    legacy = jobs.get(old)
+    assert legacy is not None and legacy.state == "failed"
+    assert "oldhost:9:1" in legacy.detail["error"] and "silent for 2 h" in legacy.detail["error"]
+    assert "without heartbeats" in legacy.detail["error"]
+    assert jobs.statuses(old)["d0"][0] is JobStatus.FAILED
+    for alive in (fresh, progressing):
+        info = jobs.get(alive)
+        assert info is not None and info.state == "running" and "error" not in info.detail
+        assert JobStatus.FAILED not in {s for s, _ in jobs.statuses(alive).values()}
+    assert end_orphaned_jobs(shared) == []
+
+
+def test_another_hosts_staged_documents_fail_in_the_store_too(shared: Runtime) -> None:
+    jobs = shared.jobs()
+    job = jobs.create("ingest")
+    jobs.stage(job, _docs(2))  # staged with their text, as for a request's background run
+    _owned_elsewhere(jobs, job, "otherhost:5:6", _ago(minutes=3), _ago(minutes=3))
+    assert end_orphaned_jobs(shared) == [job]
+    failed = {d.id: d for d in shared.store.list_documents(DocumentStatus.FAILED)}
+    assert set(failed) == {"d0", "d1"}
+    assert all("otherhost:5:6" in (d.error or "") for d in failed.values())
+
+
+def test_a_live_in_process_job_keeps_its_heartbeat_fresh(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    jobs = JobStore(tables_at(store_url, tmp_path / "lore.sqlite3"), heartbeat_s=0.05)
+    queued = jobs.create("ingest", epoch="broker-1")  # the queue's: never beats
+    job = jobs.create("ingest")
+    assert _heartbeat_at(jobs, queued) is None and _heartbeat_at(jobs, job) is not None
+    stale = _ago(hours=1)
+    with jobs.database.write() as db:  # as though the last beat were an hour old
+        db.execute("UPDATE jobs SET heartbeat_at = ? WHERE id = ?", (stale, job))
+    deadline = time.monotonic() + 10
+    while _heartbeat_at(jobs, job) == stale and time.monotonic() < deadline:
+        time.sleep(0.02)
+    beat = _heartbeat_at(jobs, job)
+    assert beat is not None and beat != stale
+    assert datetime.now(UTC) - datetime.fromisoformat(beat) < timedelta(seconds=5)
+    assert _heartbeat_at(jobs, queued) is None
+    assert jobs.orphaned() == []
+
+    jobs.update_job(job, state="done")  # nothing left running: the thread ends
+    while jobs._heartbeat.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not jobs._heartbeat.running()
+    jobs.create("refresh")  # and starts again with the next job
+    assert jobs._heartbeat.running()
+    jobs.close()
+    assert not jobs._heartbeat.running()
+
+
+def test_a_postgres_job_table_from_before_heartbeats_gets_the_column(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    database = open_database(postgres_url, tmp_path, "lore")
+    with database.write() as db:
+        db.execute(
+            "CREATE TABLE jobs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, state TEXT NOT NULL, "
+            "epoch TEXT NOT NULL, detail TEXT NOT NULL, created_at TEXT NOT NULL, "
+            "updated_at TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '')"
+        )
+        db.execute(
+            "INSERT INTO jobs VALUES ('old', 'ingest', 'running', '', '{}', ?, ?, 'far:1:2')",
+            (_ago(hours=3), _ago(hours=3)),
+        )
+    jobs = JobStore(database)
+    [(info, reason)] = jobs.orphaned()  # no heartbeat, no progress for 3 h
+    assert info.id == "old" and "far:1:2" in reason and "silent for 3 h" in reason
+    job = jobs.create("ingest")
+    assert _heartbeat_at(jobs, job) is not None
+    with database.read() as db:
+        versions = db.execute("SELECT version FROM schema_versions WHERE component = 'jobs'")
+        assert versions.fetchone()[0] == 2
     jobs.close()

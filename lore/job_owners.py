@@ -1,0 +1,192 @@
+"""Who runs an in-process job, and whether that process still lives.
+
+Every job records its owner, the process that created it: ``host:pid:start`` (the
+process's start time, so a reused pid is not mistaken for it). On the owner's host the
+pid answers whether it still runs. A pid says nothing on another host (API replicas
+sharing a PostgreSQL store), so the owner also keeps a heartbeat: while it has running
+in-process jobs, a :class:`Heartbeat` thread sets their ``heartbeat_at`` every
+:data:`HEARTBEAT_S` seconds, and ends once none runs.
+
+Another host's running job silent for longer than :data:`STALE_AFTER_S` — twelve beats:
+far more than the few seconds two hosts' clocks disagree by, or than a beat stalled
+behind a busy database (a pool or lock timeout is 30 s) — is taken for orphaned: its
+host or container stopped. A job from a release without heartbeats (``heartbeat_at``
+NULL) is judged by its last recorded progress (the job's or any of its documents'
+``updated_at``) against the longer :data:`LEGACY_STALE_AFTER_S`, so a rolling upgrade
+does not fail the live job of a replica still on the old release.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+HEARTBEAT_S = 10.0  # how often a process marks its running in-process jobs alive
+STALE_AFTER_S = 120.0  # another host's running job silent this long is orphaned
+LEGACY_STALE_AFTER_S = 3600.0  # the same for a job without heartbeats, by its progress
+
+log = logging.getLogger(__name__)
+
+
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time (clock ticks after boot), or None if there is no such pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc here: only the pid can be checked
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def this_process() -> str:
+    """The owner string of the calling process: ``host:pid:start``."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or ''}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether an owner process still runs; None when it is on another host (unknown)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    host, pid, start = parts
+    if host != socket.gethostname():
+        return None
+    found = _start_ticks(int(pid))
+    if found is None:
+        return False
+    return not start or not found or found == start
+
+
+def _age_s(stamp: object, now: datetime) -> float | None:
+    """Seconds since a stored ISO timestamp; None when there is none (or it is garbled)."""
+    if stamp is None:
+        return None
+    try:
+        then = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return (now - then).total_seconds()
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``5 h``, ``3 d``: a length of time for a reader."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
+
+
+def gone_reason(
+    owner: str, heartbeat_at: object, progress: Sequence[object], now: datetime
+) -> str | None:
+    """Why a running in-process job's owner is taken for gone; None while it may live.
+
+    ``heartbeat_at`` and ``progress`` (the job's and its documents' latest
+    ``updated_at``) are stored ISO timestamps or None.
+    """
+    alive = owner_alive(owner)
+    if alive is False:
+        pid = owner.rsplit(":", 2)[1]
+        return (
+            f"interrupted: the process that ran this job (pid {pid}) "
+            "ended before it finished; ingest these documents again"
+        )
+    if alive:
+        return None
+    silent = _age_s(heartbeat_at, now)
+    limit, sign = STALE_AFTER_S, "heartbeat"
+    if silent is None:  # a job from a release without heartbeats: its last progress
+        silent = min((a for a in (_age_s(p, now) for p in progress) if a is not None), default=None)
+        limit, sign = LEGACY_STALE_AFTER_S, "progress (a job without heartbeats)"
+    if silent is None or silent <= limit:
+        return None
+    return (
+        f"interrupted: the process that ran this job ({owner}, on another host) has been "
+        f"silent for {duration(silent)} (no {sign} for more than {duration(limit)}): its "
+        "host or container stopped before the job finished; ingest these documents again"
+    )
+
+
+class Heartbeat:
+    """A daemon thread calling ``beat`` every ``interval_s`` while it returns more than 0.
+
+    ``beat`` marks this process's running jobs alive and returns how many there are.
+    :meth:`poke` (after each job created) starts the thread when it is not running; the
+    thread ends when a beat finds no running job and none was created meanwhile, or at
+    :meth:`stop`. A failing beat is logged once and tried again next interval.
+    """
+
+    def __init__(self, beat: Callable[[], int], interval_s: float = HEARTBEAT_S) -> None:
+        self._beat = beat
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self._pokes = 0
+
+    def poke(self) -> None:
+        """A job was created (and committed): keep beating."""
+        with self._lock:
+            self._pokes += 1
+            gone = self._thread is None or not self._thread.is_alive()  # (or a fork's copy)
+            if gone and not self._stopped.is_set():
+                self._thread = threading.Thread(target=self._run, name="lore-job-heartbeat")
+                self._thread.daemon = True
+                self._thread.start()
+
+    def running(self) -> bool:
+        """Whether the thread is beating."""
+        with self._lock:
+            return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """End the thread (after the beat under way, if any)."""
+        self._stopped.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        failing = False
+        while not self._stopped.wait(self._interval_s):
+            with self._lock:
+                pokes = self._pokes
+            try:
+                alive = self._beat()
+            except Exception as exc:  # the database is away for now: the next beat retries
+                if not failing:
+                    log.warning(
+                        "job heartbeat failed, retrying every %ss: %s", self._interval_s, exc
+                    )
+                failing = True
+                continue
+            if failing:
+                log.info("job heartbeat recovered")
+                failing = False
+            with self._lock:  # a job created after ``pokes`` was read may not be counted yet
+                if alive == 0 and pokes == self._pokes:
+                    self._forget()
+                    return
+        with self._lock:
+            self._forget()
+
+    def _forget(self) -> None:
+        """Under the lock, as the thread ends: no thread beats now."""
+        if self._thread is threading.current_thread():
+            self._thread = None
