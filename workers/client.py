@@ -60,7 +60,9 @@ def submit_refresh(
 
     ``reextract`` has the worker extract every chunk again first.
     """
-    job_id = jobs.create("refresh", detail={"rebuild": rebuild, "reextract": reextract})
+    detail = {"rebuild": rebuild, "reextract": reextract}
+    # the job belongs to the queue, not to this process (which may exit at once)
+    job_id = jobs.create("refresh", epoch=broker_epoch(settings), detail=detail)
     app = create_app(settings)
     try:
         name = "lore.build_communities" if rebuild and not reextract else "lore.refresh_stale"

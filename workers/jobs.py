@@ -201,11 +201,21 @@ def resume(
     The broker's epoch is a value kept in Redis: a Redis that restarted empty has lost
     every queued task, and a new epoch says so. Jobs recorded with an older epoch get
     their unfinished documents sent again (a duplicate is harmless: every step is
-    idempotent). Returns the documents re-enqueued per job.
+    idempotent). A refresh or delete job sent before that epoch lost its task: it ends
+    ``failed`` with a reason saying to run it again (nothing half-done is served: both are
+    idempotent). In-process jobs (no epoch) are not the broker's: their owners end them
+    (:mod:`workers.orphans`). Returns the documents re-enqueued per ingest job.
     """
     out: dict[str, int] = {}
     for job in jobs.list_jobs(limit=1000, state="running"):
-        if job.kind != "ingest" or job.epoch == epoch:
+        if not job.epoch or job.epoch == epoch:
+            continue
+        if job.kind != "ingest":
+            reason = (
+                f"interrupted: the broker lost this {job.kind} job's queued tasks (Redis "
+                "restarted without its data) before it finished; run it again"
+            )
+            jobs.update_job(job.id, state="failed", detail={"error": reason})
             continue
         waiting = jobs.unfinished(job.id)
         to_ingest = sorted(

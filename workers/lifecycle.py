@@ -182,11 +182,12 @@ def delete(
     if unknown:
         raise NotFoundError(f"no document with id {unknown[0]!r}")
     jobs = runtime.jobs()
-    job_id = jobs.create(KIND, detail={"documents": ids})
     settings = runtime.settings
     if settings.broker.url:
-        from workers.celery_app import create_app
+        from workers.celery_app import broker_epoch, create_app
 
+        # on the queue: its owner is the broker, not this process (which may exit at once)
+        job_id = jobs.create(KIND, epoch=broker_epoch(settings), detail={"documents": ids})
         app = create_app(settings)
         try:
             app.send_task("lore.delete_documents", args=(job_id, ids), queue=settings.broker.queue)
@@ -197,6 +198,7 @@ def delete(
         followed: JobInfo | None = follow(jobs, job_id, timeout_s=timeout_s)
         runtime.sync_indexes()
     else:
+        job_id = jobs.create(KIND, detail={"documents": ids})
         run_delete(runtime, jobs, job_id, ids)
         followed = jobs.get(job_id)
     info = followed

@@ -179,7 +179,9 @@ def refresh_stale(
 ) -> dict[str, Any]:
     """Catch the graph up, re-cluster, then summarise stale communities level by level."""
     settings, runtime, jobs = worker_state()
-    job_id = job_id or jobs.create("refresh", detail={"rebuild": rebuild})
+    job_id = job_id or jobs.create(
+        "refresh", epoch=broker_epoch(settings), detail={"rebuild": rebuild}
+    )
     client, key = _refresh_lock(settings)
     try:
         expiry = int(settings.workers.task_time_limit_s * 4)

@@ -124,6 +124,26 @@ def test_resume_resends_unfinished_documents_once_per_broker_epoch(
     assert resume(jobs, "new", lambda j, i: None, lambda j, i: None, 8) == {}
 
 
+def test_resume_ends_lost_refreshes_and_leaves_in_process_jobs_alone(
+    env: tuple[Runtime, JobStore, OpenAITestServer],
+) -> None:
+    runtime, jobs, _ = env
+    lost = jobs.create("refresh", epoch="old", detail={"rebuild": False})
+    queued = jobs.create("delete", epoch="new", detail={"documents": ["a"]})
+    here, _ = stage_documents(runtime, jobs, _docs(2))  # in-process: no epoch
+    sent: list[str] = []
+    assert (
+        resume(jobs, "new", lambda j, ids: sent.append(j), lambda j, ids: sent.append(j), 8) == {}
+    )
+    assert sent == []  # the in-process ingest is not the broker's to resend
+    ended = jobs.get(lost)
+    assert ended is not None and ended.state == "failed"
+    assert "broker lost this refresh job" in str(ended.detail["error"])
+    assert all(
+        (info := jobs.get(j)) is not None and info.state == "running" for j in (queued, here)
+    )
+
+
 def test_jobs_are_listed_counted_and_orphans_found(store_url: str | None, tmp_path: Path) -> None:
     jobs = JobStore(tables_at(store_url, tmp_path / "lore.sqlite3"))
     first = jobs.create("ingest", detail={"paths": ["a"]})
