@@ -46,6 +46,26 @@ def _by_depth(reports: Sequence[CommunityReport]) -> list[list[CommunityReport]]
     return [[r for r in reports if r.level == level] for level in levels]
 
 
+class _Hierarchy:
+    """The communities, each one's children and the largest report's size, read once."""
+
+    def __init__(self, communities: Sequence[Community], reports: dict[str, CommunityReport]):
+        self.communities = {c.id: c for c in communities}
+        self.children: dict[str, list[str]] = {}
+        for c in communities:  # in the store's order (level, cluster), as the refresh reads
+            if c.parent is not None:
+                self.children.setdefault(c.parent, []).append(c.id)
+        self.largest = max(1, max((len(r.chunk_ids) for r in reports.values()), default=1))
+
+    def job(self, community_id: str, reports: dict[str, CommunityReport]) -> ReportJob | None:
+        """What rewriting one community needs (None for a community no longer there)."""
+        community = self.communities.get(community_id)
+        if community is None:
+            return None
+        kids = self.children.get(community_id, ())
+        return ReportJob(community, tuple(reports[k] for k in kids if k in reports), self.largest)
+
+
 class LazyReportUpgrader:
     """Rewrites the lazy reports a question picked with the LLM, and stores them."""
 
@@ -53,7 +73,7 @@ class LazyReportUpgrader:
         self.graph = graph
         self.writer = writer
         self.chunk_texts = chunk_texts
-        self.upgraded = 0  # reports rewritten by this process
+        self.upgraded = 0  # reports rewritten and stored by this process
         self._lock = threading.Lock()  # one upgrade at a time: no report is paid for twice
 
     @property
@@ -62,7 +82,12 @@ class LazyReportUpgrader:
         return self.writer.stats
 
     def __call__(self, picked: Sequence[CommunityReport]) -> list[CommunityReport]:
-        """``picked`` with its lazy reports rewritten by the LLM where the model answered."""
+        """``picked`` with its lazy reports rewritten by the LLM where the model answered.
+
+        The hierarchy and the reports are read once per call (children and the largest
+        community's size come from that one read), and only the rewritten reports are
+        written back: a question's cost does not grow with the number of communities.
+        """
         if not any(r.method == LAZY_METHOD for r in picked):
             return list(picked)
         with self._lock:
@@ -72,51 +97,26 @@ class LazyReportUpgrader:
                 for r in picked
                 if r.community_id in stored and stored[r.community_id].method == LAZY_METHOD
             ]
-            communities = {c.id: c for c in self.graph.communities()}
+            hierarchy = _Hierarchy(self.graph.communities(), stored)
+            known = dict(stored)  # the stored reports, with this call's rewrites over them
             written: dict[str, CommunityReport] = {}
             for level in _by_depth(pending):
-                jobs = [self._job(r, communities, {**stored, **written}) for r in level]
-                replies = self.writer.write_level(
-                    self.graph, self.chunk_texts, [j for j in jobs if j is not None]
-                )
-                written.update({r.community_id: r for r in replies if r.method == "llm"})
+                jobs = [j for r in level if (j := hierarchy.job(r.community_id, known))]
+                replies = self.writer.write_level(self.graph, self.chunk_texts, jobs)
+                fresh = {r.community_id: r for r in replies if r.method == "llm"}
+                written.update(fresh)
+                known.update(fresh)
             if written:
-                self._store(written)
-                self.upgraded += len(written)
+                self.upgraded += self._store(written)
         return [written.get(r.community_id, r) for r in picked]
 
-    @staticmethod
-    def _job(
-        report: CommunityReport,
-        communities: dict[str, Community],
-        reports: dict[str, CommunityReport],
-    ) -> ReportJob | None:
-        community = communities.get(report.community_id)
-        if community is None:
-            return None
-        children = tuple(
-            reports[c.id]
-            for c in communities.values()
-            if c.parent == community.id and c.id in reports
-        )
-        largest = max((len(r.chunk_ids) for r in reports.values()), default=1)
-        return ReportJob(community, children, max(1, largest))
+    def _store(self, written: dict[str, CommunityReport]) -> int:
+        """Store the rewritten reports, and only them; return how many were stored.
 
-    def _store(self, written: dict[str, CommunityReport]) -> None:
-        """Merge the rewritten reports into the stored ones.
-
-        Only over a report still lazy and written from the same inputs: one that a refresh
-        replaced meanwhile (or that was already stale) is left to the refresh.
+        Only over a report still lazy and written from the same inputs (its fingerprint):
+        one that a refresh replaced meanwhile, or that was already stale, is left to the
+        refresh. The store checks that in the write's own transaction
+        (:meth:`GraphStore.put_reports` with ``expected``), so a concurrent refresh wins.
         """
-        current = {c.id for c in self.graph.communities()}
-        merged = {r.community_id: r for r in self.graph.reports()}
-        for cid, report in written.items():
-            before = merged.get(cid)
-            if (
-                cid in current
-                and before is not None
-                and before.method == LAZY_METHOD
-                and before.fingerprint == report.fingerprint  # not changed meanwhile
-            ):
-                merged[cid] = report
-        self.graph.replace_reports(sorted(merged.values(), key=lambda r: (r.level, r.community_id)))
+        expected = {cid: (LAZY_METHOD, r.fingerprint) for cid, r in written.items()}
+        return len(self.graph.put_reports(list(written.values()), expected=expected))

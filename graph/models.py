@@ -72,6 +72,10 @@ class Finding:
     chunks: tuple[str, ...] = ()
 
 
+# (method, fingerprint) of a report, what a conditional ``put_reports`` compares
+ReportVersion = tuple[str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class CommunityReport:
     """A community's report; ``importance`` is 0-10 relative to the largest community."""
@@ -85,6 +89,11 @@ class CommunityReport:
     fingerprint: str
     chunk_ids: tuple[str, ...] = field(default=())
     method: str = "extractive"
+
+    @property
+    def version(self) -> ReportVersion:
+        """``(method, fingerprint)``: how and from what the report was written."""
+        return (self.method, self.fingerprint)
 
     def to_json(self) -> str:
         """Serialised form for storage."""

@@ -13,7 +13,7 @@ algorithms) and ``graph.stores.neo4j`` (a Neo4j server), chosen by name through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from graph.communities import Community, Edge
@@ -24,6 +24,7 @@ from graph.models import (
     EntityMention,
     Relation,
     RelationMention,
+    ReportVersion,
 )
 
 
@@ -98,6 +99,33 @@ class GraphStore(Protocol):
 
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
+        ...
+
+    def put_reports(
+        self,
+        reports: Sequence[CommunityReport],
+        *,
+        expected: Mapping[str, ReportVersion] | None = None,
+    ) -> set[str]:
+        """Store these reports, each over its community's report; return the ids stored.
+
+        Every other report is left as it is: the cost is that of the reports given, not
+        of all those stored (:meth:`replace_reports` rewrites every one). A report of a
+        community not in the current hierarchy is not stored; of a repeated id the last
+        wins. With ``expected`` (community id → ``(method, fingerprint)``, see
+        :attr:`CommunityReport.version`) it is a compare-and-set: a report is stored
+        only over a stored report of that version (none stored: not stored).
+
+        The comparison is the store's, in the write's own transaction, atomic with the
+        write rather than checked in Python beforehand (where a refresh committing between
+        the read and the write would see its newer report replaced by a rewrite of the
+        older one): SQL replaces the exact row it read (``UPDATE … WHERE report = ?``),
+        Cypher locks each report before reading it. A concurrent writer therefore commits
+        first and is seen, or waits (or, on an optimistic server, has its commit refused
+        and retries); a report it rewrote meanwhile, even to the same version, may be left
+        as it wrote it. A blank id, or a report ``expected`` names no version for, raises
+        ``InvalidRequestError`` and nothing is written.
+        """
         ...
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:

@@ -11,7 +11,7 @@ is the same on either engine whatever PostgreSQL's collation.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,11 @@ from graph.models import (
     EntityMention,
     Relation,
     RelationMention,
+    ReportVersion,
     entity_key,
     merge_descriptions,
 )
-from graph.stores.merging import checked_chunks, required_ids
+from graph.stores.merging import checked_chunks, checked_reports, reports_to_store, required_ids
 from lore.db import Conn, Database, Tables, upsert_sql
 
 _SCHEMA = """
@@ -75,6 +76,7 @@ _KEYS = {
     "entity_mentions": ("entity_key", "chunk_id"),
     "relation_mentions": ("source_key", "target_key", "chunk_id"),
     "extracted_chunks": ("chunk_id",),
+    "community_reports": ("community_id",),
 }
 
 
@@ -302,6 +304,44 @@ class LocalGraphStore(Tables):
         rows = [(r.community_id, r.level, r.fingerprint, r.to_json()) for r in reports]
         self._replace_all("community_reports", rows)
 
+    def put_reports(
+        self,
+        reports: Sequence[CommunityReport],
+        *,
+        expected: Mapping[str, ReportVersion] | None = None,
+    ) -> set[str]:
+        """Store these reports only, in one transaction; with ``expected``, compare-and-set.
+
+        The rows compared are read in the write transaction and each is replaced by an
+        ``UPDATE`` that matches the exact row read: SQLite holds the write lock throughout
+        (``BEGIN IMMEDIATE``); PostgreSQL re-checks the ``WHERE`` on a row another
+        transaction changed meanwhile, so a newer report is never overwritten.
+        """
+        todo = checked_reports(reports, expected)
+        if not todo:
+            return set()
+        ids = [r.community_id for r in todo]
+        stored: set[str] = set()
+        with self._write() as db:
+            current = {str(r[0]) for r in _rows_of(db, "SELECT id FROM communities", ids)}
+            raw: dict[str, str] = {}
+            if expected is not None:
+                select = "SELECT community_id, report FROM community_reports"
+                raw = {str(k): str(v) for k, v in _rows_of(db, select, ids, "community_id")}
+            before = {k: CommunityReport.from_json(v) for k, v in raw.items()}
+            for r in reports_to_store(todo, current, before, expected):
+                row = (r.community_id, r.level, r.fingerprint, r.to_json())
+                if expected is None:
+                    db.execute(_upsert("community_reports"), row)
+                elif not db.execute(
+                    "UPDATE community_reports SET level = ?, fingerprint = ?, report = ? "
+                    "WHERE community_id = ? AND report = ?",
+                    (*row[1:], r.community_id, raw[r.community_id]),
+                ).rowcount:
+                    continue  # changed since read, by a transaction that committed first
+                stored.add(r.community_id)
+        return stored
+
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""
         rows = self._by_level(
@@ -392,6 +432,16 @@ def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> set[str]:
     for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
         db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
     return mentioned
+
+
+def _rows_of(db: Conn, select: str, values: Sequence[str], column: str = "id") -> list[Any]:
+    """The rows of ``select`` whose ``column`` is among ``values`` (asked 500 at a time)."""
+    out: list[Any] = []
+    for start in range(0, len(values), 500):
+        batch = list(values[start : start + 500])
+        marks = ",".join("?" * len(batch))
+        out.extend(db.execute(f"{select} WHERE {column} IN ({marks})", batch).fetchall())
+    return out
 
 
 def _entity_count(db: Conn) -> int:

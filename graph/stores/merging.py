@@ -10,6 +10,9 @@ mention rows and applies these functions, so both give the same answers:
   (:func:`graph.models.merge_descriptions`), the summed counts and the sorted chunk ids;
 - a merged relation is undirected (sorted keys), its weight the sum over its chunks, its
   description the smallest one and its chunk ids sorted.
+
+Both also decide alike which reports a ``put_reports`` stores
+(:func:`checked_reports`, :func:`reports_to_store`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from typing import Any
 
 from graph.models import (
     ChunkMentions,
+    CommunityReport,
     Entity,
     EntityMention,
     Relation,
     RelationMention,
+    ReportVersion,
     entity_key,
     merge_descriptions,
 )
@@ -71,6 +76,50 @@ def checked_chunks(chunks: Iterable[ChunkMentions]) -> list[ChunkMentions]:
                 )
         last[chunk_id] = chunk
     return [last[k] for k in sorted(last)]
+
+
+def checked_reports(
+    reports: Iterable[CommunityReport], expected: Mapping[str, ReportVersion] | None
+) -> list[CommunityReport]:
+    """The reports a ``put_reports`` is asked to store (the last of a repeated id wins), by id.
+
+    Refused, before anything is written: a community id that is not a non-blank string,
+    and, when ``expected`` is given, a report it names no version for.
+    """
+    last: dict[str, CommunityReport] = {}
+    for report in reports:
+        (community_id,) = required_ids([report.community_id], "a community id")
+        if expected is not None and community_id not in expected:
+            raise InvalidRequestError(
+                f"put_reports: no expected version for community {community_id!r}"
+            )
+        last[community_id] = report
+    return [last[k] for k in sorted(last)]
+
+
+def reports_to_store(
+    todo: Sequence[CommunityReport],
+    current: set[str],
+    stored: Mapping[str, CommunityReport],
+    expected: Mapping[str, ReportVersion] | None,
+) -> list[CommunityReport]:
+    """The reports of ``todo`` a ``put_reports`` writes, read under the write's locks.
+
+    A report of a community in the ``current`` hierarchy; with ``expected``, only over a
+    ``stored`` report of the version it names (none stored: not written).
+    """
+    return [
+        r
+        for r in todo
+        if r.community_id in current
+        and (
+            expected is None
+            or (
+                (before := stored.get(r.community_id)) is not None
+                and before.version == tuple(expected[r.community_id])
+            )
+        )
+    ]
 
 
 def mention_row(record: Mapping[str, Any]) -> MentionRow:

@@ -18,7 +18,7 @@ This module imports the ``neo4j`` driver, so it is imported only when chosen
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
@@ -35,12 +35,14 @@ from graph.models import (
     EntityMention,
     Relation,
     RelationMention,
+    ReportVersion,
     entity_key,
 )
 from graph.stores import neo4j_cypher as q
 from graph.stores.merging import (
     MentionRow,
     checked_chunks,
+    checked_reports,
     entity_rows,
     heaviest_neighbours,
     mention_row,
@@ -48,6 +50,7 @@ from graph.stores.merging import (
     merge_relations,
     relation_row,
     relation_rows,
+    reports_to_store,
     required_ids,
 )
 from lore.errors import BackendUnavailableError, ConfigurationError
@@ -86,6 +89,15 @@ def _data(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> R
 
 def _deleted(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -> int:
     return int(tx.run(query, params).single(strict=True)["deleted"])
+
+
+def _report_row(report: CommunityReport) -> dict[str, Any]:
+    return {
+        "community_id": report.community_id,
+        "level": report.level,
+        "fingerprint": report.fingerprint,
+        "json": report.to_json(),
+    }
 
 
 class Neo4jGraphStore:
@@ -347,16 +359,40 @@ class Neo4jGraphStore:
 
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
-        rows = [
-            {
-                "community_id": r.community_id,
-                "level": r.level,
-                "fingerprint": r.fingerprint,
-                "json": r.to_json(),
-            }
-            for r in reports
-        ]
+        rows = [_report_row(r) for r in reports]
         self._replace_all(q.DELETE_REPORTS, q.CREATE_REPORTS, rows)
+
+    def put_reports(
+        self,
+        reports: Sequence[CommunityReport],
+        *,
+        expected: Mapping[str, ReportVersion] | None = None,
+    ) -> set[str]:
+        """Store these reports only, in one write transaction; with ``expected``, compare-and-set.
+
+        The reports compared are locked before they are read (``q.LOCK_REPORTS``), so the
+        comparison and the write see the same report: a concurrent writer either committed
+        first or waits for this transaction.
+        """
+        todo = checked_reports(reports, expected)
+        if not todo:
+            return set()
+        ids = [r.community_id for r in todo]
+
+        def work(tx: neo4j.ManagedTransaction) -> set[str]:
+            found = self._run_batched(tx, q.CURRENT_COMMUNITIES, "ids", ids)
+            before: dict[str, CommunityReport] = {}
+            if expected is not None:
+                locked = self._run_batched(tx, q.LOCK_REPORTS, "ids", ids)
+                before = {
+                    str(r["community_id"]): CommunityReport.from_json(str(r["json"]))
+                    for r in locked
+                }
+            chosen = reports_to_store(todo, {str(r["id"]) for r in found}, before, expected)
+            self._run_batched(tx, q.PUT_REPORTS, "rows", [_report_row(r) for r in chosen])
+            return {r.community_id for r in chosen}
+
+        return self._write(work)
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""

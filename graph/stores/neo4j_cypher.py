@@ -210,6 +210,32 @@ WHERE $level IS NULL OR r.level = $level
 RETURN r.community_id AS community_id, r.level AS level, r.json AS json
 """
 
+# -- reports, a few at a time (put_reports) ----------------------------------------------
+
+CURRENT_COMMUNITIES: Final = """
+UNWIND $ids AS community_id
+MATCH (c:LoreCommunity {ns: $ns, id: community_id})
+RETURN c.id AS id
+"""
+
+# The write lock is taken (a property set and removed) before the report is read, as
+# Neo4j's documentation advises against lost updates under read committed: from here to
+# the commit no other transaction changes or deletes it, so what Python compares is what
+# the write replaces. Ids come sorted, so two writers take their locks in the same order.
+LOCK_REPORTS: Final = """
+UNWIND $ids AS community_id
+MATCH (r:LoreReport {ns: $ns, community_id: community_id})
+SET r.lore_lock = true
+REMOVE r.lore_lock
+RETURN r.community_id AS community_id, r.json AS json
+"""
+
+PUT_REPORTS: Final = """
+UNWIND $rows AS row
+MERGE (r:LoreReport {ns: $ns, community_id: row.community_id})
+SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json
+"""
+
 # -- staleness marks -----------------------------------------------------------------------
 
 TOUCHED: Final = "MATCH (t:LoreTouched {ns: $ns}) RETURN t.key AS key"

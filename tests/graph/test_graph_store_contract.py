@@ -4,10 +4,14 @@ The Neo4j run needs a server: set ``NEO4J_URI`` (and ``NEO4J_USER``, ``NEO4J_PAS
 optionally ``NEO4J_DATABASE``), or let ``scripts/arcadedb_server.py`` start the ArcadeDB
 Bolt stand-in for Neo4j, as CI does (ids then read ``neo4j-arcadedb-stand-in``). Each
 test works in a namespace of its own and drops it afterwards. Without ``NEO4J_URI`` the
-Neo4j run is skipped, with that reason.
+Neo4j run is skipped, with that reason. Each backend also comes with a rival writer (a
+connection of its own holding an uncommitted write) for the compare-and-set test.
 """
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,9 @@ from graph.store import GraphStore
 from graph.stores import open_graph_store
 from lore.errors import InvalidRequestError
 from tests.neo4j_server import fresh_namespace, neo4j_param, neo4j_server
-from tests.tables import tables_at
+from tests.tables import another_process, tables_at
+
+LAZY = "extractive (lazy)"  # graph.lazy_reports.LAZY_METHOD, a method like any other here
 
 
 def mention(name: str, kind: str = "service", count: int = 1) -> EntityMention:
@@ -29,22 +35,102 @@ def rel(a: str, b: str, w: float = 1.0) -> RelationMention:
     return RelationMention(a, b, w, f"{a} with {b}")
 
 
+@dataclass
+class Rival:
+    """What became of a rival's write: ``refused`` when its commit failed, retryably."""
+
+    refused: bool = False
+
+
+@dataclass
+class Backend:
+    """A store, and a rival writer: another connection that holds an uncommitted write.
+
+    ``rival(report)`` overwrites the stored report of ``report.community_id`` in a
+    transaction of its own, kept open until the block ends, then commits. ``optimistic``:
+    the server does not make a writer wait for another's uncommitted change but refuses
+    the later commit (ArcadeDB); SQLite, PostgreSQL and Neo4j make it wait.
+    """
+
+    store: GraphStore
+    rival: Callable[[CommunityReport], AbstractContextManager[Rival]]
+    optimistic: bool = False
+
+
 @pytest.fixture(params=["local", "local-postgresql", neo4j_param()])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param.startswith("local"):
         url = request.getfixturevalue("postgres_url") if "postgresql" in request.param else None
-        local = open_graph_store("local", path=tables_at(url, tmp_path / "g.sqlite3"))
-        yield local
+        path = tmp_path / "g.sqlite3"
+        local = open_graph_store("local", path=tables_at(url, path))
+
+        @contextmanager
+        def local_rival(report: CommunityReport) -> Iterator[Rival]:
+            from graph.stores.local import LocalGraphStore
+
+            with another_process(url, path) as where:
+                other = LocalGraphStore(where)
+                try:
+                    with other.database.write() as db:
+                        db.execute(
+                            "UPDATE community_reports SET level = ?, fingerprint = ?, report = ? "
+                            "WHERE community_id = ?",
+                            (
+                                report.level,
+                                report.fingerprint,
+                                report.to_json(),
+                                report.community_id,
+                            ),
+                        )
+                        yield Rival()
+                finally:
+                    other.close()
+
+        yield Backend(local, local_rival)
         local.close()
         return
+    import neo4j
+    import neo4j.exceptions
+
     from graph.stores.neo4j import Neo4jGraphStore
 
-    server = Neo4jGraphStore(**neo4j_server().store_options(fresh_namespace("contract")))
+    options = neo4j_server().store_options(fresh_namespace("contract"))
+    server = Neo4jGraphStore(**options)
+
+    @contextmanager
+    def neo4j_rival(report: CommunityReport) -> Iterator[Rival]:
+        auth = (options["user"], options["password"])
+        with (
+            neo4j.GraphDatabase.driver(options["uri"], auth=auth) as driver,
+            driver.session(database=options["database"]) as session,
+            session.begin_transaction() as tx,
+        ):
+            tx.run(
+                "MATCH (r:LoreReport {ns: $ns, community_id: $id}) "
+                "SET r.level = $level, r.fingerprint = $fingerprint, r.json = $json",
+                ns=options["namespace"],
+                id=report.community_id,
+                level=report.level,
+                fingerprint=report.fingerprint,
+                json=report.to_json(),
+            ).consume()
+            outcome = Rival()
+            yield outcome
+            try:
+                tx.commit()
+            except neo4j.exceptions.TransientError:
+                outcome.refused = True
+
     try:
-        yield server
+        yield Backend(server, neo4j_rival, optimistic=bool(neo4j_server().stand_in))
     finally:
         server.drop()
         server.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> GraphStore:
+    return backend.store
 
 
 def test_mentions_merge_across_chunks_with_provenance(store: GraphStore) -> None:
@@ -268,3 +354,84 @@ def test_a_blank_id_or_keyless_name_is_refused_and_nothing_is_written(
     with pytest.raises(InvalidRequestError, match="community id"):
         store.mark_stale(["0-1", ""])
     assert store.stale_communities() == set()
+
+
+def _hierarchy() -> list[Community]:
+    return [
+        Community("0-0", 0, 0, None, ("a", "b", "c")),
+        Community("1-0", 1, 0, "0-0", ("a",)),
+        Community("1-1", 1, 1, "0-0", ("b",)),
+        Community("1-2", 1, 2, "0-0", ("c",)),
+    ]
+
+
+def test_put_reports_stores_the_reports_given_and_leaves_the_others(store: GraphStore) -> None:
+    store.replace_communities(_hierarchy())
+    kept, old_top, old_child = _report("1-1", 1), _report("0-0", 0), _report("1-0", 1)
+    store.replace_reports([old_top, old_child, kept])
+    top = replace(old_top, summary="new top", method="llm")
+    child = replace(old_child, summary="new child", fingerprint="fp2")
+    new = _report("1-2", 1)  # a community with no report yet
+    orphan = _report("2-7", 2)  # no such community: not stored
+    first_try = replace(child, summary="replaced by the later one")
+    stored = store.put_reports([orphan, top, first_try, new, child])
+    assert stored == {"0-0", "1-0", "1-2"}
+    assert store.reports() == [top, child, kept, new]
+    assert store.put_reports([]) == set()
+    assert store.counts()["communities"] == 4
+
+
+def test_put_reports_with_expected_versions_is_a_compare_and_set(store: GraphStore) -> None:
+    store.replace_communities(_hierarchy())
+    lazy_top = replace(_report("0-0", 0), method=LAZY)
+    refreshed = replace(_report("1-0", 1), method=LAZY, fingerprint="newer")
+    done = _report("1-1", 1)  # not lazy (any more)
+    store.replace_reports([lazy_top, refreshed, done])
+    before = store.reports()
+    rewrites = [
+        replace(_report(c, int(c[0])), method="llm", summary="by the model")
+        for c in ("0-0", "1-0", "1-1", "1-2")
+    ]
+    expected = {r.community_id: (LAZY, "fp") for r in rewrites}
+    assert store.put_reports(rewrites, expected=expected) == {"0-0"}
+    assert store.reports() == [rewrites[0], refreshed, done]  # 1-2 had no report: none now
+    assert store.put_reports(rewrites[:1], expected=expected) == set()  # no longer lazy
+    assert store.reports() == [rewrites[0], *before[1:]]
+    with pytest.raises(InvalidRequestError, match="no expected version for community '1-0'"):
+        store.put_reports(
+            [replace(refreshed, method="llm"), rewrites[0]], expected={"0-0": ("llm", "fp")}
+        )
+    with pytest.raises(InvalidRequestError, match="community id"):
+        store.put_reports([rewrites[0], _report("", 0)])
+    assert store.reports() == [rewrites[0], *before[1:]]  # refused: nothing written
+
+
+def test_a_compare_and_set_never_overwrites_a_concurrent_write(backend: Backend) -> None:
+    """A rival's write is uncommitted when ``put_reports`` starts; whoever commits first wins.
+
+    A locking store makes the put wait for the rival, then sees the rival's report and
+    leaves it. An optimistic one lets the put commit first (over the report committed at
+    the time, as it should) and refuses the rival's commit, which its writer retries.
+    Either way no committed report is replaced by one compared against an older one.
+    """
+    store = backend.store
+    store.replace_communities(_hierarchy()[:1])
+    lazy = replace(_report("0-0", 0), method=LAZY)
+    store.replace_reports([lazy])
+    refreshed = replace(lazy, fingerprint="refreshed meanwhile", summary="newer")
+    rewrite = replace(lazy, method="llm", summary="rewritten from the old inputs")
+    outcome: list[set[str]] = []
+
+    def upgrade() -> None:
+        outcome.append(store.put_reports([rewrite], expected={"0-0": lazy.version}))
+
+    worker = threading.Thread(target=upgrade)
+    with backend.rival(refreshed) as rival:
+        worker.start()
+        worker.join(timeout=60 if backend.optimistic else 1.0)
+        assert worker.is_alive() != backend.optimistic  # waits for the rival, or does not
+    worker.join(timeout=60)
+    if backend.optimistic:
+        assert (outcome, rival.refused, store.reports()) == ([{"0-0"}], True, [rewrite])
+    else:
+        assert (outcome, rival.refused, store.reports()) == ([set()], False, [refreshed])

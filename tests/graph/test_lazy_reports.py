@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,27 @@ from tests.conftest import CORPUS, ROOT, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
 QUESTION = "What themes recur across all the runbooks?"
+
+
+def watch_report_rows(database: Path) -> None:
+    """Log every insert, update and delete of a stored report row (SQLite triggers)."""
+    with sqlite3.connect(database) as db:
+        db.execute("CREATE TABLE report_row_writes (op TEXT NOT NULL, community_id TEXT NOT NULL)")
+        for op, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
+            db.execute(
+                f"CREATE TRIGGER report_row_{op.lower()} AFTER {op} ON community_reports "
+                f"BEGIN INSERT INTO report_row_writes VALUES ('{op}', {row}.community_id); END"
+            )
+
+
+def report_row_writes(database: Path) -> list[tuple[str, str]]:
+    """The report rows written since :func:`watch_report_rows`; stops watching."""
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT op, community_id FROM report_row_writes").fetchall()
+        for op in ("insert", "update", "delete"):
+            db.execute(f"DROP TRIGGER report_row_{op}")
+        db.execute("DROP TABLE report_row_writes")
+    return sorted((str(op), str(cid)) for op, cid in rows)
 
 
 @pytest.mark.slow
@@ -38,6 +60,7 @@ def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a
         assert reports and all(r.method == LAZY_METHOD for r in reports)
         assert server.chat_calls == 0  # the build cost no LLM call at all
 
+        watch_report_rows(tmp_path / "data" / "lore.sqlite3")
         first = rt.ask_sync(QUESTION, mode="global")
         calls = server.chat_calls
         upgraded = {
@@ -45,6 +68,11 @@ def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a
         }
         assert first.mode == "global" and first.citations
         assert 0 < len(upgraded) == calls < len(reports)  # one call per report read, no more
+        # the upgrade wrote the rewritten rows, each once, in place; no other row was touched
+        writes = report_row_writes(tmp_path / "data" / "lore.sqlite3")
+        assert writes == sorted(("UPDATE", c) for c in upgraded)
+        others = [r for r in rt.graph().reports() if r.community_id not in upgraded]
+        assert others == [r for r in reports if r.community_id not in upgraded]
         cited = {c.report_id for c in first.citations}
         assert cited <= {r.community_id for r in rt.graph().reports()}
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from graph.models import ChunkMentions, EntityMention, RelationMention
+from graph.models import ChunkMentions, CommunityReport, EntityMention, RelationMention
 from graph.stores import neo4j_cypher as q
 from graph.stores.merging import checked_chunks, required_ids
 from lore.errors import InvalidRequestError
@@ -71,6 +71,7 @@ MERGE_GUARDS = {
     "CREATE_RELATIONS": "checked_chunks: relation ends",
     "TOUCH": "keys of checked mentions, or keys already stored",
     "MARK_STALE": "required_ids: community ids",
+    "PUT_REPORTS": "checked_reports: community ids",
 }
 
 
@@ -137,3 +138,6 @@ def test_the_neo4j_store_checks_before_it_talks_to_the_server() -> None:
         unconnected.put_chunk("c1", "d1", [EntityMention("", "service", "")], [])
     with pytest.raises(InvalidRequestError, match="community id"):
         unconnected.mark_stale([""])
+    blank = CommunityReport("", 0, "t", "s", (), 0.0, "fp")
+    with pytest.raises(InvalidRequestError, match="community id"):
+        unconnected.put_reports([blank])
