@@ -74,9 +74,17 @@ def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[
         )
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) one process has used so far (0 once it has exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """CPU time (user + system) used so far by these processes and their children."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     seen: set[int] = set()
     todo = list(pids)
@@ -85,14 +93,30 @@ def cpu_seconds(pids: list[int]) -> float:
         if pid in seen:
             continue
         seen.add(pid)
+        total += own_cpu_seconds(pid)
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
             for task in Path(f"/proc/{pid}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
     return total
+
+
+def backend_cpu_seconds(admin_url: str, store_url: str, application: str) -> dict[int, float]:
+    """CPU time so far of each PostgreSQL backend serving ``application`` on a database.
+
+    The server runs on this host, so its backends' ``/proc`` entries are readable: the
+    work PostgreSQL does for the workers, which a SQLite worker does in its own process.
+    """
+    import psycopg
+
+    name = store_url.partition("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+            (name, application),
+        ).fetchall()
+    return {int(pid): own_cpu_seconds(int(pid)) for (pid,) in rows}
 
 
 def wait_for_log(proc: subprocess.Popen[bytes], log: Path, text: bytes, timeout_s: float) -> None:
