@@ -102,6 +102,31 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def children(pids: list[int]) -> list[int]:
+    """The direct children of these processes (a prefork worker's pool processes)."""
+    found: list[int] = []
+    for pid in pids:
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                found += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def main_thread_sched(pid: int) -> tuple[float, float]:
+    """Seconds a process's main thread has run, and waited runnable for a core.
+
+    From ``/proc/<pid>/schedstat``; wall time minus both is time it was blocked
+    (waiting on a socket, a lock, the disk, or for work).
+    """
+    try:
+        ran, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
 def backend_cpu_seconds(admin_url: str, store_url: str, application: str) -> dict[int, float]:
     """CPU time so far of each PostgreSQL backend serving ``application`` on a database.
 
@@ -190,3 +215,33 @@ def served(data_dir: Path, store_url: str | None, log: Path) -> Iterator[str]:
         yield base
     finally:
         stop([proc])
+
+
+def log_counts(log: Path, offset: int) -> dict[str, int]:
+    """What a worker's log says after ``offset`` bytes: ingest tasks taken, retries, locks."""
+    lines = log.read_bytes()[offset:].decode(errors="replace").splitlines()
+    ingest = [line for line in lines if "lore.ingest_documents[" in line]
+    return {
+        "taken": sum(1 for line in ingest if "received" in line),
+        "retried": sum(1 for line in lines if "] retry: " in line),
+        "locked": sum(1 for line in lines if "database is locked" in line),
+    }
+
+
+def time_split(
+    pool: list[int], before: list[tuple[float, float]], seconds: float
+) -> dict[str, float]:
+    """Where the pool processes' main threads spent the run, summed over the workers.
+
+    Running, waiting runnable for a core (``pool_runqueue_wait_s``: the host's load), or
+    blocked (``pool_blocked_s``, the rest: on the store, the broker, the disk, a lock, or
+    idle once no task is left for it).
+    """
+    after = [main_thread_sched(pid) for pid in pool]
+    ran = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
+    waited = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+    return {
+        "pool_main_thread_ran_s": round(ran, 2),
+        "pool_runqueue_wait_s": round(waited, 2),
+        "pool_blocked_s": round(seconds * len(pool) - ran - waited, 2),
+    }

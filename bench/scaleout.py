@@ -18,19 +18,24 @@
    chunks/s, per-worker figures, the ingest tasks each worker took, its task retries and
    "database is locked" lines in its log, and the CPU time the workers used
    (``worker_cores_used`` = CPU s / wall s: how much of the host they got;
-   ``docs_per_worker_cpu_s``: throughput per CPU second, whatever the host's other load).
+   ``docs_per_worker_cpu_s``: throughput per CPU second, whatever the host's other load
+   takes of the wall clock — though a CPU second does less when every core is busy).
    On PostgreSQL the server's backends for the workers (``application_name``
    ``lore-bench-worker``) are timed too (``postgres_backend_cpu_s``): a SQLite worker
    does that work in its own process, so ``docs_per_cpu_s_with_server`` compares like
-   with like.
+   with like. The pool processes' main threads (they do the work) split the wall time
+   into running, waiting for a core (``pool_runqueue_wait_s``: the host) and blocked
+   (``pool_blocked_s``: the store's round trips, locks and disk, the broker).
 
    **Threads.** Every worker of every variant runs ``--threads`` torch threads (default
    1: ``LORE_EMBEDDING__THREADS`` and ``OMP_NUM_THREADS``; the settings' default is 2).
    A variant with N workers therefore asks for N cores on either store, so the pairs
    compared for the store (1 vs 1, 2 vs 2) split the CPU the same way, and 2 workers
-   never run 4 threads on a 2-core host. The price: one worker leaves a core idle, so
-   "2 workers per worker / 1 worker" (``host_scaling``) measures whether the host has a
-   free core per worker (with other work running, it has not), not the store.
+   never run 4 threads on a 2-core host (with 1 thread, a pool process's main thread
+   does all of its CPU work: nothing else oversubscribes). The price: one worker leaves
+   a core idle, so "2 workers per worker / 1 worker" (``host_scaling``) measures whether
+   the host has a free core per worker (with other work running, it has not), not the
+   store.
 2. **Query latency.** A ``lore serve`` replica on the 1-worker PostgreSQL store (its own
    empty data dir: it builds its index replicas from the change log) and one on the
    1-worker SQLite data dir (the embedded default), same documents, same process type.
@@ -64,13 +69,17 @@ from typing import Any
 from bench.common import machine, percentiles, read_documents, runtime_for
 from bench.processes import (
     backend_cpu_seconds,
+    children,
     cpu_seconds,
     database,
     drop_keys,
+    log_counts,
+    main_thread_sched,
     postgres_started,
     served,
     start_worker,
     stop,
+    time_split,
     wait_for_log,
 )
 from lore.jobs import JobStatus
@@ -174,17 +183,6 @@ def start_workers(
     return procs, paths
 
 
-def log_counts(log: Path, offset: int) -> dict[str, int]:
-    """What a worker's log says after ``offset`` bytes: ingest tasks taken, retries, locks."""
-    lines = log.read_bytes()[offset:].decode(errors="replace").splitlines()
-    ingest = [line for line in lines if "lore.ingest_documents[" in line]
-    return {
-        "taken": sum(1 for line in ingest if "received" in line),
-        "retried": sum(1 for line in lines if "] retry: " in line),
-        "locked": sum(1 for line in lines if "database is locked" in line),
-    }
-
-
 def server_cpu(args: argparse.Namespace, store_url: str | None) -> dict[int, float]:
     """CPU so far of the PostgreSQL backends serving the workers (none on SQLite)."""
     if not store_url:
@@ -211,9 +209,12 @@ def ingest_variant(
         offsets = [log.stat().st_size for log in logs]
         before = runtime.store.counts()["chunks"]
         load = os.getloadavg()[0]
+        pool = children([proc.pid for proc in procs])
+        sched = [main_thread_sched(pid) for pid in pool]
         cpu, server = cpu_seconds([proc.pid for proc in procs]), server_cpu(args, store_url)
         seconds, counts = run_job(runtime, docs)
         cpu = cpu_seconds([proc.pid for proc in procs]) - cpu
+        split = time_split(pool, sched, seconds)
         server_s = sum(s - server.get(pid, 0.0) for pid, s in server_cpu(args, store_url).items())
         chunks = runtime.store.counts()["chunks"] - before
         found = [log_counts(log, at) for log, at in zip(logs, offsets, strict=True)]
@@ -228,6 +229,7 @@ def ingest_variant(
         "ingest_tasks_per_worker": [f["taken"] for f in found],
         "task_retries_per_worker": [f["retried"] for f in found],
         "database_locked_log_lines": sum(f["locked"] for f in found),
+        **split,
         "worker_cpu_s": round(cpu, 2),
         "worker_cores_used": round(cpu / seconds, 2),
         "docs_per_worker_cpu_s": round(len(docs) / cpu, 3),
