@@ -74,9 +74,17 @@ def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[
         )
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) one process has used so far (0 once it has exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """CPU time (user + system) used so far by these processes and their children."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     seen: set[int] = set()
     todo = list(pids)
@@ -85,14 +93,55 @@ def cpu_seconds(pids: list[int]) -> float:
         if pid in seen:
             continue
         seen.add(pid)
+        total += own_cpu_seconds(pid)
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
             for task in Path(f"/proc/{pid}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
     return total
+
+
+def children(pids: list[int]) -> list[int]:
+    """The direct children of these processes (a prefork worker's pool processes)."""
+    found: list[int] = []
+    for pid in pids:
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                found += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def main_thread_sched(pid: int) -> tuple[float, float]:
+    """Seconds a process's main thread has run, and waited runnable for a core.
+
+    From ``/proc/<pid>/schedstat``; wall time minus both is time it was blocked
+    (waiting on a socket, a lock, the disk, or for work).
+    """
+    try:
+        ran, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+def backend_cpu_seconds(admin_url: str, store_url: str, application: str) -> dict[int, float]:
+    """CPU time so far of each PostgreSQL backend serving ``application`` on a database.
+
+    The server runs on this host, so its backends' ``/proc`` entries are readable: the
+    work PostgreSQL does for the workers, which a SQLite worker does in its own process.
+    """
+    import psycopg
+
+    name = store_url.partition("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+            (name, application),
+        ).fetchall()
+    return {int(pid): own_cpu_seconds(int(pid)) for (pid,) in rows}
 
 
 def wait_for_log(proc: subprocess.Popen[bytes], log: Path, text: bytes, timeout_s: float) -> None:
@@ -166,3 +215,33 @@ def served(data_dir: Path, store_url: str | None, log: Path) -> Iterator[str]:
         yield base
     finally:
         stop([proc])
+
+
+def log_counts(log: Path, offset: int) -> dict[str, int]:
+    """What a worker's log says after ``offset`` bytes: ingest tasks taken, retries, locks."""
+    lines = log.read_bytes()[offset:].decode(errors="replace").splitlines()
+    ingest = [line for line in lines if "lore.ingest_documents[" in line]
+    return {
+        "taken": sum(1 for line in ingest if "received" in line),
+        "retried": sum(1 for line in lines if "] retry: " in line),
+        "locked": sum(1 for line in lines if "database is locked" in line),
+    }
+
+
+def time_split(
+    pool: list[int], before: list[tuple[float, float]], seconds: float
+) -> dict[str, float]:
+    """Where the pool processes' main threads spent the run, summed over the workers.
+
+    Running, waiting runnable for a core (``pool_runqueue_wait_s``: the host's load), or
+    blocked (``pool_blocked_s``, the rest: on the store, the broker, the disk, a lock, or
+    idle once no task is left for it).
+    """
+    after = [main_thread_sched(pid) for pid in pool]
+    ran = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
+    waited = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+    return {
+        "pool_main_thread_ran_s": round(ran, 2),
+        "pool_runqueue_wait_s": round(waited, 2),
+        "pool_blocked_s": round(seconds * len(pool) - ran - waited, 2),
+    }

@@ -33,9 +33,11 @@ from typing import Any, Protocol
 
 from lore.errors import BackendUnavailableError, ConfigurationError, StorageError
 
-# The advisory-lock key writers of a change log take before they append to it: with it
-# held to commit, change sequence numbers become visible in the order they were handed
-# out, so a reader that asks for "everything after the last seq I saw" never skips one.
+# The advisory lock writers of a change log take before they append to it: with it held
+# to commit, change sequence numbers become visible in the order they were handed out, so
+# a reader that asks for "everything after the last seq I saw" never skips one. Each
+# schema has its own log (and sequence), so the lock is keyed (CHANGE_LOG_LOCK, schema):
+# the two-key space, apart from the one-key locks of schema migrations.
 CHANGE_LOG_LOCK = 0x4C4F5245  # "LORE"
 IDLE_CHECK_S = 2.0  # a pooled connection idle longer than this is checked before use
 
@@ -417,8 +419,13 @@ class PostgresDatabase:
             )
 
     def lock_change_log(self, conn: Conn) -> None:
-        """Hold the change-log lock to commit: seqs then commit in the order they were taken."""
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (CHANGE_LOG_LOCK,))
+        """Hold this schema's change-log lock to commit: seqs commit in the order taken.
+
+        Writers of other schemas (other namespaces) take other locks and never wait here.
+        """
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(?::integer, hashtext(?))", (CHANGE_LOG_LOCK, self.schema)
+        )
 
     def generation(self) -> tuple[int, int]:
         """The tracked-writes counter of this schema."""

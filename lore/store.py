@@ -4,7 +4,7 @@ An embedded SQLite file (WAL mode) or a schema of a PostgreSQL database, through
 :mod:`lore.db`. Every index (BM25, HNSW) is a derived view that catches up from
 :meth:`Store.changes_since`; the change sequence only grows, and chunk row ids are never
 reused, so an index can replay changes any number of times and end in the same state.
-Every write that appends to the change log holds the database's change-log lock to its
+Every write that appends to the change log holds its schema's change-log lock to its
 commit, so on PostgreSQL too sequence numbers become visible in order and a reader asking
 for "after the last seq I saw" never skips one committed late. A crash between a store
 write and an index update loses nothing. A document's metadata is stored once, on its row

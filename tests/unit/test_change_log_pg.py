@@ -111,3 +111,55 @@ def test_reader_never_skips_a_change_committed_late(postgres_url: str, locked: b
     else:  # the interleaving the lock prevents: the fast commit first, the slow seq skipped
         assert got["fast_at"] < got["slow_at"]
         assert got["fast"] in seen and got["slow"] not in seen
+
+
+def _commit_times(url: str, slow_schema: str, fast_schema: str) -> dict[str, float]:
+    """A slow writer on one schema, a fast one 0.2 s later on another (or the same).
+
+    Returns when each began and committed, and the seq each took.
+    """
+    setup = Store(PostgresDatabase(url, slow_schema))
+    with setup.database.write() as db:
+        for statement in _SLOW_TRIGGER:
+            db.execute(statement)
+    slow_url = f"{url}?options=-c%20lore.slow%3D{SLOW_S}"
+    stores = {
+        "slow": Store(PostgresDatabase(slow_url, slow_schema)),
+        "fast": Store(PostgresDatabase(url, fast_schema)),
+    }
+    times: dict[str, float] = {}
+
+    def write(name: str, delay_s: float) -> None:
+        time.sleep(delay_s)
+        times[f"{name}_began"] = time.monotonic()
+        stores[name].replace_document(*_document(name))
+        times[f"{name}_at"] = time.monotonic()
+
+    writers = [
+        threading.Thread(target=write, args=("slow", 0.0)),
+        threading.Thread(target=write, args=("fast", 0.2)),
+    ]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    for name, store in stores.items():
+        times[f"{name}_seqs"] = len(store.changes_since(0))
+    for store in (setup, *stores.values()):
+        store.database.close()
+    return times
+
+
+@pytest.mark.parametrize("same_schema", [True, False], ids=["same-schema", "other-schema"])
+def test_change_log_lock_is_per_schema(postgres_url: str, same_schema: bool) -> None:
+    """Writers of one schema wait for each other; a namespace in another schema does not."""
+    got = _commit_times(postgres_url, "ns_a", "ns_a" if same_schema else "ns_b")
+    fast_took = got["fast_at"] - got["fast_began"]
+    if same_schema:
+        assert got["fast_at"] > got["slow_at"]  # queued behind the slow writer's lock
+        assert fast_took > SLOW_S / 2
+        assert got["slow_seqs"] == got["fast_seqs"] == 2  # one log holding both
+    else:
+        assert got["fast_at"] < got["slow_at"]  # committed while the slow one still held its lock
+        assert fast_took < SLOW_S / 2
+        assert (got["slow_seqs"], got["fast_seqs"]) == (1, 1)  # a log per schema
