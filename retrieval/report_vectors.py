@@ -2,8 +2,9 @@
 
 Global search ranks community reports and scores their statements against the question
 by cosine similarity. Embedding them per question cost minutes on a fresh process, so
-each report's texts — the whole report (row 0) and each statement that can become a key
-point — are embedded when the report is written or refreshed and stored in the store's
+each report's statements — those that can become key points — are embedded when the
+report is written or refreshed (global search ranks a report by its statement closest
+to the question, so the whole report text is never embedded) and stored in the store's
 ``report_vectors`` table (its SQLite file or PostgreSQL schema), keyed by community id
 with a hash of those texts and the embedding model. Whatever the graph backend, the
 vectors live next to the documents. :class:`ReportVectorIndex` is the derived, in-memory
@@ -31,7 +32,7 @@ import numpy as np
 from graph.models import CommunityReport
 from lore.db import Conn, Database, Tables, upsert_sql
 from lore.embedders import Embedder, Matrix
-from retrieval.keypoints import report_text, report_units
+from retrieval.keypoints import report_units
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS report_vectors (
@@ -42,14 +43,14 @@ CREATE TABLE IF NOT EXISTS report_vectors (
 _COLUMNS = ("community_id", "content_hash", "model", "dimension", "rows", "vectors")
 
 
-def report_texts(report: CommunityReport) -> list[str]:
-    """What is embedded for a report: its whole text, then each statement."""
-    return [report_text(report), *(text for text, _ in report_units(report))]
+def statements(report: CommunityReport) -> list[str]:
+    """What is embedded for a report: each statement that can become a key point."""
+    return [text for text, _ in report_units(report)]
 
 
 def content_hash(texts: Sequence[str], model: str) -> str:
-    """Hash of a report's embedded texts and the model that embeds them."""
-    return hashlib.sha256(json.dumps([model, *texts]).encode()).hexdigest()[:24]
+    """Hash of a report's statements and the model that embeds them."""
+    return hashlib.sha256(json.dumps([model, "statements", *texts]).encode()).hexdigest()[:24]
 
 
 class ReportVectorStore(Tables):
@@ -125,7 +126,7 @@ class ReportVectorIndex:
     def _catch_up(self, reports: Sequence[CommunityReport]) -> int:
         self._reload()
         model = self.embedder.name
-        wanted = {r.community_id: report_texts(r) for r in reports}
+        wanted = {r.community_id: statements(r) for r in reports}
         digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
         stale = [cid for cid in sorted(wanted) if self._digest(cid) != digests[cid]]
         gone = sorted(set(self._vectors) - set(wanted))
@@ -134,14 +135,11 @@ class ReportVectorIndex:
         known = self._reusable(wanted, digests, {t for cid in stale for t in wanted[cid]})
         for start in range(0, max(1, len(stale)), self.reports_per_write):
             part = stale[start : start + self.reports_per_write]
-            # every distinct text once, in one call (the embedder sorts it by length)
+            # every distinct statement once, in one call (the embedder sorts it by length)
             missing = list(dict.fromkeys(t for cid in part for t in wanted[cid] if t not in known))
             if missing:
                 known.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
-            rows = [
-                (cid, digests[cid], model, np.stack([known[t] for t in wanted[cid]]))
-                for cid in part
-            ]
+            rows = [(cid, digests[cid], model, self._matrix(wanted[cid], known)) for cid in part]
             self.store.put(rows, gone if start == 0 else ())
             for cid, digest, _, matrix in rows:
                 self._vectors[cid] = (digest, matrix)
@@ -150,10 +148,15 @@ class ReportVectorIndex:
             self._vectors.pop(cid, None)
         return len(stale)
 
+    def _matrix(self, texts: Sequence[str], known: dict[str, Matrix]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return np.stack([known[t] for t in texts])
+
     def _reusable(
         self, wanted: dict[str, list[str]], digests: dict[str, str], needed: set[str]
     ) -> dict[str, Matrix]:
-        """Vectors of ``needed`` texts that current reports already hold (not embedded twice)."""
+        """Vectors of ``needed`` statements that current reports hold (not embedded twice)."""
         known: dict[str, Matrix] = {}
         for cid, texts in wanted.items():
             found = self._vectors.get(cid)
@@ -175,9 +178,9 @@ class ReportVectorIndex:
             self._generation = generation
 
     def vectors(self, report: CommunityReport) -> Matrix | None:
-        """The report's vectors (row 0: whole report; then its statements), if current."""
+        """The report's statement vectors (in :func:`statements` order), if current."""
         found = self._vectors.get(report.community_id)
-        if found is None or found[0] != content_hash(report_texts(report), self.embedder.name):
+        if found is None or found[0] != content_hash(statements(report), self.embedder.name):
             return None
         return found[1]
 
@@ -187,6 +190,6 @@ class ReportVectorIndex:
         for report in reports:
             matrix = self.vectors(report)
             if matrix is not None:
-                for text, vector in zip(report_texts(report), matrix, strict=True):
+                for text, vector in zip(statements(report), matrix, strict=True):
                     out.setdefault(text, vector)
         return out

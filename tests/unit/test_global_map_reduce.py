@@ -14,6 +14,7 @@ from retrieval.answer import Evidence, ExtractiveAnswerWriter, stuff_chunks
 from retrieval.contract import EngineRanks, QueryResult
 from retrieval.global_search import (
     batches,
+    best_statements,
     choose_level,
     level_views,
     pick_within_budget,
@@ -119,6 +120,27 @@ def test_extractive_mapper_scores_against_the_question() -> None:
     assert best.text.startswith("Database timeouts") and best.chunk_ids == ("c1",)
     assert all(0 <= p.score <= 100 for p in points)
     assert len([p for p in points if p.report_id == "0-0"]) == 1  # per_report
+
+
+def test_a_report_is_as_close_to_the_question_as_its_closest_statement() -> None:
+    focused = report(
+        "0-0",
+        0,
+        Finding("Database timeouts come from a saturated connection pool.", (), (), ("c1",)),
+        Finding("The status page shows a banner.", (), (), ("c2",)),
+        Finding("Emails were delayed by a relay.", (), (), ("c3",)),
+    )
+    empty = CommunityReport("0-1", 0, "title", " ", (), 1.0, "0-1")  # nothing to say
+    view = [empty, focused]
+    df, n = document_frequencies(ANALYZER, [t for r in view for t, _ in report_units(r)])
+    scorer = HybridScorer(ANALYZER, BagOfWords(), df, n)
+    query = scorer.query_vector("database timeouts connection pool")
+    rows = best_statements(scorer, view, query)
+    assert rows.shape == (2, BagOfWords.dimension) and not rows[0].any()
+    statement = scorer.vectors(["Database timeouts come from a saturated connection pool."])
+    assert (rows[1] == statement[0]).all()  # the closest statement, not a mean
+    mean = scorer.vectors([t for t, _ in report_units(focused)]).mean(axis=0)
+    assert float(rows[1] @ query) > float(mean @ query) / float(np.linalg.norm(mean))
 
 
 def test_reduce_keeps_the_best_within_budget_without_duplicates() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from graph.models import CommunityReport, Finding
 from lore.embedders import Matrix
-from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore, report_texts
+from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore, statements
 from tests.tables import another_process, tables_at
 from tests.unit.test_global_map_reduce import BagOfWords
 
@@ -34,17 +34,18 @@ def test_unchanged_reports_are_never_embedded_again(store_url: str | None, tmp_p
     index = ReportVectorIndex(store, embedder)
     reports = [report("0-0", "The pool ran dry."), report("0-1", "Retries doubled.")]
     assert index.catch_up(reports) == 2
-    assert embedder.embedded == sum(len(report_texts(r)) for r in reports)
+    embedded = sum(len(statements(r)) for r in reports)  # statements only, never whole texts
+    assert embedder.embedded == embedded
     assert index.catch_up(reports) == 0  # nothing changed: nothing embedded
     vectors = index.vectors(reports[0])
-    assert vectors is not None and vectors.shape == (len(report_texts(reports[0])), 64)
+    assert vectors is not None and vectors.shape == (len(statements(reports[0])), 64)
 
     # another process (a new index on the same tables) reads them back without embedding
     with another_process(store_url, tmp_path / "s.sqlite3") as elsewhere:
         fresh = Counting()
         again = ReportVectorIndex(ReportVectorStore(elsewhere), fresh)
         assert again.catch_up(reports) == 0 and fresh.embedded == 0
-        assert set(again.by_text(reports)) == {t for r in reports for t in report_texts(r)}
+        assert set(again.by_text(reports)) == {t for r in reports for t in statements(r)}
 
         # a changed report is embedded again, a vanished one is dropped
         changed = [report("0-0", "The pool ran dry at noon.")]
@@ -53,9 +54,7 @@ def test_unchanged_reports_are_never_embedded_again(store_url: str | None, tmp_p
         assert set(again.store.hashes()) == {"0-0"}
 
         # the first process sees that write and reloads instead of serving old vectors
-        assert index.catch_up(changed) == 0 and embedder.embedded == sum(
-            len(report_texts(r)) for r in reports
-        )
+        assert index.catch_up(changed) == 0 and embedder.embedded == embedded
         assert index.vectors(changed[0]) is not None and index.vectors(reports[1]) is None
         again.store.close()
     store.close()
@@ -72,8 +71,9 @@ def test_a_sentence_quoted_by_many_reports_is_embedded_once(tmp_path: Path) -> N
     child = shared("0-0", "The pool ran dry.", "Retries doubled.")
     parent = shared("1-0", "The pool ran dry.", "Retries doubled.", "Nobody was paged.")
     assert index.catch_up([child, parent]) == 2
-    distinct = set(report_texts(child)) | set(report_texts(parent))
-    assert embedder.embedded == len(distinct) < len(report_texts(child) + report_texts(parent))
+    distinct = set(statements(child)) | set(statements(parent))
+    said = len(statements(child) + statements(parent))
+    assert embedder.embedded == len(distinct) < said
     by_text = index.by_text([child, parent])
     assert set(by_text) == distinct
 
@@ -81,10 +81,10 @@ def test_a_sentence_quoted_by_many_reports_is_embedded_once(tmp_path: Path) -> N
     edited = shared("1-0", "The pool ran dry.", "Nobody was paged at all.")
     before = embedder.embedded
     assert index.catch_up([child, edited]) == 1
-    new_texts = set(report_texts(edited)) - distinct
+    new_texts = set(statements(edited)) - distinct
     assert embedder.embedded - before == len(new_texts)
     vectors = index.vectors(edited)
-    assert vectors is not None and (vectors[1] == by_text["The pool ran dry."]).all()
+    assert vectors is not None and (vectors[0] == by_text["The pool ran dry."]).all()
     index.store.close()
 
 
@@ -112,6 +112,6 @@ def test_a_stopped_catch_up_keeps_the_reports_it_stored(tmp_path: Path) -> None:
     resumed = Counting()
     again = ReportVectorIndex(ReportVectorStore(tmp_path / "s.sqlite3"), resumed)
     assert again.catch_up(reports) == 1  # only the report never stored
-    assert resumed.embedded == len(report_texts(reports[4]))
+    assert resumed.embedded == len(statements(reports[4]))
     store.close()
     again.store.close()
