@@ -90,7 +90,12 @@ class GraphStore(Protocol):
         ...
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
-        """Store a new hierarchy, replacing the previous one."""
+        """Store a new hierarchy, replacing the previous one.
+
+        The reports of communities not in it are deleted in the same transaction, so a
+        report of a vanished community is never served, even before the refresh that
+        follows has written a single report; the others are left as they are.
+        """
         ...
 
     def communities(self, level: int | None = None) -> list[Community]:
@@ -98,7 +103,11 @@ class GraphStore(Protocol):
         ...
 
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
-        """Store the reports of the current hierarchy, replacing all others."""
+        """Store the reports of the current hierarchy, replacing all others.
+
+        Rewrites every stored report: a refresh stores only what it wrote
+        (:meth:`put_reports`) and relies on :meth:`replace_communities` to drop the rest.
+        """
         ...
 
     def put_reports(

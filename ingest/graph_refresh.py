@@ -10,7 +10,8 @@ level by level, deepest first: children are summarised before their parents.
 :func:`report_job` says what to write for a stale community: nothing when its
 fingerprint (members, their provenance, relation weights) matches the stored report's,
 so a stale community whose inputs turn out unchanged keeps its report.
-:func:`store_reports` writes a level's new reports and clears their stale marks.
+:func:`store_reports` writes a level's new reports (only those) and clears their stale
+marks; the reports of communities gone from the hierarchy are dropped as it is replaced.
 In-process (:func:`run_plan`: ``lore graph refresh`` without a broker, and ``lore graph
 build``) the :class:`Summarizer` writes a whole level at once; a worker fans a level out
 as one task per community (:func:`summarize_community`). Marks are cleared only once a
@@ -158,11 +159,14 @@ def summarize_community(
 def store_reports(
     graph: GraphStore, written: Sequence[CommunityReport], checked: Sequence[str]
 ) -> None:
-    """Store a level's new reports, drop reports of vanished communities, clear marks."""
-    current = {c.id for c in graph.communities()}
-    merged = {r.community_id: r for r in graph.reports() if r.community_id in current}
-    merged.update({r.community_id: r for r in written if r.community_id in current})
-    graph.replace_reports(sorted(merged.values(), key=lambda r: (r.level, r.community_id)))
+    """Store a level's new reports, and only those; clear the marks of the ids checked.
+
+    The cost is that of the level's reports, not of every stored one. A report of a
+    community no longer in the hierarchy is not stored (:meth:`GraphStore.put_reports`),
+    and the reports of vanished communities went when the hierarchy was replaced
+    (:meth:`GraphStore.replace_communities`), once per refresh.
+    """
+    graph.put_reports(written)
     graph.clear_stale(list(checked))
 
 

@@ -285,9 +285,15 @@ class LocalGraphStore(Tables):
         return dict(counts)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
-        """Store a new hierarchy."""
+        """Store a new hierarchy and drop the reports of communities not in it, atomically."""
         rows = [(c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities]
-        self._replace_all("communities", rows)
+        with self._write() as db:
+            db.execute("DELETE FROM communities")
+            db.executemany(_insert("communities"), rows)
+            db.execute(
+                "DELETE FROM community_reports "
+                "WHERE community_id NOT IN (SELECT id FROM communities)"
+            )
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities ordered by level and cluster."""

@@ -339,9 +339,21 @@ class Neo4jGraphStore:
         self._write(work)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
-        """Store a new hierarchy."""
+        """Store a new hierarchy and drop the reports of communities not in it, atomically.
+
+        The reports to drop are found in Python (every stored report's id, less the
+        hierarchy's) and deleted by id, in the transaction that replaces the hierarchy.
+        """
         rows = [asdict(c) for c in communities]  # the driver sends tuples as lists
-        self._replace_all(q.DELETE_COMMUNITIES, q.CREATE_COMMUNITIES, rows)
+        ids = {c.id for c in communities}
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            _data(tx, q.DELETE_COMMUNITIES, self._params())
+            self._run_batched(tx, q.CREATE_COMMUNITIES, "rows", rows)
+            reported = {str(r["id"]) for r in _data(tx, q.REPORT_IDS, self._params())}
+            self._run_batched(tx, q.DELETE_REPORTS_OF, "ids", sorted(reported - ids))
+
+        self._write(work)
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities ordered by level and cluster."""

@@ -210,6 +210,14 @@ WHERE $level IS NULL OR r.level = $level
 RETURN r.community_id AS community_id, r.level AS level, r.json AS json
 """
 
+REPORT_IDS: Final = "MATCH (r:LoreReport {ns: $ns}) RETURN r.community_id AS id"
+
+DELETE_REPORTS_OF: Final = """
+UNWIND $ids AS community_id
+MATCH (r:LoreReport {ns: $ns, community_id: community_id})
+DETACH DELETE r
+"""
+
 # -- reports, a few at a time (put_reports) ----------------------------------------------
 
 CURRENT_COMMUNITIES: Final = """

@@ -381,6 +381,25 @@ def test_put_reports_stores_the_reports_given_and_leaves_the_others(store: Graph
     assert store.counts()["communities"] == 4
 
 
+def test_replacing_the_hierarchy_drops_the_reports_of_communities_gone_from_it(
+    store: GraphStore,
+) -> None:
+    hierarchy = _hierarchy()
+    store.replace_communities(hierarchy)
+    reports = [_report(c.id, c.level) for c in hierarchy]
+    store.replace_reports(reports)
+    moved = replace(hierarchy[2], members=("b", "d"))  # same id, other members: kept
+    store.replace_communities(
+        [hierarchy[0], hierarchy[1], moved, Community("1-3", 1, 3, "0-0", ())]
+    )
+    assert store.reports() == reports[:3]  # 1-2 is gone; 1-3 has no report yet
+    assert store.put_reports([_report("1-2", 1)]) == set()  # nor can one come back
+    store.replace_communities([])
+    assert store.reports() == [] and store.communities() == []
+    store.replace_communities(hierarchy)  # nothing to drop, nothing comes back
+    assert store.reports() == []
+
+
 def test_put_reports_with_expected_versions_is_a_compare_and_set(store: GraphStore) -> None:
     store.replace_communities(_hierarchy())
     lazy_top = replace(_report("0-0", 0), method=LAZY)

@@ -16,7 +16,7 @@ from graph.store import GraphStore
 from ingest.graph_lifecycle import forget_chunks
 from ingest.graph_refresh import Summarizer, plan_refresh, run_plan
 from ingest.quarantine import Quarantine
-from tests.graph.test_graph_store_contract import mention, rel, store  # noqa: F401
+from tests.graph.test_graph_store_contract import backend, mention, rel, store  # noqa: F401
 from tests.tables import tables_at
 
 TEXTS = {

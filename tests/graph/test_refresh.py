@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from graph.communities import Edge, hierarchical_communities
 from graph.incremental import update_hierarchy
-from graph.models import entity_key
+from graph.models import ChunkMentions, EntityMention, RelationMention, entity_key
+from graph.reports import ExtractiveWriter
+from graph.stores import open_graph_store
+from ingest.graph_refresh import Summarizer, plan_refresh, run_plan
 from ingest.loaders import load_paths
 from lore.embedders import LocalEmbedder
 from lore.jobs import JobStore
 from lore.models import SourceDocument
 from tests.conftest import ROOT, make_runtime
+from tests.graph.test_lazy_reports import report_row_writes, watch_report_rows
 from workers.refresh import refresh_inline
 from workers.runtime import Runtime
 
@@ -47,6 +53,81 @@ def test_a_change_moves_only_what_it_touched() -> None:
     assert joined.id == home.id and set(joined.members) == {*home.members, "fresh"}
     untouched = [c for c in before if "n2-3" not in c.members and "n2-4" not in c.members]
     assert all(c in after for c in untouched)
+
+
+def _group_chunks(count: int, size: int, relations: int) -> list[ChunkMentions]:
+    """One chunk per group: ``relations`` random relations among ``size`` entities of its own.
+
+    The groups are not linked, so a group's entities, its communities (a few levels of
+    them) and their reports go with its chunk.
+    """
+    rng = random.Random(7)
+    chunks = []
+    for g in range(count):
+        pairs: set[tuple[int, int]] = set()
+        while len(pairs) < relations:
+            a, b = sorted(rng.sample(range(size), 2))
+            pairs.add((a, b))
+        names = sorted({f"g{g}-{n}" for pair in pairs for n in pair})
+        chunks.append(
+            ChunkMentions(
+                f"group-{g}",
+                f"d{g}",
+                [EntityMention(n, "thing", f"{n} is in group {g}.", 1) for n in names],
+                [
+                    RelationMention(f"g{g}-{a}", f"g{g}-{b}", 1.0, f"g{g}-{a} calls g{g}-{b}.")
+                    for a, b in sorted(pairs)
+                ],
+            )
+        )
+    return chunks
+
+
+def _texts(chunk_ids: Sequence[str]) -> dict[str, str]:
+    return {c: f"Chunk {c} describes how its members work together." for c in chunk_ids}
+
+
+def test_a_refresh_writes_only_the_reports_it_rewrote_and_drops_those_of_vanished_communities(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "g.sqlite3"
+    graph = open_graph_store("local", path=database)
+    graph.put_chunks(_group_chunks(6, 30, 80))
+
+    summarizer = Summarizer(ExtractiveWriter(), _texts)
+    built = run_plan(graph, summarizer, plan_refresh(graph, max_cluster_size=10))
+    before = {r.community_id: r for r in graph.reports()}
+    assert built.refreshed == len(before) == built.communities > 30
+    assert len({c.level for c in graph.communities()}) == 3
+    group_3 = {c.id for c in graph.communities() if all(m.startswith("g3-") for m in c.members)}
+
+    watch_report_rows(database)
+    graph.remove_chunks(["group-3"])  # its members, their communities and reports vanish
+    graph.put_chunk(
+        "edit",
+        "d-edit",
+        [
+            EntityMention("g5-1", "thing", "g5-1 is edited.", 1),
+            EntityMention("fresh", "thing", "new", 1),
+        ],
+        [RelationMention("g5-1", "fresh", 2.0, "g5-1 pages fresh.")],
+    )
+    plan = plan_refresh(graph, max_cluster_size=10)
+    refreshed = run_plan(graph, summarizer, plan)
+    writes = report_row_writes(database)
+
+    after = {r.community_id: r for r in graph.reports()}
+    assert set(after) == {c.id for c in graph.communities()}  # exactly the hierarchy's
+    vanished = set(before) - set(after)
+    assert group_3 and group_3 <= vanished
+    assert "g3-" not in json.dumps([r.to_json() for r in after.values()])
+    rewritten = {k for k, r in after.items() if before.get(k) != r}
+    assert 0 < len(rewritten) == refreshed.refreshed < len(after) // 2
+    # each rewritten report's row written once, each vanished one deleted once, no other row
+    assert sorted(cid for op, cid in writes if op != "DELETE") == sorted(rewritten)
+    assert sorted(cid for op, cid in writes if op == "DELETE") == sorted(vanished)
+    assert not graph.stale_communities() and not graph.touched_entities()
+    graph.close()
 
 
 @pytest.fixture
