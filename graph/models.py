@@ -134,6 +134,13 @@ def merge_descriptions(descriptions: Iterable[str]) -> str:
     )
 
 
+def fold_accents(text: str) -> str:
+    """``text`` without accents and case (Unicode NFKD, combining marks dropped, casefold)."""
+    return "".join(
+        ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch)
+    ).casefold()
+
+
 def entity_key(name: str) -> str:
     """Normalised name used to merge mentions.
 
@@ -143,9 +150,7 @@ def entity_key(name: str) -> str:
     only loses case and surrounding punctuation, its characters kept exactly.
     """
     key = " ".join(name.strip(" \t`'\"()[]{}.,;:").split()).lower()
-    folded = "".join(
-        ch for ch in unicodedata.normalize("NFKD", key) if not unicodedata.combining(ch)
-    ).casefold()
+    folded = fold_accents(key)
     if not re.fullmatch(r"[^\W\d_]+(?: [^\W\d_]+)*", folded):
         return key  # identifiers are kept exactly (but for case)
     key = folded

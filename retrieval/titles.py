@@ -5,8 +5,8 @@ naming services, tickets naming components) is a graph in disguise: the page tit
 "Ermengarde of Tours" is *the* page about the entity another page calls "Ermengarde of
 Tours". This module finds those names in a question or in an extracted entity name.
 
-Names are compared as word tuples (see :func:`name_tokens`), so case, punctuation,
-possessives and a plural ending do not matter ("Lothair Ii's" finds "Lothair II",
+Names are compared as word tuples (see :func:`name_tokens`), so case, accents,
+punctuation, possessives and a plural ending do not matter ("Lothair Ii's" finds "Lothair II",
 "Ryan Adams" finds "Ryan Adams" whatever the entity key made of it). A title is also
 known by its head without a trailing qualifier ("Atomised (film)" -> "Atomised") and,
 when that is at least two words, by the part before its first comma ("Beatrice I,
@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from graph.models import fold_accents
 from retrieval.stopwords import ENGLISH_STOPWORDS
 
 _WORD = re.compile(r"\w+")
@@ -39,8 +40,13 @@ def _fold(word: str) -> str:
 
 
 def name_tokens(text: str) -> Form:
-    """Lower-cased words of ``text``, possessive ``'s`` dropped, plural ending folded."""
-    return tuple(_fold(w) for w in _WORD.findall(_POSSESSIVE.sub("", text.casefold())))
+    """Words of ``text``: case and accents folded, possessive dropped, plural folded.
+
+    Folded as entity keys are (``graph.models.entity_key``), so the key "georges mely"
+    of "Georges Méliès" finds the page titled "Georges Méliès".
+    """
+    words = _WORD.findall(_POSSESSIVE.sub("", fold_accents(text)))
+    return tuple(_fold(w) for w in words)
 
 
 def title_forms(title: str) -> set[Form]:

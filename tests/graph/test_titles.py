@@ -1,5 +1,6 @@
 """Document titles as a gazetteer: name normalisation, title forms, matching."""
 
+from graph.models import entity_key
 from retrieval.titles import TitleIndex, name_tokens, title_forms
 
 INDEX = TitleIndex.build(
@@ -24,6 +25,18 @@ def test_name_tokens_ignore_case_punctuation_possessives_and_plurals() -> None:
     assert name_tokens("God\u2019s Gift to Women") == ("god", "gift", "to", "women")
     assert name_tokens("Retry Policies") == ("retry", "policy")
     assert name_tokens("access status") == ("access", "status")
+
+
+def test_an_entity_key_finds_the_page_its_name_titles_whatever_the_accents() -> None:
+    index = TitleIndex.build(
+        [("m", "290", "Georges Méliès"), ("r", "444", "Leopoldo Torres Ríos"), ("w", "1", "Łódź")]
+    )
+    for name, chunk in (("Georges Méliès", "m"), ("Leopoldo Torres Ríos", "r")):
+        key = entity_key(name)  # accents folded, plural ending dropped: "georges mely"
+        assert key.isascii() and key != name.lower()
+        assert [m.chunks for m in index.find(key, part_min_words=2)] == [(chunk,)]
+    assert [m.chunks for m in index.find("films by GEORGES MELIES")] == [("m",)]
+    assert name_tokens("Łódź") == name_tokens("łodz")  # Ł has no decomposition: kept
 
 
 def test_title_forms_drop_a_qualifier_and_keep_a_long_enough_head() -> None:
