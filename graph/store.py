@@ -102,6 +102,22 @@ class GraphStore(Protocol):
         """Stored communities, optionally of one level."""
         ...
 
+    def communities_by_id(self, ids: Sequence[str]) -> list[Community]:
+        """The stored communities with these ids (unknown ids are left out).
+
+        Ordered as :meth:`communities`. The cost is that of the ids asked, not of the
+        hierarchy: one community's report job reads it and its children, no more.
+        """
+        ...
+
+    def child_communities(self, parent_ids: Sequence[str]) -> list[Community]:
+        """The stored communities whose parent is one of ``parent_ids``.
+
+        Ordered as :meth:`communities`; read by an index on the parent, so the cost is
+        that of the children found.
+        """
+        ...
+
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others.
 
@@ -139,6 +155,13 @@ class GraphStore(Protocol):
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports, optionally of one level."""
+        ...
+
+    def reports_by_id(self, community_ids: Sequence[str]) -> list[CommunityReport]:
+        """The stored reports of these communities (a community without one: left out).
+
+        Ordered as :meth:`reports`; the cost is that of the ids asked.
+        """
         ...
 
     # -- staleness marks -----------------------------------------------------------------

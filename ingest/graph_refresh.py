@@ -126,25 +126,33 @@ def report_job(graph: GraphStore, community_id: str, largest: int) -> ReportJob 
 
 
 def report_jobs(graph: GraphStore, community_ids: Sequence[str], largest: int) -> list[ReportJob]:
-    """:func:`report_job` for many communities, reading the hierarchy and reports once.
+    """:func:`report_job` for many communities (a level), reading only what they need.
 
-    (Read per community, a level of 10,000 communities parsed 10,000 x 10,000 reports.)
+    That is the communities, their children and the reports of both, asked by id: a
+    worker's job for one community costs a few indexed reads, and a level's costs what
+    that level and the next one hold, never the whole hierarchy. (Reading every
+    community and report per job made a 10,000-community rebuild on a broker spend
+    about 0.6 s a task just reading; read per community the old way, a level of 10,000
+    communities parsed 10,000 x 10,000 reports.)
     """
-    communities = {c.id: c for c in graph.communities()}
-    reports = {r.community_id: r for r in graph.reports()}
-    children: dict[str, list[CommunityReport]] = {}
-    for c in communities.values():
-        if c.parent is not None and c.id in reports:
-            children.setdefault(c.parent, []).append(reports[c.id])
+    communities = graph.communities_by_id(community_ids)
+    children = graph.child_communities([c.id for c in communities])
+    wanted = [c.id for c in communities] + [c.id for c in children]
+    reports = {r.community_id: r for r in graph.reports_by_id(wanted)}
+    material: dict[str, list[CommunityReport]] = {}
+    for child in children:  # in hierarchy order (level, cluster), as before
+        if child.parent is not None and child.id in reports:
+            material.setdefault(child.parent, []).append(reports[child.id])
+    by_id = {c.id: c for c in communities}
     jobs: list[ReportJob] = []
     for community_id in community_ids:
-        community = communities.get(community_id)
+        community = by_id.get(community_id)
         if community is None:
             continue
         previous = reports.get(community_id)
         if previous is not None and previous.fingerprint == fingerprint(graph, community.members):
             continue
-        jobs.append(ReportJob(community, tuple(children.get(community_id, ())), largest))
+        jobs.append(ReportJob(community, tuple(material.get(community_id, ())), largest))
     return jobs
 
 

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS communities (
     id TEXT PRIMARY KEY, level INTEGER NOT NULL, cluster INTEGER NOT NULL, parent TEXT,
     members TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS communities_by_parent ON communities(parent);
 """
 _COLUMNS = {
     "entity_mentions": (
@@ -300,10 +301,21 @@ class LocalGraphStore(Tables):
         rows = self._by_level(
             "SELECT id, level, cluster, parent, members FROM communities", level, "cluster"
         )
-        return [
-            Community(str(i), int(lv), int(cl), None if p is None else str(p), tuple(json.loads(m)))
-            for i, lv, cl, p, m in rows
-        ]
+        return [_community(row) for row in rows]
+
+    def communities_by_id(self, ids: Sequence[str]) -> list[Community]:
+        """The stored communities with these ids, ordered by level and cluster."""
+        return self._communities_where("id", ids)
+
+    def child_communities(self, parent_ids: Sequence[str]) -> list[Community]:
+        """The stored communities whose parent is one of these, by level and cluster."""
+        return self._communities_where("parent", parent_ids)
+
+    def _communities_where(self, column: str, values: Sequence[str]) -> list[Community]:
+        select = "SELECT id, level, cluster, parent, members FROM communities"
+        with self._read() as db:
+            rows = _rows_of(db, select, sorted(set(values)), column)
+        return sorted((_community(row) for row in rows), key=lambda c: (c.level, c.cluster, c.id))
 
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
@@ -353,6 +365,14 @@ class LocalGraphStore(Tables):
         rows = self._by_level(
             "SELECT report, level, community_id FROM community_reports", level, None
         )
+        ordered = sorted(rows, key=lambda r: (int(r[1]), str(r[2])))
+        return [CommunityReport.from_json(str(r[0])) for r in ordered]
+
+    def reports_by_id(self, community_ids: Sequence[str]) -> list[CommunityReport]:
+        """The stored reports of these communities, ordered by level and community id."""
+        select = "SELECT report, level, community_id FROM community_reports"
+        with self._read() as db:
+            rows = _rows_of(db, select, sorted(set(community_ids)), "community_id")
         ordered = sorted(rows, key=lambda r: (int(r[1]), str(r[2])))
         return [CommunityReport.from_json(str(r[0])) for r in ordered]
 
@@ -413,6 +433,17 @@ class LocalGraphStore(Tables):
         graph = nx.Graph()
         graph.add_weighted_edges_from(self.edges())
         return graph
+
+
+def _community(row: Sequence[Any]) -> Community:
+    cid, level, cluster, parent, members = row
+    return Community(
+        str(cid),
+        int(level),
+        int(cluster),
+        None if parent is None else str(parent),
+        tuple(json.loads(members)),
+    )
 
 
 def _touch(db: Conn, keys: set[str]) -> None:

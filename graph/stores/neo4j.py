@@ -91,6 +91,25 @@ def _deleted(tx: neo4j.ManagedTransaction, query: str, params: dict[str, Any]) -
     return int(tx.run(query, params).single(strict=True)["deleted"])
 
 
+def _communities(rows: Rows) -> list[Community]:
+    found = [
+        Community(
+            str(r["id"]),
+            int(r["level"]),
+            int(r["cluster"]),
+            None if r["parent"] is None else str(r["parent"]),
+            tuple(str(m) for m in r["members"] or ()),
+        )
+        for r in rows
+    ]
+    return sorted(found, key=lambda c: (c.level, c.cluster, c.id))
+
+
+def _reports(rows: Rows) -> list[CommunityReport]:
+    ordered = sorted(rows, key=lambda r: (int(r["level"]), str(r["community_id"])))
+    return [CommunityReport.from_json(str(r["json"])) for r in ordered]
+
+
 def _report_row(report: CommunityReport) -> dict[str, Any]:
     return {
         "community_id": report.community_id,
@@ -357,17 +376,15 @@ class Neo4jGraphStore:
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities ordered by level and cluster."""
-        found = [
-            Community(
-                str(r["id"]),
-                int(r["level"]),
-                int(r["cluster"]),
-                None if r["parent"] is None else str(r["parent"]),
-                tuple(str(m) for m in r["members"] or ()),
-            )
-            for r in self._select(q.COMMUNITIES, level=level)
-        ]
-        return sorted(found, key=lambda c: (c.level, c.cluster, c.id))
+        return _communities(self._select(q.COMMUNITIES, level=level))
+
+    def communities_by_id(self, ids: Sequence[str]) -> list[Community]:
+        """The stored communities with these ids, ordered by level and cluster."""
+        return _communities(self._select(q.COMMUNITIES_BY_ID, "ids", sorted(set(ids))))
+
+    def child_communities(self, parent_ids: Sequence[str]) -> list[Community]:
+        """The stored communities whose parent is one of these (``lore_community_parent``)."""
+        return _communities(self._select(q.CHILD_COMMUNITIES, "ids", sorted(set(parent_ids))))
 
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
@@ -408,11 +425,11 @@ class Neo4jGraphStore:
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""
-        rows = sorted(
-            self._select(q.REPORTS, level=level),
-            key=lambda r: (int(r["level"]), str(r["community_id"])),
-        )
-        return [CommunityReport.from_json(str(r["json"])) for r in rows]
+        return _reports(self._select(q.REPORTS, level=level))
+
+    def reports_by_id(self, community_ids: Sequence[str]) -> list[CommunityReport]:
+        """The stored reports of these communities, ordered by level and community id."""
+        return _reports(self._select(q.REPORTS_BY_ID, "ids", sorted(set(community_ids))))
 
     # -- staleness marks ------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ SCHEMA: Final = (
     "CREATE CONSTRAINT lore_stale_id IF NOT EXISTS "
     "FOR (s:LoreStale) REQUIRE (s.ns, s.id) IS UNIQUE",
     "CREATE INDEX lore_related_chunk IF NOT EXISTS FOR ()-[r:RELATED]-() ON (r.ns, r.chunk_id)",
+    "CREATE INDEX lore_community_parent IF NOT EXISTS FOR (c:LoreCommunity) ON (c.ns, c.parent)",
 )
 
 # -- writes: a chunk's contributions ----------------------------------------------------
@@ -194,6 +195,28 @@ MATCH (c:LoreCommunity {ns: $ns})
 WHERE $level IS NULL OR c.level = $level
 RETURN c.id AS id, c.level AS level, c.cluster AS cluster, c.parent AS parent,
        c.members AS members
+"""
+
+# -- communities and reports, a few at a time (a report job: one community, its children) --
+
+COMMUNITIES_BY_ID: Final = """
+UNWIND $ids AS community_id
+MATCH (c:LoreCommunity {ns: $ns, id: community_id})
+RETURN c.id AS id, c.level AS level, c.cluster AS cluster, c.parent AS parent,
+       c.members AS members
+"""
+
+CHILD_COMMUNITIES: Final = """
+UNWIND $ids AS parent_id
+MATCH (c:LoreCommunity {ns: $ns, parent: parent_id})
+RETURN c.id AS id, c.level AS level, c.cluster AS cluster, c.parent AS parent,
+       c.members AS members
+"""
+
+REPORTS_BY_ID: Final = """
+UNWIND $ids AS community_id
+MATCH (r:LoreReport {ns: $ns, community_id: community_id})
+RETURN r.community_id AS community_id, r.level AS level, r.json AS json
 """
 
 DELETE_REPORTS: Final = "MATCH (r:LoreReport {ns: $ns}) DETACH DELETE r"

@@ -310,6 +310,37 @@ def test_communities_are_ordered_by_level_then_cluster(store: GraphStore) -> Non
     assert store.communities(level=5) == []
 
 
+def test_communities_and_reports_by_id_and_children_read_only_those_asked(
+    store: GraphStore,
+) -> None:
+    hierarchy = [
+        Community("0-0", 0, 0, None, ("a", "b", "c")),
+        Community("0-1", 0, 1, None, ("d",)),
+        Community("1-10", 1, 10, "0-0", ("b",)),
+        Community("1-2", 1, 2, "0-0", ("a",)),
+        Community("1-3", 1, 3, "0-1", ("d",)),
+        Community("2-0", 2, 0, "1-2", ("a",)),
+    ]
+    store.replace_communities(hierarchy)
+    by_id = {c.id: c for c in hierarchy}
+    asked = ["1-10", "0-1", "nope", "1-10", "2-0"]  # repeated and unknown ids
+    assert store.communities_by_id(asked) == [by_id["0-1"], by_id["1-10"], by_id["2-0"]]
+    assert store.communities_by_id([]) == []
+    # children only, never grandchildren; ordered by level then cluster (2 before 10)
+    assert store.child_communities(["0-0"]) == [by_id["1-2"], by_id["1-10"]]
+    assert store.child_communities(["0-1", "1-2", "1-3"]) == [by_id["1-3"], by_id["2-0"]]
+    assert store.child_communities(["2-0", "nope"]) == [] and store.child_communities([]) == []
+    reports = [_report("1-2", 1), _report("0-0", 0), _report("1-10", 1), _report("2-0", 2)]
+    store.put_reports(reports)
+    found = store.reports_by_id(["2-0", "1-2", "1-3", "1-10", "1-2", "nope"])
+    assert [r.community_id for r in found] == ["1-10", "1-2", "2-0"]  # 1-3 has none
+    assert found == [reports[2], reports[0], reports[3]]
+    assert store.reports_by_id([]) == []
+    many = [f"x-{i}" for i in range(1200)] + ["0-0"]  # beyond one batch of ids
+    assert store.reports_by_id(many) == [reports[1]]
+    assert store.communities_by_id(many) == [by_id["0-0"]]
+
+
 def test_put_chunks_stores_many_chunks_as_put_chunk_does(store: GraphStore) -> None:
     store.put_chunk("c0", "d0", [mention("old-svc")], [])
     store.put_chunks(

@@ -7,6 +7,7 @@ import os
 import random
 import sqlite3
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from graph.incremental import update_hierarchy
 from graph.models import ChunkMentions, EntityMention, RelationMention, entity_key
 from graph.reports import ExtractiveWriter
 from graph.stores import open_graph_store
-from ingest.graph_refresh import Summarizer, plan_refresh, run_plan
+from ingest.graph_refresh import Summarizer, plan_refresh, report_job, report_jobs, run_plan
 from ingest.loaders import load_paths
 from lore.embedders import LocalEmbedder
 from lore.jobs import JobStore
@@ -127,6 +128,34 @@ def test_a_refresh_writes_only_the_reports_it_rewrote_and_drops_those_of_vanishe
     assert sorted(cid for op, cid in writes if op != "DELETE") == sorted(rewritten)
     assert sorted(cid for op, cid in writes if op == "DELETE") == sorted(vanished)
     assert not graph.stale_communities() and not graph.touched_entities()
+    graph.close()
+
+
+def test_a_report_job_carries_its_childrens_reports_read_by_id(tmp_path: Path) -> None:
+    graph = open_graph_store("local", path=tmp_path / "g.sqlite3")
+    graph.put_chunks(_group_chunks(4, 30, 80))
+    plan = plan_refresh(graph, max_cluster_size=10)
+    run_plan(graph, Summarizer(ExtractiveWriter(), _texts), plan)
+    hierarchy = graph.communities()
+    reports = {r.community_id: r for r in graph.reports()}
+    assert len({c.level for c in hierarchy}) >= 2 and set(reports) == {c.id for c in hierarchy}
+    assert all(report_job(graph, c.id, plan.largest) is None for c in hierarchy)  # current
+
+    graph.put_reports([replace(r, fingerprint="outdated") for r in reports.values()])
+    outdated = {r.community_id: r for r in graph.reports()}
+    with_children = 0
+    for community in hierarchy:  # every job now, each as reading the whole graph gave it
+        job = report_job(graph, community.id, plan.largest)
+        assert job is not None and job.community == community and job.largest == plan.largest
+        assert job.children == tuple(outdated[c.id] for c in hierarchy if c.parent == community.id)
+        with_children += bool(job.children)
+    assert with_children == len({c.parent for c in hierarchy} - {None}) > 0
+    for level in sorted({c.level for c in hierarchy}):  # a level at once: the same jobs
+        ids = [c.id for c in hierarchy if c.level == level]
+        assert report_jobs(graph, [*ids, "gone"], 9) == [
+            replace(job, largest=9) for job in (report_job(graph, i, 0) for i in ids) if job
+        ]
+    assert report_job(graph, "gone", 1) is None
     graph.close()
 
 
