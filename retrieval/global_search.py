@@ -89,6 +89,44 @@ def level_views(
     return views
 
 
+@dataclass(frozen=True)
+class StatementMatrix:
+    """A view's statement vectors, stacked once per view.
+
+    ``rows[starts[i]:starts[i] + counts[i]]`` are the statements of the i-th report
+    (none: count 0).
+
+    Built when the view is first read and kept with its scorer, so a question costs one
+    matrix product and a segmented argmax, not a restack of every statement vector.
+    """
+
+    rows: Matrix
+    starts: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, scorer: HybridScorer, view: Sequence[CommunityReport]) -> StatementMatrix:
+        """Stack the statement vectors of every report of ``view``, in view order."""
+        said = [statements(r) for r in view]
+        counts = np.fromiter((len(t) for t in said), dtype=np.int64, count=len(said))
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        rows = scorer.vectors([t for texts in said for t in texts])
+        return cls(rows, starts, counts)
+
+    def best(self, query: Matrix) -> Matrix:
+        """Per report, the vector of its statement closest to ``query`` (zeros: none)."""
+        out = np.zeros((len(self.counts), self.rows.shape[1]), dtype=np.float32)
+        filled = np.flatnonzero(self.counts)
+        if not len(filled):
+            return out
+        cosines = self.rows @ query
+        segment = np.repeat(np.arange(len(self.counts)), self.counts)
+        # sorted by report, then by cosine descending: each report's first row is its best
+        order = np.lexsort((-cosines, segment))
+        out[filled] = self.rows[order[self.starts[filled]]]
+        return out
+
+
 def best_statements(scorer: HybridScorer, view: Sequence[CommunityReport], query: Matrix) -> Matrix:
     """Per report, the vector of its statement closest to the question (zeros: none).
 
@@ -97,16 +135,7 @@ def best_statements(scorer: HybridScorer, view: Sequence[CommunityReport], query
     reports on 2Wiki, 926 relevant + 800 other reports of the deepest view: 0.970 vs
     0.950, MRR 0.985 vs 0.973), and the whole texts need not be embedded at all.
     """
-    said = [statements(r) for r in view]
-    rows = scorer.vectors([t for texts in said for t in texts])
-    cosines = rows @ query if len(rows) else np.zeros(0, dtype=np.float32)
-    out = np.zeros((len(view), rows.shape[1]), dtype=np.float32)
-    at = 0
-    for i, texts in enumerate(said):
-        if texts:
-            out[i] = rows[at + int(np.argmax(cosines[at : at + len(texts)]))]
-        at += len(texts)
-    return out
+    return StatementMatrix.of(scorer, view).best(query)
 
 
 def choose_level(view_tokens: Mapping[int, int], budget_tokens: int) -> int:
@@ -166,7 +195,9 @@ class GlobalSearcher:
     # lazy reports: rewrites the picked reports the LLM has not summarised yet
     upgrade: Callable[[Sequence[CommunityReport]], list[CommunityReport]] | None = None
     _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
-    _scorers: dict[int, tuple[HybridScorer, ReportBM25]] = field(default_factory=dict, init=False)
+    _scorers: dict[int, tuple[HybridScorer, ReportBM25, StatementMatrix]] = field(
+        default_factory=dict, init=False
+    )
     _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
 
     def report_tokens(self, report: CommunityReport) -> int:
@@ -176,8 +207,10 @@ class GlobalSearcher:
             self._tokens[key] = self.counter.count(report_text(report))
         return self._tokens[key]
 
-    def scorer(self, view: Sequence[CommunityReport]) -> tuple[HybridScorer, ReportBM25]:
-        """Statement scorer (IDF over the view) and BM25 over its reports, cached per view."""
+    def scorer(
+        self, view: Sequence[CommunityReport]
+    ) -> tuple[HybridScorer, ReportBM25, StatementMatrix]:
+        """Statement scorer (IDF over the view), BM25, stacked statements: cached per view."""
         key = hash(tuple((r.community_id, r.fingerprint, r.method, r.title) for r in view))
         if key not in self._scorers:
             texts = (text for r in view for text, _ in report_units(r))
@@ -187,7 +220,8 @@ class GlobalSearcher:
                 self.analyzer, self.embedder, df, n, cache=self._vectors, known=known
             )
             bm25 = ReportBM25(self.analyzer, [report_text(r) for r in view])
-            self._scorers = {key: (scorer, bm25)}  # one view at a time; vectors outlive it
+            matrix = StatementMatrix.of(scorer, view)
+            self._scorers = {key: (scorer, bm25, matrix)}  # one view at a time; vectors outlive it
         return self._scorers[key]
 
     def rank(
@@ -196,10 +230,11 @@ class GlobalSearcher:
         view: Sequence[CommunityReport],
         scorer: HybridScorer,
         bm25: ReportBM25,
+        matrix: StatementMatrix,
     ) -> list[CommunityReport]:
         """The view's relevant reports, most relevant first (see the module docstring)."""
         query = scorer.query_vector(question)
-        ranked = rank_reports(bm25, best_statements(scorer, view, query), query, question)
+        ranked = rank_reports(bm25, matrix.best(query), query, question)
         return [view[i] for i, _ in ranked]
 
     async def search(
@@ -228,8 +263,10 @@ class GlobalSearcher:
         loop = asyncio.get_running_loop()
         if self.vectors is not None:
             await loop.run_in_executor(self.executor, self.vectors.catch_up, reports)
-        scorer, bm25 = await loop.run_in_executor(self.executor, self.scorer, view)
-        ranked = await loop.run_in_executor(self.executor, self.rank, question, view, scorer, bm25)
+        scorer, bm25, matrix = await loop.run_in_executor(self.executor, self.scorer, view)
+        ranked = await loop.run_in_executor(
+            self.executor, self.rank, question, view, scorer, bm25, matrix
+        )
         picked = pick_within_budget(ranked, tokens, budget_tokens)
         if self.upgrade is not None:  # a thread of its own: the LLM may take seconds
             picked = await loop.run_in_executor(None, self.upgrade, picked)

@@ -13,6 +13,7 @@ from retrieval.analyzer import Analyzer
 from retrieval.answer import Evidence, ExtractiveAnswerWriter, stuff_chunks
 from retrieval.contract import EngineRanks, QueryResult
 from retrieval.global_search import (
+    StatementMatrix,
     batches,
     best_statements,
     choose_level,
@@ -212,3 +213,18 @@ def test_reduce_merges_a_shared_statement_and_spreads_over_reports() -> None:
     # round-robin: r3's best point is read before r1's second one; grouped by report
     assert [p.report_id for p in kept] == ["r1", "r1", "r3"]
     assert reduce_key_points(points, 12, Words())[-1].report_id == "r3"
+
+
+def test_the_stacked_statements_give_each_report_its_own_closest_statement() -> None:
+    rng = np.random.default_rng(7)
+    counts = np.array([3, 0, 1, 5, 0, 2], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    rows = rng.normal(size=(int(counts.sum()), 8)).astype(np.float32)
+    query = rng.normal(size=8).astype(np.float32)
+    best = StatementMatrix(rows, starts, counts).best(query)
+    for i, (start, count) in enumerate(zip(starts, counts, strict=True)):
+        if count == 0:
+            assert not best[i].any()
+        else:
+            segment = rows[start : start + count]
+            assert (best[i] == segment[int(np.argmax(segment @ query))]).all()
