@@ -107,12 +107,27 @@ def measure_side_by_side(
     return {name: percentiles(values) for name, values in samples.items()}
 
 
+def embedding_settings(name: str) -> dict[str, Any]:
+    """``torch``, ``auto``, ``auto+int8``, ``auto+t2``, ``auto+int8+t2`` → embedding settings.
+
+    ``+int8``: int8 query graph; ``+tN``: N ONNX Runtime threads per query. The query cache
+    is off, so every query is embedded.
+    """
+    runtime, *modifiers = name.split("+")
+    out: dict[str, Any] = {"query_runtime": runtime, "query_cache_size": 0}
+    for modifier in modifiers:
+        if modifier in ("fp32", "int8"):
+            out["query_precision"] = modifier
+        elif modifier.startswith("t") and modifier[1:].isdigit():
+            out["query_threads"] = int(modifier[1:])
+        else:
+            raise SystemExit(f"unknown query runtime modifier {modifier!r} in {name!r}")
+    return out
+
+
 def compare_runtimes(work: Path, names: list[str], queries: list[str]) -> dict[str, Any]:
     """Dense and hybrid latency per query-embedding runtime, interleaved, cache off."""
-    runtimes = {
-        name: runtime_for(work, embedding={"query_runtime": name, "query_cache_size": 0})
-        for name in names
-    }
+    runtimes = {name: runtime_for(work, embedding=embedding_settings(name)) for name in names}
     out: dict[str, Any] = {}
     try:
         for runtime in runtimes.values():
@@ -139,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--query-runtimes",
         default="",
-        help="compare query-embedding runtimes side by side, e.g. torch,auto (cache off)",
+        help="compare query-embedding runtimes side by side, e.g. torch,auto,auto+int8,auto+t2 "
+        "(cache off; see embedding_settings)",
     )
     args = parser.parse_args(argv)
     work: Path = args.work or Path(f"/tmp/lore-latency-{args.chunks}")
