@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS job_documents (
     PRIMARY KEY (job_id, document_id)
 );
 CREATE INDEX IF NOT EXISTS job_documents_by_status ON job_documents(job_id, status);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, epoch);
 """
 
 
@@ -171,12 +172,15 @@ class JobStore(Tables):
 
         On this host: the owner's pid ended. On another: the owner's heartbeat (or, for
         a job without one, its progress) is stale (:func:`lore.job_owners.gone_reason`).
+        While none is, this is one SELECT on an index (long-running processes sweep
+        periodically, ``workers.orphans``); documents are read only for a job without
+        heartbeats.
         """
         with self._read() as db:
             rows = db.execute(
-                "SELECT id, owner, heartbeat_at, updated_at, (SELECT MAX(d.updated_at) "
-                "FROM job_documents d WHERE d.job_id = jobs.id) "
-                "FROM jobs WHERE state = 'running' AND epoch = ''"
+                "SELECT id, owner, heartbeat_at, updated_at, CASE WHEN heartbeat_at IS NULL "
+                "THEN (SELECT MAX(d.updated_at) FROM job_documents d WHERE d.job_id = jobs.id) "
+                "END FROM jobs WHERE state = 'running' AND epoch = ''"
             ).fetchall()
         now = datetime.now(UTC)
         out: list[tuple[JobInfo, str]] = []

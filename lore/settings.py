@@ -381,6 +381,17 @@ class WorkerSettings(Section):
     llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
 
 
+class JobSettings(Section):
+    """How long-running processes keep job state true."""
+
+    orphan_sweep_s: float = Field(
+        60.0,
+        ge=0,
+        description="lore serve and workers end jobs whose owner process is gone this often "
+        "(0 = only when a process starts)",
+    )
+
+
 class StoreSettings(Section):
     """Where the system of record lives: a SQLite file in the data directory, or PostgreSQL."""
 
@@ -453,6 +464,7 @@ class Settings(BaseSettings):
     ask: AskSettings = Field(default_factory=AskSettings)
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
     cli: CLISettings = Field(default_factory=CLISettings)
 
 

@@ -20,7 +20,7 @@ from lore.keys import check_namespace
 from lore.settings import Settings
 from lore.store import NAMESPACE_KEY
 from workers.builders import store_exists, store_schema, stored_namespaces
-from workers.orphans import end_orphaned_jobs
+from workers.orphans import OrphanSweep, end_orphaned_jobs
 from workers.runtime import Runtime, open_runtime
 
 
@@ -52,12 +52,17 @@ def namespace_settings(settings: Settings, namespace: str) -> Settings:
 
 
 class Namespaces:
-    """Runtimes opened on first use and kept for the life of the process."""
+    """Runtimes opened on first use and kept for the life of the process.
+
+    Each open runtime is swept for orphaned jobs every ``jobs.orphan_sweep_s`` seconds
+    (``workers.orphans``) until :meth:`close`.
+    """
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.embedder = embedder
         self._runtimes: dict[str, Runtime] = {}
+        self._sweeps: list[OrphanSweep] = []
         self._lock = threading.Lock()
 
     def runtime(self, namespace: str) -> Runtime:
@@ -72,6 +77,9 @@ class Namespaces:
             if runtime.store.get_meta(NAMESPACE_KEY) != namespace:
                 runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
             end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
+            sweep = OrphanSweep(runtime, settings.jobs.orphan_sweep_s)  # and of one dying later
+            sweep.start()
+            self._sweeps.append(sweep)
             self._runtimes[namespace] = runtime
             return runtime
 
@@ -106,8 +114,11 @@ class Namespaces:
         return sorted(names)
 
     def close(self) -> None:
-        """Close every runtime."""
+        """Stop the sweeps, then close every runtime."""
         with self._lock:
+            for sweep in self._sweeps:
+                sweep.stop()
+            self._sweeps.clear()
             for runtime in self._runtimes.values():
                 runtime.close()
             self._runtimes.clear()

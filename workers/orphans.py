@@ -10,20 +10,38 @@ and the job reads ``failed``. A job's owner on this host is gone when its pid en
 another host (replicas sharing a PostgreSQL store) when its heartbeat went stale
 (``lore.job_owners``). Jobs on a broker are resumed by the workers instead
 (:func:`workers.jobs.resume`).
+
+Processes that stay up — ``lore serve`` (each open namespace) and every worker process —
+also sweep every ``jobs.orphan_sweep_s`` seconds (:class:`OrphanSweep`), so the job of a
+host that died ends while every other process keeps running. A sweep that finds nothing
+is one SELECT on an index; two sweeps of one store never run at once in one process.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from lore.jobs import JobStatus, JobStore
-from workers.builders import database_for
 from workers.jobs import fail_documents
 from workers.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+_GUARD = threading.Lock()
+_SWEEPING: dict[str, threading.Lock] = {}  # by the job tables' label: one store, one lock
+
+
+def _sweep_lock(jobs: JobStore) -> threading.Lock:
+    """The lock this process's sweeps of ``jobs``' store take."""
+    with _GUARD:
+        return _SWEEPING.setdefault(jobs.database.label, threading.Lock())
 
 
 def end_orphaned_jobs(runtime: Runtime) -> list[str]:
     """Fail the unfinished documents of jobs whose owner process is gone; their ids."""
-    jobs = JobStore(database_for(runtime.settings, "lore"))
-    try:
+    jobs = runtime.jobs()
+    with _sweep_lock(jobs):
         ended: list[str] = []
         for info, reason in jobs.orphaned():
             waiting = sorted(jobs.unfinished(info.id))
@@ -32,5 +50,61 @@ def end_orphaned_jobs(runtime: Runtime) -> list[str]:
             jobs.update_job(info.id, state="failed", detail={"error": reason})
             ended.append(info.id)
         return ended
-    finally:
-        jobs.close()
+
+
+class OrphanSweep:
+    """A daemon thread calling :func:`end_orphaned_jobs` every ``interval_s`` seconds.
+
+    :meth:`start` starts it (no thread when ``interval_s`` is 0); :meth:`stop` ends it
+    after the sweep under way, if any — call it before the runtime closes. A failing
+    sweep (the database away for now) is logged once and tried again next interval.
+    """
+
+    def __init__(self, runtime: Runtime, interval_s: float) -> None:
+        self._runtime = runtime
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        """Sweep every interval from now on (once started, or stopped, nothing changes)."""
+        with self._lock:
+            if self._interval_s <= 0 or self._thread is not None or self._stopped.is_set():
+                return
+            self._thread = threading.Thread(target=self._run, name="lore-orphan-sweep")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def running(self) -> bool:
+        """Whether the thread is sweeping."""
+        with self._lock:
+            return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """End the thread (after the sweep under way, if any)."""
+        self._stopped.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        failing = False
+        while not self._stopped.wait(self._interval_s):
+            try:
+                ended = end_orphaned_jobs(self._runtime)
+            except Exception as exc:  # the database is away for now: the next sweep retries
+                if not failing:
+                    log.warning(
+                        "sweep for orphaned jobs failed, retrying every %ss: %s",
+                        self._interval_s,
+                        exc,
+                    )
+                failing = True
+                continue
+            if failing:
+                log.info("sweep for orphaned jobs recovered")
+                failing = False
+            if ended:
+                log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))

@@ -20,7 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import chord, group
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from graph.models import CommunityReport
 from ingest.graph_refresh import (
@@ -37,7 +42,7 @@ from workers.builders import database_for
 from workers.celery_app import app, broker_epoch
 from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
 from workers.lifecycle import run_delete
-from workers.orphans import end_orphaned_jobs
+from workers.orphans import OrphanSweep, end_orphaned_jobs
 from workers.refresh import prepare_refresh, summarizer_for
 from workers.runtime import Runtime, open_runtime
 
@@ -50,13 +55,19 @@ _state: dict[str, Any] = {}
 
 
 def worker_state() -> tuple[Settings, Runtime, JobStore]:
-    """The settings, runtime and job store of this worker process (built once)."""
+    """The settings, runtime and job store of this worker process (built once).
+
+    The runtime is swept for orphaned jobs every ``jobs.orphan_sweep_s`` seconds from
+    then on (``workers.orphans``), until the process shuts down.
+    """
     with _lock:
         if "runtime" not in _state:
             settings = load_settings()
             _state["settings"] = settings
             _state["runtime"] = open_runtime(settings)
             _state["jobs"] = JobStore(database_for(settings, "lore"))
+            _state["sweep"] = OrphanSweep(_state["runtime"], settings.jobs.orphan_sweep_s)
+            _state["sweep"].start()
     return _state["settings"], _state["runtime"], _state["jobs"]
 
 
@@ -95,6 +106,16 @@ def _warm_up(**kwargs: Any) -> None:
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def _resume_on_start(**kwargs: Any) -> None:
     resume_jobs.apply_async()
+
+
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator]
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _stop_sweep(**kwargs: Any) -> None:
+    """A pool child (prefork) or the worker itself (solo, threads) ends its sweep."""
+    with _lock:
+        sweep = _state.get("sweep")
+    if sweep is not None:
+        sweep.stop()
 
 
 def _retry(task: Any, exc: Exception, give_up: Callable[[str], None]) -> None:

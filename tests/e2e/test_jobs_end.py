@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +18,9 @@ from pathlib import Path
 import httpx
 
 from lore.jobs import JobStore
-from tests.e2e.test_cli import LORE, ROOT, lore
+from lore.models import SourceDocument
+from tests.e2e.test_cli import LORE, ROOT, lore, serving
+from tests.openai_test_server import OpenAITestServer
 from tests.workers.conftest import free_port
 
 
@@ -111,3 +114,48 @@ def test_5_a_killed_lore_serve_leaves_no_running_job(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     _ended(data, job_id)
+
+
+def test_lore_serve_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None:
+    """No process starts after the owner died: the server's periodic sweep ends the job."""
+    data = tmp_path / "data"
+    log = tmp_path / "serve.log"
+    with OpenAITestServer(dim=16) as embeddings:
+        env = {
+            "LORE_EMBEDDING__BACKEND": "openai",
+            "LORE_EMBEDDING__MODEL": "test",
+            "LORE_EMBEDDING__BASE_URL": embeddings.base_url,
+            "LORE_EMBEDDING__DIMENSIONS": "16",
+            "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
+        }
+        with serving(data, log, env=env) as base:
+            jobs = JobStore(data / "lore.sqlite3")  # a replica of this host, as `lore ingest`
+            try:
+                job_id = jobs.create("ingest")
+                docs = [SourceDocument(f"o/{i}.md", f"o/{i}.md", "ledger", "") for i in range(2)]
+                jobs.stage(job_id, docs, keep_text=False)
+                ended = subprocess.Popen(["true"])  # ... whose process then ended
+                ended.wait()
+                with jobs.database.write() as db:
+                    db.execute(
+                        "UPDATE jobs SET owner = ? WHERE id = ?",
+                        (f"{socket.gethostname()}:{ended.pid}:1", job_id),
+                    )
+            finally:
+                jobs.close()
+            deadline = time.monotonic() + 20
+            while True:
+                reply = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=5)
+                assert reply.status_code == 200, reply.text
+                job = reply.json()
+                if job["state"] != "running":
+                    break
+                assert time.monotonic() < deadline, job
+                time.sleep(0.05)
+    assert job["state"] == "failed" and job["counts"] == {"failed": 2}, job
+    reason = f"interrupted: the process that ran this job (pid {ended.pid}) ended"
+    assert job["detail"]["error"].startswith(reason), job
+    text = log.read_text()
+    assert "Application shutdown complete" in text, text  # stopped cleanly: no sweep left
+    assert "Traceback" not in text and "WARNING" not in text, text
+    assert "sweep for orphaned jobs failed" not in text, text  # (no logging set up: bare)
