@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from lore import onnx_embed
@@ -120,6 +121,11 @@ def test_int8_queries_come_from_a_derived_cached_graph_and_documents_stay_fp32(
     assert int8.parent == tmp_path and int8.name.startswith(fp32.stem) and int8 != fp32
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fp32.name, int8.name])
     assert int8.stat().st_size < fp32.stat().st_size / 2  # int8 weights, not a copy
+    quantized, exact = onnx.load(str(int8)).graph, onnx.load(str(fp32)).graph
+    kept = onnx_embed.expanding_matmuls(exact)
+    assert len(kept) == 6  # one FFN up-projection per layer of MiniLM-L6
+    assert onnx_embed.expanding_matmuls(quantized) == kept  # still fp32 MatMuls
+    assert sum(n.op_type == "MatMulInteger" for n in quantized.node) == 5 * 6  # the others
     written = int8.stat().st_mtime_ns
     assert onnx_embed.cached_graph(model_dir, tmp_path, 256, "int8") == int8
     assert int8.stat().st_mtime_ns == written
