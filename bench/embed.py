@@ -1,13 +1,15 @@
 """Embedding speed and quality of every local-model variant, side by side in one run.
 
     python -m bench.embed --data ../shared/data/scifact [--docs 1000] [--queries 200]
+    python -m bench.embed --data ../shared/data/twowiki --docs 6119 --queries 101
 
 Variants: ``torch`` (sentence-transformers, the batch path), ``onnx`` (the exported graph
 the query path uses, ONNX Runtime at ``ORT_ENABLE_ALL``), ``onnx-basic`` (the same graph at
 ``ORT_ENABLE_BASIC``), ``onnx-fused`` (ONNX Runtime's transformer optimiser: fused
 attention, fp32), ``onnx-int8`` (the product's ``query_precision = int8`` graph: dynamic
-int8 quantisation, one scale per output channel), ``onnx-int8-tensor`` (one scale per
-tensor, shown for what per channel buys). For each:
+int8 quantisation, one scale per output channel, FFN up-projections at fp32),
+``onnx-int8-all`` (every MatMul int8) and ``onnx-int8-tensor`` (every MatMul, one scale
+per tensor). For each:
 single-query p50/p99 on ``--query-threads`` threads (variants interleaved query by query,
 so machine load hits them alike), documents/s on ``--batch-threads`` threads (length-
 bucketed batches; interleaved batch by batch; ``onnx-unsorted`` shows what bucketing buys),
@@ -95,6 +97,8 @@ def onnx_variants(
     ).save_model_to_file(str(fused))
     per_tensor = work / "int8-tensor.onnx"
     quantize_dynamic(str(graph), str(per_tensor), weight_type=QuantType.QInt8)
+    every = work / "int8-all.onnx"
+    quantize_dynamic(str(graph), str(every), weight_type=QuantType.QInt8, per_channel=True)
     int8 = onnx_embed.cached_graph(packaged_model_dir(), graph.parent, MAX_SEQ, "int8")
     tokenizer = packaged_model_dir() / "tokenizer.json"
     out = []
@@ -103,6 +107,7 @@ def onnx_variants(
         ("onnx-basic", graph, "basic"),
         ("onnx-fused", fused, "all"),
         ("onnx-int8", int8, "all"),
+        ("onnx-int8-all", every, "all"),
         ("onnx-int8-tensor", per_tensor, "all"),
     ]
     for name, path, level in specs:
@@ -123,13 +128,19 @@ def onnx_variants(
 def subset(
     data: Path, n_docs: int, n_queries: int
 ) -> tuple[list[str], list[str], list[str], list[dict[str, int]]]:
-    """(doc ids, doc texts, query texts, qrels per query) for a bounded SciFact run."""
+    """(doc ids, doc texts, query texts, qrels per query) for a bounded run.
+
+    A BEIR folder (``queries.jsonl``, ``qrels/test.tsv``: SciFact) or one with
+    ``queries_N.jsonl`` and ``qrels_N.tsv`` beside the corpus (our 2Wiki folder).
+    """
+    beir = (data / "qrels" / "test.tsv").is_file()
+    queries_file = data / "queries.jsonl" if beir else next(data.glob("queries_*.jsonl"))
     queries = {
         str(r["_id"]): str(r["text"])
-        for r in map(json.loads, (data / "queries.jsonl").read_text().splitlines())
+        for r in map(json.loads, queries_file.read_text().splitlines())
     }
-    qrels = load_qrels(data / "qrels" / "test.tsv")
-    chosen = [q for q in sorted(qrels, key=int) if q in queries][:n_queries]
+    qrels = load_qrels(data / "qrels" / "test.tsv" if beir else next(data.glob("qrels_*.tsv")))
+    chosen = [q for q in sorted(qrels, key=lambda q: (len(q), q)) if q in queries][:n_queries]
     wanted = {d for q in chosen for d in qrels[q]}
     ids: list[str] = []
     texts: list[str] = []
