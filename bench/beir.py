@@ -51,12 +51,6 @@ METHODS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {
         {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
     ),
     "hybrid_mmr": ({}, {"diversity": RECOMMENDED_DIVERSITY}),
-    # queries embedded by the int8 graph, against the same fp32 document vectors
-    "dense_int8": (
-        {"embedding": {"query_precision": "int8"}},
-        {"hybrid_params": {"dense_weight": 1, "sparse_weight": 0}},
-    ),
-    "hybrid_rrf_int8": ({"embedding": {"query_precision": "int8"}}, {}),
 }
 
 

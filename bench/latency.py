@@ -108,17 +108,15 @@ def measure_side_by_side(
 
 
 def embedding_settings(name: str) -> dict[str, Any]:
-    """``torch``, ``auto``, ``auto+int8``, ``auto+t2``, ``auto+int8+t2`` → embedding settings.
+    """``torch``, ``auto``, ``auto+t2`` → embedding settings.
 
-    ``+int8``: int8 query graph; ``+tN``: N ONNX Runtime threads per query. The query cache
-    is off, so every query is embedded.
+    ``+tN``: N ONNX Runtime threads per query. The query cache is off, so every query is
+    embedded.
     """
     runtime, *modifiers = name.split("+")
     out: dict[str, Any] = {"query_runtime": runtime, "query_cache_size": 0}
     for modifier in modifiers:
-        if modifier in ("fp32", "int8"):
-            out["query_precision"] = modifier
-        elif modifier.startswith("t") and modifier[1:].isdigit():
+        if modifier.startswith("t") and modifier[1:].isdigit():
             out["query_threads"] = int(modifier[1:])
         else:
             raise SystemExit(f"unknown query runtime modifier {modifier!r} in {name!r}")
@@ -154,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--query-runtimes",
         default="",
-        help="compare query-embedding runtimes side by side, e.g. torch,auto,auto+int8,auto+t2 "
+        help="compare query-embedding runtimes side by side, e.g. torch,auto,auto+t2 "
         "(cache off; see embedding_settings)",
     )
     args = parser.parse_args(argv)

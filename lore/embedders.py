@@ -99,9 +99,7 @@ class LocalEmbedder:
     ``query_runtime="auto"`` embeds queries with ONNX Runtime on ``query_threads`` threads
     (graph cached in ``onnx_cache_dir``, the user's cache by default) and falls back to
     PyTorch, with one log line, when onnxruntime is missing or the export fails;
-    ``"torch"`` always uses PyTorch. ``query_precision="int8"`` embeds queries with the
-    int8 graph (:mod:`lore.onnx_embed`); documents are always embedded at fp32, so the
-    store's vectors do not depend on it. ``query_cache_size`` bounds the query LRU (0: off).
+    ``"torch"`` always uses PyTorch. ``query_cache_size`` bounds the query LRU (0: off).
     """
 
     def __init__(
@@ -113,7 +111,6 @@ class LocalEmbedder:
         threads: int = 2,
         query_runtime: Literal["auto", "torch"] = "auto",
         query_threads: int = 1,
-        query_precision: Literal["fp32", "int8"] = "fp32",
         onnx_cache_dir: Path | None = None,
         query_cache_size: int = 1024,
     ) -> None:
@@ -123,10 +120,10 @@ class LocalEmbedder:
         self._threads = threads
         self._query_runtime = query_runtime
         self._query_threads = query_threads
-        self._query_precision = query_precision
         self._onnx_cache_dir = onnx_cache_dir
         self._model: Any = None
-        self._onnx: dict[str, OnnxEncoder | None] = {}
+        self._onnx: OnnxEncoder | None = None
+        self._onnx_tried = False
         self._load_lock = threading.Lock()
         self._onnx_lock = threading.Lock()
         self.query_cache = QueryCache(query_cache_size)
@@ -196,29 +193,19 @@ class LocalEmbedder:
 
     @property
     def query_runtime(self) -> str:
-        """``"onnx"``, ``"onnx-int8"`` or ``"torch"``: what embeds queries (on first call)."""
-        precision, encoder = self._query_encoder()
-        if encoder is None:
-            return "torch"
-        return "onnx" if precision == "fp32" else f"onnx-{precision}"
+        """``"onnx"`` or ``"torch"``: what embeds queries (decides on first call)."""
+        return "onnx" if self._onnx_encoder() is not None else "torch"
 
-    def _query_encoder(self) -> tuple[str, OnnxEncoder | None]:
-        """The configured precision's encoder, else fp32's, else None (PyTorch)."""
-        encoder = self._onnx_encoder(self._query_precision)
-        if encoder is None and self._query_precision != "fp32":
-            return "fp32", self._onnx_encoder("fp32")
-        return self._query_precision, encoder
-
-    def _onnx_encoder(self, precision: str = "fp32") -> OnnxEncoder | None:
-        """The ONNX encoder at ``precision`` (opened once; None: PyTorch serves instead)."""
+    def _onnx_encoder(self) -> OnnxEncoder | None:
         if self._query_runtime != "auto":
             return None
         with self._onnx_lock:
-            if precision not in self._onnx:
-                self._onnx[precision] = self._open_onnx(precision)
-        return self._onnx[precision]
+            if not self._onnx_tried:
+                self._onnx_tried = True
+                self._onnx = self._open_onnx()
+        return self._onnx
 
-    def _open_onnx(self, precision: str) -> OnnxEncoder | None:
+    def _open_onnx(self) -> OnnxEncoder | None:
         try:
             from lore import onnx_embed
 
@@ -227,19 +214,16 @@ class LocalEmbedder:
                 self._onnx_cache_dir or onnx_embed.default_cache_dir(),
                 self._max_seq_length,
                 self._query_threads,
-                precision,
             )
         except ConfigurationError:
             raise
         except Exception as exc:  # any failure here must leave the PyTorch path working
             log.warning(
-                "ONNX Runtime query path unavailable for %s at %s (%s: %s); embedding queries "
-                "with %s",
+                "ONNX Runtime query path unavailable for %s (%s: %s); embedding queries "
+                "with PyTorch",
                 self._model_ref,
-                precision,
                 type(exc).__name__,
                 exc,
-                "PyTorch" if precision == "fp32" else "the fp32 graph",
             )
             return None
 
@@ -248,7 +232,7 @@ class LocalEmbedder:
         return self.query_cache.get_or_compute(text, self._embed_query_uncached)
 
     def _embed_query_uncached(self, text: str) -> Matrix:
-        _, encoder = self._query_encoder()
+        encoder = self._onnx_encoder()
         if encoder is not None:
             vector: Matrix = encoder.encode([text])[0]
             return vector

@@ -12,17 +12,6 @@ sentence-transformers, so vectors match the PyTorch path (a contract test checks
 
 Only models whose sentence-transformers pipeline is Transformer -> mean Pooling
 (-> Normalize) are exported; anything else stays on PyTorch.
-
-``precision="int8"`` derives a second graph from the exported one for queries: ONNX
-Runtime's dynamic quantisation with int8 weights, one scale per output channel (per
-tensor distorts the vectors: mean cosine to fp32 0.957 on SciFact queries, per channel
-0.994), and the feed-forward up-projections (the MatMuls whose weight widens the hidden
-state) left at fp32. Their input is a LayerNorm output, whose few large channels one
-activation scale per tensor serves worst; keeping them is what brought SciFact and 2Wiki
-dense and hybrid nDCG@10 within 0.003 of fp32 (all MatMuls quantised: SciFact hybrid
--0.0035, 2Wiki dense -0.0048). Vectors from it depend slightly on what shares a batch
-(the activation scale is the batch's), so it embeds one query at a time and never a
-document: stored vectors are always fp32. Figures: ``bench/embed.py``.
 """
 
 from __future__ import annotations
@@ -48,9 +37,6 @@ Matrix = npt.NDArray[np.float32]
 
 # Bump when the exported graph changes shape or semantics (inputs, pooling, opset).
 EXPORT_VERSION = 1
-# Bump when the quantisation settings change.
-QUANTIZE_VERSION = 2
-PRECISIONS = ("fp32", "int8")
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "sentence_embedding"
@@ -233,89 +219,30 @@ class OnnxEncoder:
         return out
 
 
-def expanding_matmuls(graph: Any) -> list[str]:
-    """MatMul nodes whose weight widens its input (a transformer's FFN up-projection)."""
-    weights = {w.name: tuple(w.dims) for w in graph.initializer}
-    out = []
-    for node in graph.node:
-        shape = weights.get(node.input[1]) if node.op_type == "MatMul" else None
-        if shape is not None and len(shape) == 2 and shape[1] > shape[0]:
-            out.append(node.name)
-    return out
-
-
-def quantize(source: Path, target: Path) -> None:
-    """Write ``source`` with int8 weights, its FFN up-projections at fp32 (module docstring)."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    keep = expanding_matmuls(onnx.load(str(source), load_external_data=False).graph)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    root = logging.getLogger()
-    root.addFilter(_no_preprocessing_advice)  # its shape inference fails on this graph
-    try:
-        quantize_dynamic(
-            str(source),
-            str(partial),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            nodes_to_exclude=keep,
-        )
-        os.replace(partial, target)
-    finally:
-        root.removeFilter(_no_preprocessing_advice)
-        partial.unlink(missing_ok=True)
-
-
-def _no_preprocessing_advice(record: logging.LogRecord) -> bool:
-    """Drop the quantiser's root-logger advice to run its pre-processing first."""
-    return "pre-processing before quantization" not in record.getMessage()
-
-
-def quantized_name(fp32: Path) -> Path:
-    """Where the int8 graph derived from ``fp32`` is cached (quantiser version in the name)."""
-    digest = hashlib.sha256(
-        json.dumps(
-            {"quantize_version": QUANTIZE_VERSION, "onnxruntime": metadata.version("onnxruntime")}
-        ).encode()
-    ).hexdigest()[:8]
-    return fp32.with_name(f"{fp32.stem}-int8-{digest}.onnx")
-
-
-def cached_graph(
-    model_dir: Path, cache_dir: Path, max_seq_length: int, precision: str = "fp32"
-) -> Path:
-    """Path of the graph for ``model_dir`` at ``precision``, exported first if missing."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r} is not one of {PRECISIONS}")
+def cached_graph(model_dir: Path, cache_dir: Path, max_seq_length: int) -> Path:
+    """Path of the exported graph for ``model_dir``, exporting it first if it is missing."""
     check_exportable(model_dir)
     path = cache_dir / f"encoder-{cache_key(model_dir, max_seq_length)[:24]}.onnx"
     if not path.is_file():
         log.info("exporting %s to ONNX at %s (once per model and exporter)", model_dir, path)
         export(model_dir, path, max_seq_length)
-    if precision == "fp32":
-        return path
-    quantized = quantized_name(path)
-    if not quantized.is_file():
-        log.info("quantising %s to int8 at %s (once per graph)", path, quantized)
-        quantize(path, quantized)
-    return quantized
+    return path
 
 
 def load_encoder(
-    model_dir: Path, cache_dir: Path, max_seq_length: int, threads: int, precision: str = "fp32"
+    model_dir: Path, cache_dir: Path, max_seq_length: int, threads: int
 ) -> OnnxEncoder:
     """The cached graph for ``model_dir`` (exported first if missing), ready to run.
 
     A process that finds the graph in the cache never imports torch.
     """
-    path = cached_graph(model_dir, cache_dir, max_seq_length, precision)
+    path = cached_graph(model_dir, cache_dir, max_seq_length)
     try:
         session = open_session(path, threads)
     except Exception:
-        # A damaged cache file: make it again once; a second failure propagates.
-        log.warning("cached ONNX graph %s does not load; making it again", path)
+        # A damaged cache file: export again once; a second failure propagates.
+        log.warning("cached ONNX graph %s does not load; exporting it again", path)
         path.unlink(missing_ok=True)
-        path = cached_graph(model_dir, cache_dir, max_seq_length, precision)
+        export(model_dir, path, max_seq_length)
         session = open_session(path, threads)
     return OnnxEncoder(session, model_dir / "tokenizer.json", max_seq_length)

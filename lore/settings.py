@@ -64,11 +64,6 @@ class EmbeddingSettings(Section):
         "weights on first use, PyTorch if that fails); 'torch' always uses PyTorch",
     )
     query_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime threads per query")
-    query_precision: Literal["fp32", "int8"] = Field(
-        "fp32",
-        description="local, ONNX queries: 'int8' embeds queries with int8 weights (per-channel "
-        "dynamic quantisation; documents stay fp32, see bench/embed.py for speed and nDCG)",
-    )
     onnx_cache_dir: Path | None = Field(
         None, description="where exported ONNX graphs are cached (default ~/.cache/lorekeeper/onnx)"
     )

@@ -36,6 +36,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from lore.aio import run_sync
 from lore.embedders import Embedder
 from lore.errors import LoreError
 from lore.settings import RerankSettings, SearchSettings
@@ -348,7 +349,7 @@ class HybridSearcher:
 
     def search_sync(self, request: QueryRequest) -> QueryResponse:
         """Blocking wrapper for the CLI and benchmarks."""
-        return asyncio.run(self.search(request))
+        return run_sync(lambda: self.search(request))
 
 
 @dataclass

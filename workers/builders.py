@@ -121,7 +121,6 @@ def build_embedder(settings: Settings) -> Embedder:
         threads=cfg.threads,
         query_runtime=cfg.query_runtime,
         query_threads=cfg.query_threads,
-        query_precision=cfg.query_precision,
         onnx_cache_dir=cfg.onnx_cache_dir,
         query_cache_size=cfg.query_cache_size,
     )

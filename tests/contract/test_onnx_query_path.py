@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 from lore import onnx_embed
@@ -110,53 +109,3 @@ def test_failed_export_falls_back_to_pytorch_with_one_log_line(
 
 def test_torch_runtime_never_uses_onnx() -> None:
     assert LocalEmbedder(query_runtime="torch").query_runtime == "torch"
-
-
-def test_int8_queries_come_from_a_derived_cached_graph_and_documents_stay_fp32(
-    tmp_path: Path, local_embedder: LocalEmbedder
-) -> None:
-    model_dir = packaged_model_dir()
-    int8 = onnx_embed.cached_graph(model_dir, tmp_path, 256, "int8")
-    fp32 = onnx_embed.cached_graph(model_dir, tmp_path, 256)
-    assert int8.parent == tmp_path and int8.name.startswith(fp32.stem) and int8 != fp32
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fp32.name, int8.name])
-    assert int8.stat().st_size < fp32.stat().st_size / 2  # int8 weights, not a copy
-    quantized, exact = onnx.load(str(int8)).graph, onnx.load(str(fp32)).graph
-    kept = onnx_embed.expanding_matmuls(exact)
-    assert len(kept) == 6  # one FFN up-projection per layer of MiniLM-L6
-    assert onnx_embed.expanding_matmuls(quantized) == kept  # still fp32 MatMuls
-    assert sum(n.op_type == "MatMulInteger" for n in quantized.node) == 5 * 6  # the others
-    written = int8.stat().st_mtime_ns
-    assert onnx_embed.cached_graph(model_dir, tmp_path, 256, "int8") == int8
-    assert int8.stat().st_mtime_ns == written
-
-    embedder = LocalEmbedder(onnx_cache_dir=tmp_path, query_precision="int8", query_cache_size=0)
-    assert embedder.query_runtime == "onnx-int8"
-    texts = [
-        "PAY-5031: ledger database timeout after 30 s in payments-api",
-        "How do all our services handle database timeouts?",
-        "Restart the worker pool when the queue depth alarm fires.",
-    ]
-    for text in texts:
-        cosine = float(embedder.embed_query(text) @ local_embedder.embed_query_torch(text))
-        assert 0.97 <= cosine < AGREE  # close, and really the int8 graph
-    stored = np.vstack([local_embedder.embed_query_torch(t) for t in texts])
-    documents = embedder.embed_documents(texts)  # a few texts: the fp32 graph
-    assert np.min(np.sum(documents * stored, axis=1)) >= AGREE
-    with pytest.raises(ValueError, match="precision"):
-        onnx_embed.cached_graph(model_dir, tmp_path, 256, "int4")
-
-
-def test_an_int8_graph_that_cannot_be_made_falls_back_to_fp32(
-    tmp_path: Path, local_embedder: LocalEmbedder, caplog: pytest.LogCaptureFixture
-) -> None:
-    fp32 = onnx_embed.cached_graph(packaged_model_dir(), tmp_path, 256)
-    onnx_embed.quantized_name(fp32).mkdir()  # the int8 graph's place is taken
-    embedder = LocalEmbedder(onnx_cache_dir=tmp_path, query_precision="int8", query_cache_size=0)
-    text = "ledger database timeouts"
-    with caplog.at_level(logging.WARNING, logger="lore.embedders"):
-        assert embedder.query_runtime == "onnx"
-        vector = embedder.embed_query(text)
-    warnings = [r for r in caplog.records if "ONNX Runtime query path unavailable" in r.message]
-    assert len(warnings) == 1 and "the fp32 graph" in warnings[0].message
-    assert float(vector @ local_embedder.embed_query_torch(text)) >= AGREE
