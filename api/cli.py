@@ -39,6 +39,7 @@ from lore.extras import require
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
 from workers.namespaces import namespace_settings
+from workers.orphans import OrphanSweep
 
 
 @click.group()
@@ -423,10 +424,15 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
         raise click.ClickException(str(exc)) from exc
     with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
-        if transport == "stdio":
-            server.run("stdio")
-        else:
-            server.run("streamable-http", host=host, port=port)
+        sweep = OrphanSweep(runtime, runtime.settings.jobs.orphan_sweep_s)  # a long-lived process
+        sweep.start()
+        try:
+            if transport == "stdio":
+                server.run("stdio")
+            else:
+                server.run("streamable-http", host=host, port=port)
+        finally:
+            sweep.stop()
 
 
 main.add_command(status)

@@ -116,6 +116,88 @@ def test_5_a_killed_lore_serve_leaves_no_running_job(tmp_path: Path) -> None:
     _ended(data, job_id)
 
 
+def _plant_orphan(data: Path) -> tuple[str, int]:
+    """A running job of two staged documents whose owner, a process of this host, ended."""
+    jobs = JobStore(data / "lore.sqlite3")  # a replica of this host, as `lore ingest`
+    try:
+        job_id = jobs.create("ingest")
+        docs = [SourceDocument(f"o/{i}.md", f"o/{i}.md", "ledger", "") for i in range(2)]
+        jobs.stage(job_id, docs, keep_text=False)
+        ended = subprocess.Popen(["true"])  # ... whose process then ended
+        ended.wait()
+        with jobs.database.write() as db:
+            db.execute(
+                "UPDATE jobs SET owner = ? WHERE id = ?",
+                (f"{socket.gethostname()}:{ended.pid}:1", job_id),
+            )
+        return job_id, ended.pid
+    finally:
+        jobs.close()
+
+
+def test_lore_mcp_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None:
+    """The MCP server lives as long as its agent: it sweeps too, and stops when stdin ends."""
+    data = tmp_path / "data"
+    with OpenAITestServer(dim=16) as embeddings:
+        env = {
+            **os.environ,
+            "LORE_DATA_DIR": str(data),
+            "LORE_EMBEDDING__BACKEND": "openai",
+            "LORE_EMBEDDING__MODEL": "test",
+            "LORE_EMBEDDING__BASE_URL": embeddings.base_url,
+            "LORE_EMBEDDING__DIMENSIONS": "16",
+            "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
+        }
+        server = subprocess.Popen(
+            [*LORE, "mcp"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert server.stdin is not None and server.stdout is not None
+            hello = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-03-26",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"},
+                },
+            }
+            server.stdin.write((json.dumps(hello) + "\n").encode())
+            server.stdin.flush()
+            reply = json.loads(server.stdout.readline())  # up: its start-up sweep is over
+            assert reply["id"] == 1 and "result" in reply, reply
+            job_id, pid = _plant_orphan(data)
+            deadline = time.monotonic() + 30
+            while True:
+                jobs = JobStore(data / "lore.sqlite3")
+                try:
+                    job = jobs.get(job_id)
+                finally:
+                    jobs.close()
+                assert job is not None
+                if job.state != "running":
+                    break
+                assert server.poll() is None and time.monotonic() < deadline, job
+                time.sleep(0.05)
+            _, stderr = server.communicate(timeout=30)  # stdin closed: the agent went away
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.communicate()  # closes the pipes
+    assert job.state == "failed" and job.counts == {"failed": 2}, job
+    assert str(job.detail["error"]).startswith(
+        f"interrupted: the process that ran this job (pid {pid})"
+    )
+    assert server.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr, stderr.decode()
+
+
 def test_lore_serve_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None:
     """No process starts after the owner died: the server's periodic sweep ends the job."""
     data = tmp_path / "data"
@@ -129,20 +211,7 @@ def test_lore_serve_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None
             "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
         }
         with serving(data, log, env=env) as base:
-            jobs = JobStore(data / "lore.sqlite3")  # a replica of this host, as `lore ingest`
-            try:
-                job_id = jobs.create("ingest")
-                docs = [SourceDocument(f"o/{i}.md", f"o/{i}.md", "ledger", "") for i in range(2)]
-                jobs.stage(job_id, docs, keep_text=False)
-                ended = subprocess.Popen(["true"])  # ... whose process then ended
-                ended.wait()
-                with jobs.database.write() as db:
-                    db.execute(
-                        "UPDATE jobs SET owner = ? WHERE id = ?",
-                        (f"{socket.gethostname()}:{ended.pid}:1", job_id),
-                    )
-            finally:
-                jobs.close()
+            job_id, pid = _plant_orphan(data)
             deadline = time.monotonic() + 20
             while True:
                 reply = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=5)
@@ -153,7 +222,7 @@ def test_lore_serve_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None
                 assert time.monotonic() < deadline, job
                 time.sleep(0.05)
     assert job["state"] == "failed" and job["counts"] == {"failed": 2}, job
-    reason = f"interrupted: the process that ran this job (pid {ended.pid}) ended"
+    reason = f"interrupted: the process that ran this job (pid {pid}) ended"
     assert job["detail"]["error"].startswith(reason), job
     text = log.read_text()
     assert "Application shutdown complete" in text, text  # stopped cleanly: no sweep left
