@@ -31,6 +31,7 @@ from retrieval.contract import QueryRequest
 from workers.runtime import Runtime
 
 CHUNKS_PER_DOC = 10
+BLOCK = 25  # queries a runtime runs before the next takes its turn (--query-runtimes)
 
 MODES: dict[str, dict[str, Any]] = {
     "sparse": {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
@@ -90,25 +91,34 @@ def measure(runtime: Runtime, queries: list[str], fields: dict[str, Any]) -> dic
 
 
 def measure_side_by_side(
-    runtimes: dict[str, Runtime], queries: list[str], fields: dict[str, Any]
+    runtimes: dict[str, Runtime], queries: list[str], fields: dict[str, Any], block: int = 1
 ) -> dict[str, dict[str, float]]:
-    """Percentiles per runtime, the runtimes taking turns query by query (same load)."""
+    """Percentiles per runtime, the runtimes taking turns (same load).
+
+    They take turns every ``block`` queries (each runs the block, then the next runtime
+    runs it): one query at a time would let one runtime's idle threads (PyTorch's OpenMP
+    pool, ONNX Runtime's spinning pool) steal a core from the next runtime's query.
+    """
     for runtime in runtimes.values():
         for text in queries[:10]:
             runtime.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
     samples: dict[str, list[float]] = {name: [] for name in runtimes}
     names = list(runtimes)
-    for n, text in enumerate(queries):
-        request = QueryRequest.model_validate({"search_text": text, "top_k": 10, **fields})
-        for name in names[n % len(names) :] + names[: n % len(names)]:
-            start = time.perf_counter()
-            runtimes[name].query_sync(request)
-            samples[name].append((time.perf_counter() - start) * 1000)
+    for turn, begin in enumerate(range(0, len(queries), block)):
+        requests = [
+            QueryRequest.model_validate({"search_text": text, "top_k": 10, **fields})
+            for text in queries[begin : begin + block]
+        ]
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            for request in requests:
+                start = time.perf_counter()
+                runtimes[name].query_sync(request)
+                samples[name].append((time.perf_counter() - start) * 1000)
     return {name: percentiles(values) for name, values in samples.items()}
 
 
 def embedding_settings(name: str) -> dict[str, Any]:
-    """``torch``, ``auto``, ``auto+t2`` → embedding settings.
+    """``torch``, ``auto``, ``auto+t1`` → embedding settings.
 
     ``+tN``: N ONNX Runtime threads per query. The query cache is off, so every query is
     embedded.
@@ -124,14 +134,15 @@ def embedding_settings(name: str) -> dict[str, Any]:
 
 
 def compare_runtimes(work: Path, names: list[str], queries: list[str]) -> dict[str, Any]:
-    """Dense and hybrid latency per query-embedding runtime, interleaved, cache off."""
+    """Dense and hybrid latency per query-embedding runtime, in turns of ``BLOCK``, cache off."""
     runtimes = {name: runtime_for(work, embedding=embedding_settings(name)) for name in names}
     out: dict[str, Any] = {}
     try:
         for runtime in runtimes.values():
             runtime.sync_indexes()
         for mode in ("dense", "hybrid"):
-            for name, figures in measure_side_by_side(runtimes, queries, MODES[mode]).items():
+            measured = measure_side_by_side(runtimes, queries, MODES[mode], block=BLOCK)
+            for name, figures in measured.items():
                 out.setdefault(name, {})[mode] = figures
     finally:
         for runtime in runtimes.values():
@@ -152,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--query-runtimes",
         default="",
-        help="compare query-embedding runtimes side by side, e.g. torch,auto,auto+t2 "
+        help="compare query-embedding runtimes side by side, e.g. torch,auto+t1,auto "
         "(cache off; see embedding_settings)",
     )
     args = parser.parse_args(argv)

@@ -10,6 +10,7 @@ repeated queries come from a bounded LRU cache; document batches run through PyT
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -97,7 +98,8 @@ class LocalEmbedder:
     """A sentence-transformers model on the CPU, loaded from disk only.
 
     ``query_runtime="auto"`` embeds queries with ONNX Runtime on ``query_threads`` threads
-    (graph cached in ``onnx_cache_dir``, the user's cache by default) and falls back to
+    (at most the machine's cores; graph cached in ``onnx_cache_dir``, the user's cache by
+    default) and falls back to
     PyTorch, with one log line, when onnxruntime is missing or the export fails;
     ``"torch"`` always uses PyTorch. ``query_cache_size`` bounds the query LRU (0: off).
     """
@@ -110,7 +112,7 @@ class LocalEmbedder:
         max_seq_length: int = 256,
         threads: int = 2,
         query_runtime: Literal["auto", "torch"] = "auto",
-        query_threads: int = 1,
+        query_threads: int = 2,
         onnx_cache_dir: Path | None = None,
         query_cache_size: int = 1024,
     ) -> None:
@@ -119,7 +121,7 @@ class LocalEmbedder:
         self._max_seq_length = max_seq_length
         self._threads = threads
         self._query_runtime = query_runtime
-        self._query_threads = query_threads
+        self._query_threads = max(1, min(query_threads, os.cpu_count() or 1))
         self._onnx_cache_dir = onnx_cache_dir
         self._model: Any = None
         self._onnx: OnnxEncoder | None = None
@@ -190,6 +192,11 @@ class LocalEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    @property
+    def query_threads(self) -> int:
+        """ONNX Runtime threads a query runs on (the setting, at most the machine's cores)."""
+        return self._query_threads
 
     @property
     def query_runtime(self) -> str:

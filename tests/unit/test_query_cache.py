@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,14 @@ def test_local_embedder_remembers_repeated_queries(local_embedder: LocalEmbedder
 
 def test_settings_reach_the_embedder(tmp_path: Path) -> None:
     merged = load_settings(data_dir=tmp_path).model_dump()
-    merged["embedding"].update(query_cache_size=7, query_runtime="torch", query_threads=2)
+    merged["embedding"].update(query_cache_size=7, query_runtime="torch", query_threads=1)
     embedder = build_embedder(Settings.model_validate(merged))
     assert isinstance(embedder, LocalEmbedder)
     assert embedder.query_cache.size == 7 and embedder.query_runtime == "torch"
+    assert embedder.query_threads == 1
+
+
+def test_query_threads_never_exceed_the_cores() -> None:
+    cores = os.cpu_count() or 1
+    assert LocalEmbedder(query_threads=cores + 5).query_threads == cores
+    assert LocalEmbedder().query_threads == min(2, cores)
