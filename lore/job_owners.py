@@ -21,10 +21,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+
+from lore.periodic import Periodic
 
 HEARTBEAT_S = 10.0  # how often a process marks its running in-process jobs alive
 STALE_AFTER_S = 120.0  # another host's running job silent this long is orphaned
@@ -122,7 +123,7 @@ def gone_reason(
     )
 
 
-class Heartbeat:
+class Heartbeat(Periodic):
     """A daemon thread calling ``beat`` every ``interval_s`` while it returns more than 0.
 
     ``beat`` marks this process's running jobs alive and returns how many there are.
@@ -132,61 +133,23 @@ class Heartbeat:
     """
 
     def __init__(self, beat: Callable[[], int], interval_s: float = HEARTBEAT_S) -> None:
+        super().__init__("lore-job-heartbeat", "job heartbeat", interval_s, log)
         self._beat = beat
-        self._interval_s = interval_s
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
         self._pokes = 0
 
     def poke(self) -> None:
         """A job was created (and committed): keep beating."""
         with self._lock:
             self._pokes += 1
-            gone = self._thread is None or not self._thread.is_alive()  # (or a fork's copy)
-            if gone and not self._stopped.is_set():
-                self._thread = threading.Thread(target=self._run, name="lore-job-heartbeat")
-                self._thread.daemon = True
-                self._thread.start()
+            self._launch()
 
-    def running(self) -> bool:
-        """Whether the thread is beating."""
+    def step(self) -> bool:
+        """Beat; end when no job runs and none was created since the beat began."""
         with self._lock:
-            return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        """End the thread (after the beat under way, if any)."""
-        self._stopped.set()
-        with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join()
-
-    def _run(self) -> None:
-        failing = False
-        while not self._stopped.wait(self._interval_s):
-            with self._lock:
-                pokes = self._pokes
-            try:
-                alive = self._beat()
-            except Exception as exc:  # the database is away for now: the next beat retries
-                if not failing:
-                    log.warning(
-                        "job heartbeat failed, retrying every %ss: %s", self._interval_s, exc
-                    )
-                failing = True
-                continue
-            if failing:
-                log.info("job heartbeat recovered")
-                failing = False
-            with self._lock:  # a job created after ``pokes`` was read may not be counted yet
-                if alive == 0 and pokes == self._pokes:
-                    self._forget()
-                    return
-        with self._lock:
-            self._forget()
-
-    def _forget(self) -> None:
-        """Under the lock, as the thread ends: no thread beats now."""
-        if self._thread is threading.current_thread():
-            self._thread = None
+            pokes = self._pokes
+        alive = self._beat()
+        with self._lock:  # a job created after ``pokes`` was read may not be counted yet
+            if alive == 0 and pokes == self._pokes:
+                self._forget()
+                return False
+        return True

@@ -23,6 +23,7 @@ import logging
 import threading
 
 from lore.jobs import JobStatus, JobStore
+from lore.periodic import Periodic
 from workers.jobs import fail_documents
 from workers.runtime import Runtime
 
@@ -52,7 +53,7 @@ def end_orphaned_jobs(runtime: Runtime) -> list[str]:
         return ended
 
 
-class OrphanSweep:
+class OrphanSweep(Periodic):
     """A daemon thread calling :func:`end_orphaned_jobs` every ``interval_s`` seconds.
 
     :meth:`start` starts it (no thread when ``interval_s`` is 0); :meth:`stop` ends it
@@ -61,50 +62,18 @@ class OrphanSweep:
     """
 
     def __init__(self, runtime: Runtime, interval_s: float) -> None:
+        super().__init__("lore-orphan-sweep", "sweep for orphaned jobs", interval_s, log)
         self._runtime = runtime
-        self._interval_s = interval_s
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
 
     def start(self) -> None:
         """Sweep every interval from now on (once started, or stopped, nothing changes)."""
         with self._lock:
-            if self._interval_s <= 0 or self._thread is not None or self._stopped.is_set():
-                return
-            self._thread = threading.Thread(target=self._run, name="lore-orphan-sweep")
-            self._thread.daemon = True
-            self._thread.start()
+            if self._interval_s > 0 and self._thread is None:
+                self._launch()
 
-    def running(self) -> bool:
-        """Whether the thread is sweeping."""
-        with self._lock:
-            return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        """End the thread (after the sweep under way, if any)."""
-        self._stopped.set()
-        with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join()
-
-    def _run(self) -> None:
-        failing = False
-        while not self._stopped.wait(self._interval_s):
-            try:
-                ended = end_orphaned_jobs(self._runtime)
-            except Exception as exc:  # the database is away for now: the next sweep retries
-                if not failing:
-                    log.warning(
-                        "sweep for orphaned jobs failed, retrying every %ss: %s",
-                        self._interval_s,
-                        exc,
-                    )
-                failing = True
-                continue
-            if failing:
-                log.info("sweep for orphaned jobs recovered")
-                failing = False
-            if ended:
-                log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))
+    def step(self) -> bool:
+        """One sweep."""
+        ended = end_orphaned_jobs(self._runtime)
+        if ended:
+            log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))
+        return True
