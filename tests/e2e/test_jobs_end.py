@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -18,10 +17,9 @@ from pathlib import Path
 import httpx
 
 from lore.jobs import JobStore
-from lore.models import SourceDocument
 from tests.e2e.test_cli import LORE, ROOT, lore, serving
 from tests.openai_test_server import OpenAITestServer
-from tests.workers.conftest import free_port
+from tests.workers.conftest import free_port, plant_orphan
 
 
 def _corpus(root: Path, count: int) -> Path:
@@ -116,25 +114,6 @@ def test_5_a_killed_lore_serve_leaves_no_running_job(tmp_path: Path) -> None:
     _ended(data, job_id)
 
 
-def _plant_orphan(data: Path) -> tuple[str, int]:
-    """A running job of two staged documents whose owner, a process of this host, ended."""
-    jobs = JobStore(data / "lore.sqlite3")  # a replica of this host, as `lore ingest`
-    try:
-        job_id = jobs.create("ingest")
-        docs = [SourceDocument(f"o/{i}.md", f"o/{i}.md", "ledger", "") for i in range(2)]
-        jobs.stage(job_id, docs, keep_text=False)
-        ended = subprocess.Popen(["true"])  # ... whose process then ended
-        ended.wait()
-        with jobs.database.write() as db:
-            db.execute(
-                "UPDATE jobs SET owner = ? WHERE id = ?",
-                (f"{socket.gethostname()}:{ended.pid}:1", job_id),
-            )
-        return job_id, ended.pid
-    finally:
-        jobs.close()
-
-
 def test_lore_mcp_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None:
     """The MCP server lives as long as its agent: it sweeps too, and stops when stdin ends."""
     data = tmp_path / "data"
@@ -172,7 +151,7 @@ def test_lore_mcp_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None:
             server.stdin.flush()
             reply = json.loads(server.stdout.readline())  # up: its start-up sweep is over
             assert reply["id"] == 1 and "result" in reply, reply
-            job_id, pid = _plant_orphan(data)
+            job_id, pid = plant_orphan(data)
             deadline = time.monotonic() + 30
             while True:
                 jobs = JobStore(data / "lore.sqlite3")
@@ -211,7 +190,7 @@ def test_lore_serve_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None
             "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
         }
         with serving(data, log, env=env) as base:
-            job_id, pid = _plant_orphan(data)
+            job_id, pid = plant_orphan(data)
             deadline = time.monotonic() + 20
             while True:
                 reply = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=5)

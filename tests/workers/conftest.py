@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from lore.jobs import JobInfo, JobStore
+from lore.models import SourceDocument
 from tests.conftest import ROOT
 
 REDIS_URL = "redis://127.0.0.1:6379/9"
@@ -150,6 +151,28 @@ class Workers:
         for task in Path(f"/proc/{pid}/task").iterdir():
             found += [int(c) for c in (task / "children").read_text().split()]
         return found
+
+
+def plant_orphan(data: Path) -> tuple[str, int]:
+    """A running job of two staged documents whose owner, a process of this host, ended.
+
+    As ``lore ingest`` killed mid-run leaves it; returns (job id, the dead pid).
+    """
+    jobs = JobStore(data / "lore.sqlite3")
+    try:
+        job_id = jobs.create("ingest")
+        docs = [SourceDocument(f"o/{i}.md", f"o/{i}.md", "ledger", "") for i in range(2)]
+        jobs.stage(job_id, docs, keep_text=False)
+        ended = subprocess.Popen(["true"])  # ... whose process then ended
+        ended.wait()
+        with jobs.database.write() as db:
+            db.execute(
+                "UPDATE jobs SET owner = ? WHERE id = ?",
+                (f"{socket.gethostname()}:{ended.pid}:1", job_id),
+            )
+        return job_id, ended.pid
+    finally:
+        jobs.close()
 
 
 def wait_job(

@@ -8,17 +8,14 @@ sweep, so only the periodic one can end it.
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from lore.jobs import JobStore
-from lore.models import SourceDocument
 from tests.openai_test_server import OpenAITestServer
-from tests.workers.conftest import Workers, wait_job
+from tests.workers.conftest import Workers, plant_orphan, wait_job
 
 pytestmark = pytest.mark.workers
 
@@ -49,18 +46,9 @@ def test_a_worker_ends_a_dead_owners_job_while_it_runs(
             while not started.search(log.read_bytes()):
                 assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
                 time.sleep(0.05)
+            job_id, _ = plant_orphan(data)
             jobs = JobStore(data / "lore.sqlite3")
             try:
-                job_id = jobs.create("ingest")  # run by `lore ingest` on this host ...
-                docs = [SourceDocument(f"o/{i}.md", f"o/{i}.md", "ledger", "") for i in range(2)]
-                jobs.stage(job_id, docs, keep_text=False)
-                ended = subprocess.Popen(["true"])  # ... whose process then ended
-                ended.wait()
-                with jobs.database.write() as db:
-                    db.execute(
-                        "UPDATE jobs SET owner = ? WHERE id = ?",
-                        (f"{socket.gethostname()}:{ended.pid}:1", job_id),
-                    )
                 info = wait_job(jobs, job_id, timeout_s=20)
             finally:
                 jobs.close()
