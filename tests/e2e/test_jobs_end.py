@@ -19,7 +19,7 @@ import httpx
 from lore.jobs import JobStore
 from tests.e2e.test_cli import LORE, ROOT, lore, serving
 from tests.openai_test_server import OpenAITestServer
-from tests.workers.conftest import free_port, plant_orphan
+from tests.workers.conftest import free_port, plant_orphan, sweeping_env
 
 
 def _corpus(root: Path, count: int) -> Path:
@@ -118,15 +118,7 @@ def test_lore_mcp_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None:
     """The MCP server lives as long as its agent: it sweeps too, and stops when stdin ends."""
     data = tmp_path / "data"
     with OpenAITestServer(dim=16) as embeddings:
-        env = {
-            **os.environ,
-            "LORE_DATA_DIR": str(data),
-            "LORE_EMBEDDING__BACKEND": "openai",
-            "LORE_EMBEDDING__MODEL": "test",
-            "LORE_EMBEDDING__BASE_URL": embeddings.base_url,
-            "LORE_EMBEDDING__DIMENSIONS": "16",
-            "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
-        }
+        env = {**os.environ, "LORE_DATA_DIR": str(data), **sweeping_env(embeddings.base_url)}
         server = subprocess.Popen(
             [*LORE, "mcp"],
             cwd=ROOT,
@@ -181,25 +173,20 @@ def test_lore_serve_ends_a_dead_owners_job_while_it_runs(tmp_path: Path) -> None
     """No process starts after the owner died: the server's periodic sweep ends the job."""
     data = tmp_path / "data"
     log = tmp_path / "serve.log"
-    with OpenAITestServer(dim=16) as embeddings:
-        env = {
-            "LORE_EMBEDDING__BACKEND": "openai",
-            "LORE_EMBEDDING__MODEL": "test",
-            "LORE_EMBEDDING__BASE_URL": embeddings.base_url,
-            "LORE_EMBEDDING__DIMENSIONS": "16",
-            "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
-        }
-        with serving(data, log, env=env) as base:
-            job_id, pid = plant_orphan(data)
-            deadline = time.monotonic() + 20
-            while True:
-                reply = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=5)
-                assert reply.status_code == 200, reply.text
-                job = reply.json()
-                if job["state"] != "running":
-                    break
-                assert time.monotonic() < deadline, job
-                time.sleep(0.05)
+    with (
+        OpenAITestServer(dim=16) as embeddings,
+        serving(data, log, env=sweeping_env(embeddings.base_url)) as base,
+    ):
+        job_id, pid = plant_orphan(data)
+        deadline = time.monotonic() + 20
+        while True:
+            reply = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=5)
+            assert reply.status_code == 200, reply.text
+            job = reply.json()
+            if job["state"] != "running":
+                break
+            assert time.monotonic() < deadline, job
+            time.sleep(0.05)
     assert job["state"] == "failed" and job["counts"] == {"failed": 2}, job
     reason = f"interrupted: the process that ran this job (pid {pid}) ended"
     assert job["detail"]["error"].startswith(reason), job

@@ -153,6 +153,17 @@ class Workers:
         return found
 
 
+def sweeping_env(embeddings_url: str, sweep_s: float = 0.1) -> dict[str, str]:
+    """Settings of a process that embeds on the OpenAI test server and sweeps often."""
+    return {
+        "LORE_EMBEDDING__BACKEND": "openai",
+        "LORE_EMBEDDING__MODEL": "test",
+        "LORE_EMBEDDING__BASE_URL": embeddings_url,
+        "LORE_EMBEDDING__DIMENSIONS": "16",
+        "LORE_JOBS__ORPHAN_SWEEP_S": str(sweep_s),
+    }
+
+
 def plant_orphan(data: Path) -> tuple[str, int]:
     """A running job of two staged documents whose owner, a process of this host, ended.
 

@@ -15,7 +15,7 @@ import pytest
 
 from lore.jobs import JobStore
 from tests.openai_test_server import OpenAITestServer
-from tests.workers.conftest import Workers, plant_orphan, wait_job
+from tests.workers.conftest import Workers, plant_orphan, sweeping_env, wait_job
 
 pytestmark = pytest.mark.workers
 
@@ -29,11 +29,7 @@ def test_a_worker_ends_a_dead_owners_job_while_it_runs(
         env = {
             **broker_env,
             "LORE_DATA_DIR": str(data),
-            "LORE_EMBEDDING__BACKEND": "openai",
-            "LORE_EMBEDDING__MODEL": "test",
-            "LORE_EMBEDDING__BASE_URL": embeddings.base_url,
-            "LORE_EMBEDDING__DIMENSIONS": "16",
-            "LORE_JOBS__ORPHAN_SWEEP_S": "0.1",
+            **sweeping_env(embeddings.base_url),
         }
         workers = Workers(env, tmp_path, pool=pool, extra_args=["--concurrency=1"])
         workers.start("w")
