@@ -388,8 +388,8 @@ class JobSettings(Section):
     orphan_sweep_s: float = Field(
         60.0,
         ge=0,
-        description="lore serve and workers end jobs whose owner process is gone this often "
-        "(0 = only when a process starts)",
+        description="lore serve, lore mcp and workers end jobs whose owner process is gone "
+        "this often (0 = only when a process starts)",
     )
 
 
