@@ -3,15 +3,15 @@
     python -m bench.embed --data ../shared/data/scifact [--docs 1000] [--queries 200]
     python -m bench.embed --data ../shared/data/twowiki --docs 6119 --queries 101
 
-Variants: ``torch`` (sentence-transformers, the batch path), ``onnx`` (the exported graph
-the query path uses, ONNX Runtime at ``ORT_ENABLE_ALL``), ``onnx-basic`` (the same graph at
-``ORT_ENABLE_BASIC``), ``onnx-fused`` (ONNX Runtime's transformer optimiser: fused
-attention, fp32), and three dynamic int8 quantisations of the graph — ``onnx-int8``
-(one scale per output channel, the FFN up-projections kept at fp32: the most faithful
-measured), ``onnx-int8-all`` (every MatMul) and ``onnx-int8-tensor`` (every MatMul, one
-scale per tensor). None is offered by the product: on SciFact through the product's
-chunked pipeline even ``onnx-int8`` as the query side lost more than 0.003 nDCG@10 (see
-the README). For each:
+Variants: ``torch`` (sentence-transformers, the fallback), ``onnx`` (the exported graph
+the product embeds queries and batches with, ONNX Runtime at ``ORT_ENABLE_ALL``),
+``onnx-basic`` (the same graph at ``ORT_ENABLE_BASIC``), ``onnx-fused`` (ONNX Runtime's
+transformer optimiser: fused attention, fp32), and three dynamic int8 quantisations of the
+graph — ``onnx-int8`` (one scale per output channel, the FFN up-projections kept at fp32:
+the most faithful measured), ``onnx-int8-all`` (every MatMul) and ``onnx-int8-tensor``
+(every MatMul, one scale per tensor). None is offered by the product: on SciFact through
+the product's chunked pipeline even ``onnx-int8`` as the query side lost more than 0.003
+nDCG@10 (see the README). For each:
 single-query p50/p99 on ``--query-threads`` threads (variants interleaved query by query,
 so machine load hits them alike), documents/s on ``--batch-threads`` threads (length-
 bucketed batches; interleaved batch by batch; ``onnx-unsorted`` shows what bucketing buys),

