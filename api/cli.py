@@ -424,7 +424,7 @@ def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
         raise click.ClickException(str(exc)) from exc
     with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
-        sweep = OrphanSweep(runtime, runtime.settings.jobs.orphan_sweep_s)  # a long-lived process
+        sweep = OrphanSweep(runtime)  # a long-lived process
         sweep.start()
         try:
             if transport == "stdio":

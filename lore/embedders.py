@@ -99,10 +99,11 @@ class LocalEmbedder:
     """A sentence-transformers model on the CPU, loaded from disk only.
 
     ``query_runtime="auto"`` embeds queries with ONNX Runtime on ``query_threads`` threads
-    (at most the machine's cores; graph cached in ``onnx_cache_dir``, the user's cache by
-    default) and falls back to
-    PyTorch, with one log line, when onnxruntime is missing or the export fails;
-    ``"torch"`` always uses PyTorch. ``query_cache_size`` bounds the query LRU (0: off).
+    (at most the machine's cores), ``batch_runtime="auto"`` document batches on
+    ``threads``; the graph is cached in ``onnx_cache_dir`` (the user's cache by default).
+    Either falls back to PyTorch, with one log line, when onnxruntime is missing or the
+    export fails; ``"torch"`` always uses PyTorch. ``query_cache_size`` bounds the query
+    LRU (0: off).
     """
 
     def __init__(
@@ -127,10 +128,7 @@ class LocalEmbedder:
         self._query_threads = max(1, min(query_threads, os.cpu_count() or 1))
         self._onnx_cache_dir = onnx_cache_dir
         self._model: Any = None
-        self._onnx: OnnxEncoder | None = None
-        self._onnx_tried = False
-        self._batches: OnnxEncoder | None = None
-        self._batches_tried = False
+        self._onnx: dict[int, OnnxEncoder | None] = {}  # by thread count; None: failed
         self._load_lock = threading.Lock()
         self._onnx_lock = threading.Lock()
         self.query_cache = QueryCache(query_cache_size)
@@ -214,21 +212,18 @@ class LocalEmbedder:
 
     def _onnx_encoder(self) -> OnnxEncoder | None:
         """The query path's encoder (None: PyTorch embeds queries)."""
-        if self._query_runtime != "auto":
-            return None
-        with self._onnx_lock:
-            if not self._onnx_tried:
-                self._onnx_tried = True
-                self._onnx = self._open_onnx(self._query_threads)
-        return self._onnx
+        return self._onnx_on(self._query_threads) if self._query_runtime == "auto" else None
 
     def _onnx_batches(self) -> OnnxEncoder | None:
         """The batch path's encoder, on ``threads`` threads (None: PyTorch embeds batches)."""
+        return self._onnx_on(self._threads)
+
+    def _onnx_on(self, threads: int) -> OnnxEncoder | None:
+        """The encoder on ``threads`` threads, opened once (None: it could not be)."""
         with self._onnx_lock:
-            if not self._batches_tried:
-                self._batches_tried = True
-                self._batches = self._open_onnx(self._threads)
-        return self._batches
+            if threads not in self._onnx:
+                self._onnx[threads] = self._open_onnx(threads)
+        return self._onnx[threads]
 
     def _open_onnx(self, threads: int) -> OnnxEncoder | None:
         try:

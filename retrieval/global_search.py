@@ -103,6 +103,11 @@ class StatementMatrix:
     rows: Matrix
     starts: np.ndarray
     counts: np.ndarray
+    segment: np.ndarray = field(init=False, repr=False)  # report of each row
+
+    def __post_init__(self) -> None:
+        segment = np.repeat(np.arange(len(self.counts)), self.counts)
+        object.__setattr__(self, "segment", segment)
 
     @classmethod
     def of(cls, scorer: HybridScorer, view: Sequence[CommunityReport]) -> StatementMatrix:
@@ -120,9 +125,8 @@ class StatementMatrix:
         if not len(filled):
             return out
         cosines = self.rows @ query
-        segment = np.repeat(np.arange(len(self.counts)), self.counts)
         # sorted by report, then by cosine descending: each report's first row is its best
-        order = np.lexsort((-cosines, segment))
+        order = np.lexsort((-cosines, self.segment))
         out[filled] = self.rows[order[self.starts[filled]]]
         return out
 

@@ -77,7 +77,7 @@ class Namespaces:
             if runtime.store.get_meta(NAMESPACE_KEY) != namespace:
                 runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
             end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
-            sweep = OrphanSweep(runtime, settings.jobs.orphan_sweep_s)  # and of one dying later
+            sweep = OrphanSweep(runtime)  # and of one dying later
             sweep.start()
             self._sweeps.append(sweep)
             self._runtimes[namespace] = runtime

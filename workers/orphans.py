@@ -56,12 +56,15 @@ def end_orphaned_jobs(runtime: Runtime) -> list[str]:
 class OrphanSweep(Periodic):
     """A daemon thread calling :func:`end_orphaned_jobs` every ``interval_s`` seconds.
 
+    ``interval_s`` defaults to the runtime's ``jobs.orphan_sweep_s``.
     :meth:`start` starts it (no thread when ``interval_s`` is 0); :meth:`stop` ends it
     after the sweep under way, if any — call it before the runtime closes. A failing
     sweep (the database away for now) is logged once and tried again next interval.
     """
 
-    def __init__(self, runtime: Runtime, interval_s: float) -> None:
+    def __init__(self, runtime: Runtime, interval_s: float | None = None) -> None:
+        if interval_s is None:
+            interval_s = runtime.settings.jobs.orphan_sweep_s
         super().__init__("lore-orphan-sweep", "sweep for orphaned jobs", interval_s, log)
         self._runtime = runtime
 

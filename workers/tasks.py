@@ -66,7 +66,7 @@ def worker_state() -> tuple[Settings, Runtime, JobStore]:
             _state["settings"] = settings
             _state["runtime"] = open_runtime(settings)
             _state["jobs"] = JobStore(database_for(settings, "lore"))
-            _state["sweep"] = OrphanSweep(_state["runtime"], settings.jobs.orphan_sweep_s)
+            _state["sweep"] = OrphanSweep(_state["runtime"])
             _state["sweep"].start()
     return _state["settings"], _state["runtime"], _state["jobs"]
 
