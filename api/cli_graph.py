@@ -198,6 +198,9 @@ def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
             replace(c, members=tuple(ranked_members(graph, c.members)))
             for c in graph.communities(level)
         ]
+        if not as_json:  # a person reads names ("TargetDown"), not keys ("targetdown")
+            shown = {k for c in found for k in c.members[:6]}
+            names = {k: e.name for k in shown if (e := graph.entity(k)) is not None}
     if as_json:
         click.echo(
             json.dumps(
@@ -210,7 +213,8 @@ def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
         )
         return
     for c in found:
-        preview = ", ".join(c.members[:6]) + (" …" if len(c.members) > 6 else "")
+        preview = ", ".join(names.get(k, k) for k in c.members[:6])
+        preview += " …" if len(c.members) > 6 else ""
         out.print(
             f"{c.id:>8}  level {c.level}  parent {c.parent or '-':>6}  "
             f"{len(c.members):>4} members: {preview}",

@@ -190,6 +190,9 @@ def test_graph_commands(data: Path, tmp_path: Path) -> None:
     assert lore(data, "graph", "show", "no-such-thing-here").returncode != 0
     levels = {c["level"] for c in json.loads(lore(data, "graph", "communities", "--json").stdout)}
     assert len(levels) >= 2
+    listed = lore(data, "graph", "communities")
+    assert listed.returncode == 0, listed.stderr
+    assert "E_LEDGER_LOCK_TIMEOUT" in listed.stdout  # names as written, not lower-cased keys
     target = tmp_path / "g.graphml"
     assert (
         lore(data, "graph", "export", "--format", "graphml", "--output", str(target)).returncode
