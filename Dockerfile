@@ -29,6 +29,7 @@ COPY lore lore
 COPY graph graph
 COPY ingest ingest
 COPY retrieval retrieval
+COPY app app
 COPY workers workers
 COPY api api
 RUN pip install --no-deps .

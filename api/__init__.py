@@ -1,1 +1,1 @@
-"""Adapters: the ``lore`` CLI and the FastAPI app. Thin wrappers over ``workers.runtime``."""
+"""Adapters: the ``lore`` CLI and the FastAPI app. Thin wrappers over ``app.runtime``."""

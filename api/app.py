@@ -16,11 +16,11 @@ from api.errors import install_error_handlers
 from api.limits import BodyLimit
 from api.metrics import Metrics
 from api.routes import ask, documents, graph, health, jobs, keys, memory, sync
+from app.builders import database_for
+from app.keys import KeyStore
+from app.namespaces import Namespaces
 from lore import __version__
-from lore.keys import KeyStore
 from lore.settings import Settings
-from workers.builders import database_for
-from workers.namespaces import Namespaces
 
 DESCRIPTION = """Long-term memory for agents and people: hybrid search (BM25 + HNSW, weighted
 RRF) over your documents, a knowledge graph with community reports, and answers to local

@@ -31,15 +31,15 @@ from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
 from api.cli_migrate import migrate_command
 from api.cli_status import status
-from ingest.graph_lifecycle import describe
+from app.namespaces import namespace_settings
+from app.orphans import OrphanSweep
+from graph.cascade import describe
 from ingest.resolve import resolve_document_id
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, MissingExtraError
 from lore.extras import require
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest, QueryResponse
-from workers.namespaces import namespace_settings
-from workers.orphans import OrphanSweep
 
 
 @click.group()
@@ -157,8 +157,8 @@ def ingest(
 
 def prune_command(ctx: click.Context, paths: list[Path], wait: bool) -> dict[str, Any]:
     """Delete what ``paths`` no longer hold (one delete job); returns its result."""
+    from app.lifecycle import delete as delete_documents
     from ingest.sync import missing_documents
-    from workers.lifecycle import delete as delete_documents
 
     with runtime_context(ctx) as runtime:
         plan = missing_documents(runtime.store.list_documents(), paths)
@@ -308,7 +308,7 @@ def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wai
     results (``file.jsonl#id``) or a path to the ingested file; an unknown one deletes
     nothing.
     """
-    from workers.lifecycle import delete as delete_documents
+    from app.lifecycle import delete as delete_documents
 
     with runtime_context(ctx) as runtime:
         ids = [resolve_document_id(runtime.store, d) for d in document_ids]
@@ -347,7 +347,7 @@ def print_deletion(result: dict[str, Any], as_json: bool) -> None:
 def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool) -> None:
     """Read a document back: status, metadata, text (and chunks). Takes an id or a source."""
     from api.routes.documents import document_out
-    from lore.readback import read_document
+    from app.listing import read_document
 
     with runtime_context(ctx) as runtime:
         ref = resolve_document_id(runtime.store, document_id)

@@ -12,12 +12,12 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from api.progress import ProgressReporter
+from app.builders import local_file, store_exists, store_schema
+from app.orphans import end_orphaned_jobs
+from app.runtime import Runtime, open_runtime
 from lore.db import damaged, redact
 from lore.errors import LoreError
 from lore.settings import Settings
-from workers.builders import local_file, store_exists, store_schema
-from workers.orphans import end_orphaned_jobs
-from workers.runtime import Runtime, open_runtime
 
 out = Console()
 err = Console(stderr=True)

@@ -11,10 +11,10 @@ from pydantic import SecretStr
 from rich.table import Table
 
 from api.cli_common import out, settings_of
+from api.settings_docs import config_template, settings_reference
 from lore.config_file import find_config_file, read_config_file, setting_paths, setting_sources
 from lore.db import redact
 from lore.settings import Settings
-from lore.settings_docs import config_template, settings_reference
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """Jobs on the command line: ``lore ingest`` through jobs, ``lore jobs``, ``lore graph refresh``.
 
-``lore ingest`` calls the one ingest entry point (``workers.ingest``): with a broker
+``lore ingest`` calls the one ingest entry point (``app.ingest``): with a broker
 configured (``LORE_BROKER__URL``) it queues a job for the workers and prints its id, or
 follows it with a live progress bar (``--wait``); without one the same steps run in this
 process. Either way the job is recorded, so ``lore jobs`` lists it with per-status
@@ -17,10 +17,10 @@ import click
 
 from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
-from ingest.graph_lifecycle import describe
+from app.jobs import JobInfo, JobStatus, JobStore
+from app.runtime import Runtime
+from graph.cascade import describe
 from ingest.pipeline import IngestReport
-from lore.jobs import JobInfo, JobStatus, JobStore
-from workers.runtime import Runtime
 
 
 def ingest_command(
@@ -31,7 +31,7 @@ def ingest_command(
     Queued (a broker is configured) it returns at once unless ``wait``; in-process the
     documents are searchable when it returns.
     """
-    from workers.ingest import ingest_paths, queued
+    from app.ingest import ingest_paths, queued
 
     with (
         runtime_context(ctx, create=True) as runtime,
@@ -185,7 +185,7 @@ def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> N
 @click.pass_context
 def refresh(ctx: click.Context, rebuild: bool, reextract: bool, wait: bool, as_json: bool) -> None:
     """Re-summarise only the communities whose members or their content changed."""
-    from workers.service import refresh as start_refresh
+    from app.service import refresh as start_refresh
 
     with runtime_context(ctx) as runtime:
         jobs = runtime.jobs()

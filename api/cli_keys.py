@@ -10,9 +10,9 @@ from dataclasses import asdict
 import click
 
 from api.cli_common import out
+from app.builders import database_for
+from app.keys import ApiKey, KeyStore
 from lore.errors import LoreError
-from lore.keys import ApiKey, KeyStore
-from workers.builders import database_for
 
 
 @contextmanager

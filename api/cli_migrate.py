@@ -7,8 +7,8 @@ import json
 import click
 
 from api.cli_common import out
+from app.migrate import MigrationReport, migrate
 from lore.errors import LoreError
-from workers.migrate import MigrationReport, migrate
 
 
 @click.command(name="migrate")

@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from api.cli_common import out, runtime_context
+from app.runtime import Runtime
 from lore.errors import LoreError
 from lore.models import DocumentStatus
-from workers.runtime import Runtime
 
 LISTED = 50  # failed / skipped documents listed by name
 

@@ -18,11 +18,11 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.keys import KeyStore, check_namespace
+from app.namespaces import Namespaces
+from app.runtime import Runtime
 from lore.errors import ForbiddenError, InvalidRequestError, NotFoundError, UnauthorizedError
-from lore.keys import KeyStore, check_namespace
 from lore.settings import Settings
-from workers.namespaces import Namespaces
-from workers.runtime import Runtime
 
 bearer = HTTPBearer(auto_error=False, description="an API key from `lore keys create`")
 

@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.namespaces import Namespaces
+from app.readback import ingest_counts
 from lore.llm import LLMStats
-from workers.namespaces import Namespaces
-from workers.readback import ingest_counts
 
 
 class Metrics:

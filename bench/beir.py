@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.runtime import Runtime
 from bench.common import machine, runtime_for, timed
 from ingest.loaders import load_paths
 from retrieval.contract import QueryRequest
-from workers.runtime import Runtime
 
 RECOMMENDED_DIVERSITY = 0.2
 DOC_DEPTH = 100

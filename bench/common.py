@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.runtime import Runtime, open_runtime
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
-from workers.runtime import Runtime, open_runtime
 
 
 def machine() -> dict[str, Any]:

@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.runtime import Runtime
 from bench.common import machine, runtime_for
 from bench.pipeline import load_corpus
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
-from workers.runtime import Runtime
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 

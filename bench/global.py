@@ -43,7 +43,7 @@ from retrieval.keypoints import point_key
 
 _POINT = re.compile(r"^\[(\d+)\] (.*) \(report [^)]*\)$")
 _LOAD_MODEL = (
-    "from lore.settings import load_settings; from workers.builders import build_embedder; "
+    "from lore.settings import load_settings; from app.builders import build_embedder; "
     "build_embedder(load_settings()).embed_query('warm up')"
 )
 

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import machine, runtime_for, timed
 from bench.pipeline import load_corpus
+from graph.quarantine import Quarantine
 from graph.store import GraphStore
 from graph.stores import open_graph_store
 from ingest.chunking import chunk_text
 from ingest.extraction import ChunkInput, Extraction, OfflineExtractor, Quarantined
 from ingest.graph_build import build_communities, store_extractions
-from ingest.quarantine import Quarantine
 from lore.models import SourceDocument
 
 if TYPE_CHECKING:

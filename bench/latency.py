@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from app.runtime import Runtime
 from bench.common import machine, percentiles, runtime_for, timed
 from lore.models import SourceDocument
 from lore.store import NewChunk
 from retrieval.contract import QueryRequest
-from workers.runtime import Runtime
 
 CHUNKS_PER_DOC = 10
 BLOCK = 25  # queries a runtime runs before the next takes its turn (--query-runtimes)

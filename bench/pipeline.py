@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from app.jobs import JobStore
 from bench.common import machine, read_documents, runtime_for
-from lore.jobs import JobStore
 from lore.models import SourceDocument
 
 ROOT = Path(__file__).resolve().parents[1]

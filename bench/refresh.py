@@ -22,13 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.jobs import JobStore
+from app.refresh import refresh_inline
 from bench.common import machine, runtime_for
 from bench.pipeline import load_corpus
 from ingest.loaders import load_paths
-from lore.jobs import JobStore
 from lore.models import SourceDocument
 from lore.settings import IngestSettings
-from workers.refresh import refresh_inline
 
 ROOT = Path(__file__).resolve().parents[1]
 

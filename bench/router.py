@@ -22,10 +22,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app.runtime import Runtime
 from bench.common import machine, runtime_for
 from retrieval.analyzer import Analyzer
 from retrieval.router import HeuristicRouteClassifier, RouteContext, RouteDecision
-from workers.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.jobs import JobStatus
 from bench.common import machine, percentiles, read_documents, runtime_for
 from bench.processes import (
     backend_cpu_seconds,
@@ -82,7 +83,6 @@ from bench.processes import (
     time_split,
     wait_for_log,
 )
-from lore.jobs import JobStatus
 from lore.models import SourceDocument
 
 NOTE = (

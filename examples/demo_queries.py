@@ -13,9 +13,9 @@ from typing import Any
 
 from api.cli import print_results
 from api.cli_common import out
+from app.runtime import open_runtime
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest
-from workers.runtime import open_runtime
 
 QUERIES: list[tuple[str, dict[str, Any]]] = [
     ("an error code, exactly", {"search_text": "E_LEDGER_LOCK_TIMEOUT", "top_k": 3}),

@@ -7,7 +7,7 @@ remain. :func:`remove_contributions` does that through the protocol alone (any b
 and says what went: the mentions of those chunks, and the entities and relations that
 no longer exist. The removal leaves *touched* marks on the entities it changed; the
 caller turns them into stale communities and rewritten reports
-(``ingest.graph_lifecycle.forget_chunks``).
+(``graph.cascade.forget_chunks``).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ extracted are extracted, contributions of chunks that no longer exist (their doc
 changed or was deleted) are removed, so an unchanged chunk costs nothing on a re-run.
 :func:`extract_chunks` is the one extraction loop (this catch-up and the ingest path's
 extraction both use it); :func:`build_communities` recomputes the hierarchy from the
-merged relations (a full rebuild, ``workers.refresh``). A chunk the extractor could not
-handle is quarantined with its reason (``ingest/quarantine.py``) and skipped until
+merged relations (a full rebuild, ``app.refresh``). A chunk the extractor could not
+handle is quarantined with its reason (``graph/quarantine.py``) and skipped until
 retried; the report counts them and what the LLM cost (calls, tokens, cache hits). The
 extractor's version is recorded with the data. When it changes (an LLM configured or
 removed, another model or prompt) the graph is kept and the report warns; only
@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from graph.cascade import extractor_warning, record_extractor, reextracting
 from graph.communities import Community, hierarchical_communities
 from graph.models import ChunkMentions
+from graph.quarantine import Quarantine
 from graph.store import GraphStore
 from graph.stores.merging import checked_chunks
 from ingest.extraction import ChunkInput, Extraction, Extractor, Quarantined
-from ingest.graph_lifecycle import extractor_warning, record_extractor, reextracting
-from ingest.quarantine import Quarantine
 from lore.errors import InvalidRequestError
 from lore.llm import LLMStats
 from lore.store import Store

@@ -6,7 +6,7 @@ is unchanged costs nothing; a changed one reuses the vectors of its unchanged ch
 replaces its chunks in one transaction. Every input ends ``done``, ``unchanged``,
 ``skipped`` (nothing to index, e.g. front matter only) or ``failed`` with a reason; one
 bad document never stops the batch. The one entry point
-that loads documents and runs this (then the graph extraction) is ``workers.ingest``.
+that loads documents and runs this (then the graph extraction) is ``app.ingest``.
 """
 
 from __future__ import annotations

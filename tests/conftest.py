@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from app.runtime import Runtime, open_runtime
 from lore.embedders import LocalEmbedder
 from lore.settings import Settings, load_settings
-from workers.runtime import Runtime, open_runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"

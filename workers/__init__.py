@@ -1,1 +1,1 @@
-"""Workers: composition root, the one ingest entry point, graph refresh, Celery tasks."""
+"""Celery alone: the app, the tasks and the sending side; imports ``app``, never the reverse."""

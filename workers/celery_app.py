@@ -82,7 +82,7 @@ def broker_epoch(settings: Settings) -> str:
     """The broker's epoch: a value set in Redis once and lost when Redis loses its data.
 
     Jobs remember the epoch they were enqueued under; a different epoch means their
-    queued tasks may be gone (see :func:`workers.jobs.resume`).
+    queued tasks may be gone (see :func:`app.steps.resume`).
     """
     import redis
 

@@ -1,6 +1,6 @@
 """The sending side of the background pipeline: create a job, queue its tasks, follow it.
 
-Used by the one ingest entry point (``workers.ingest``) and the refresh commands when a
+Used by the one ingest entry point (``app.ingest``) and the refresh commands when a
 broker is configured. Documents are loaded
 here and staged in the job (so a worker needs only ids); tasks are sent by name through
 an app built from the settings, so no task code is imported on this side.
@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lore.jobs import JobInfo, JobStore
+from app.jobs import JobInfo, JobStore
+from app.steps import batches, stage_documents
 from lore.models import Loaded
 from lore.settings import Settings
 from workers.celery_app import broker_epoch, create_app
-from workers.jobs import batches, stage_documents
 
 if TYPE_CHECKING:
-    from workers.runtime import Runtime
+    from app.runtime import Runtime
 
 
 def enqueue_ingest(settings: Settings, job_id: str, document_ids: Sequence[str]) -> int:

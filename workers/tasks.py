@@ -1,6 +1,6 @@
 """Celery tasks: thin, named adapters around the plain steps of the pipeline.
 
-The steps live in ``workers.jobs`` and ``workers.refresh``. Each task takes ids (a job
+The steps live in ``app.steps`` and ``app.refresh``. Each task takes ids (a job
 id and document ids, or a community id), is idempotent, retries only transient errors
 (exponential backoff with jitter, up to ``workers.max_retries``; then the documents fail
 with the reason), and runs under the app's time limits. Each worker process builds one
@@ -27,8 +27,15 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from app.builders import database_for
+from app.jobs import JobStore
+from app.lifecycle import run_delete
+from app.orphans import OrphanSweep, end_orphaned_jobs
+from app.refresh import prepare_refresh, summarizer_for
+from app.runtime import Runtime, open_runtime
+from app.steps import extract_documents, fail_documents, ingest_documents, resume
 from graph.models import CommunityReport
-from ingest.graph_refresh import (
+from graph.refresh import (
     plan_from_dict,
     plan_to_dict,
     report_from,
@@ -36,15 +43,8 @@ from ingest.graph_refresh import (
     summarize_community,
 )
 from lore.errors import PermanentError, TransientError
-from lore.jobs import JobStore
 from lore.settings import Settings, load_settings
-from workers.builders import database_for
 from workers.celery_app import app, broker_epoch
-from workers.jobs import extract_documents, fail_documents, ingest_documents, resume
-from workers.lifecycle import run_delete
-from workers.orphans import OrphanSweep, end_orphaned_jobs
-from workers.refresh import prepare_refresh, summarizer_for
-from workers.runtime import Runtime, open_runtime
 
 log = logging.getLogger(__name__)
 # PostgreSQL unreachable, a pool timeout, a deadlock or serialization failure: lore.db
@@ -58,7 +58,7 @@ def worker_state() -> tuple[Settings, Runtime, JobStore]:
     """The settings, runtime and job store of this worker process (built once).
 
     The runtime is swept for orphaned jobs every ``jobs.orphan_sweep_s`` seconds from
-    then on (``workers.orphans``), until the process shuts down.
+    then on (``app.orphans``), until the process shuts down.
     """
     with _lock:
         if "runtime" not in _state:
@@ -157,7 +157,7 @@ def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
 
 @_task("lore.delete_documents", bind=True)
 def delete_documents_task(self: Any, job_id: str, document_ids: list[str]) -> None:
-    """Delete documents from the store and cascade into the graph (``workers.lifecycle``)."""
+    """Delete documents from the store and cascade into the graph (``app.lifecycle``)."""
     _, runtime, jobs = worker_state()
     try:
         run_delete(runtime, jobs, job_id, document_ids, sync_indexes=False)

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
+from app.runtime import Runtime
 from lore.aio import run_sync
 from lore.errors import InvalidRequestError
 from lore.extras import missing_extra
 from retrieval.contract import QueryRequest, QueryResponse
-from workers.runtime import Runtime
 
 try:
     from langchain_core.callbacks import (
@@ -56,7 +56,7 @@ class LorekeeperRetriever(BaseRetriever):
         if (self.url is None) == (self.runtime is None):
             raise ValueError("give exactly one of `url` (HTTP API) or `runtime` (Python API)")
         if self.runtime is not None and not isinstance(self.runtime, Runtime):
-            raise ValueError("`runtime` must be a workers.runtime.Runtime")
+            raise ValueError("`runtime` must be an app.runtime.Runtime")
         return self
 
     def _request(self, query: str) -> QueryRequest:

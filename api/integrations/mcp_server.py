@@ -2,7 +2,7 @@
 
 Runs over stdio (``lore mcp``, for desktop agents that start it as a subprocess) or
 streamable HTTP (``lore mcp --transport http --port 8765``). Each tool is a thin call
-into the :class:`~workers.runtime.Runtime`; errors come back as tool errors carrying
+into the :class:`~app.runtime.Runtime`; errors come back as tool errors carrying
 the same message the HTTP API gives. Needs the ``mcp`` extra.
 """
 
@@ -17,15 +17,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from api.routes.documents import document_out
+from app import service
+from app.ingest import ingest as ingest_documents
+from app.listing import MAX_PAGE, read_document
+from app.readback import document_page
+from app.runtime import Runtime
 from ingest.loaders import make_document
 from lore.errors import LoreError, NotFoundError
 from lore.models import DocumentStatus
-from lore.readback import MAX_PAGE, read_document
 from retrieval.contract import QueryRequest
-from workers import service
-from workers.ingest import ingest as ingest_documents
-from workers.readback import document_page
-from workers.runtime import Runtime
 
 INSTRUCTIONS = (
     "Lorekeeper is a long-term memory. Use `search` to find passages (exact identifiers such "

@@ -13,14 +13,14 @@ from pydantic.json_schema import models_json_schema
 
 from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
 from api.routes.jobs import JobOut, job_out
+from app import service
+from app.ingest import ingest
+from app.listing import MAX_PAGE, DocumentView, read_chunk, read_document
+from app.readback import document_page
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
 from lore.models import DocumentInfo, DocumentStatus, Loaded
-from lore.readback import MAX_PAGE, DocumentView, read_chunk, read_document
-from workers import service
-from workers.ingest import ingest
-from workers.readback import document_page
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -347,7 +347,7 @@ async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[
     the reports of the communities they touched are rewritten before the answer:
     ``graph`` says what was removed and how many reports were refreshed.
     """
-    from workers.lifecycle import delete
+    from app.lifecycle import delete
 
     resolved = await asyncio.to_thread(runtime.store.resolve_document_id, document_id)
     target = resolved or document_id

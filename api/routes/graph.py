@@ -9,11 +9,11 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import RuntimeDep
+from app import service
 from graph.lookup import find_entities
 from graph.models import CommunityReport
 from graph.reports import ranked_members
 from lore.errors import NotFoundError
-from workers import service
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 
 from api.deps import RuntimeDep
+from app import service
+from app.readback import job_page
+from app.service import JobView
 from lore.errors import NotFoundError
-from workers import service
-from workers.readback import job_page
-from workers.service import JobView
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 

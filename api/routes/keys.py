@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, Field
 
 from api.deps import AdminDep
-from lore.keys import ApiKey, KeyStore
+from app.keys import ApiKey, KeyStore
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
 

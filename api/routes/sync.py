@@ -18,8 +18,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from api.deps import RuntimeDep
+from app import lifecycle
 from lore.errors import LoreError
-from workers import lifecycle
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 

@@ -8,11 +8,11 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import get_runtime
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
 from tests.conftest import make_runtime
-from workers.runtime import Runtime
 
 
 def client_for(runtime: Runtime, data: Path) -> TestClient:

@@ -8,11 +8,11 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from api.app import create_app
+from app.keys import KeyStore
+from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
-from lore.keys import KeyStore
 from lore.models import SourceDocument
 from lore.settings import load_settings
-from workers.namespaces import Namespaces
 
 METRICS_TOKEN = "scrape-token-for-prometheus"
 

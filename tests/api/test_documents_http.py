@@ -6,9 +6,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.settings import load_settings
-from workers.namespaces import Namespaces
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from app.keys import KeyStore
+from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
-from lore.keys import KeyStore
 from lore.metadata import MAX_LIST_BYTES, MAX_METADATA_BYTES
 from lore.settings import load_settings
-from workers.namespaces import Namespaces
 
 DEEP = "[" * 1000 + "]" * 1000
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
-from workers.namespaces import Namespaces
 
 
 def test_6_readyz_says_the_keyword_index_was_rebuilt(

@@ -7,10 +7,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.settings import load_settings
 from tests.openai_test_server import OpenAITestServer
-from workers.namespaces import Namespaces
 
 
 def test_configuring_an_llm_keeps_the_graph_until_reextract(

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.runtime import Runtime
 from lore import onnx_embed
 from lore.embedders import LocalEmbedder
 from lore.models import ChunkDraft
 from lore.tokens import packaged_model_dir
-from workers.runtime import Runtime
 
 AGREE = 0.9999
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from app.runtime import Runtime
 from tests.conftest import CORPUS, ROOT
 from tests.e2e.test_cli import lore
-from workers.runtime import Runtime
 
 README_EXAMPLE = re.compile(r'^lore ask "([^"]+)"([^#\n]*)#\s*(local|global)\s*$', re.MULTILINE)
 

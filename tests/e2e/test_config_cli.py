@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from api.settings_docs import REFERENCE_END, REFERENCE_START, settings_reference
 from lore.settings import Settings
-from lore.settings_docs import REFERENCE_END, REFERENCE_START, settings_reference
 from tests.conftest import ROOT
 
 LORE = [sys.executable, "-m", "api.cli"]

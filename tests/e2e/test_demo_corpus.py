@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from app.refresh import refresh_in_process
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
 from tests.conftest import CORPUS, FIXTURES, ROOT, make_runtime
-from workers.refresh import refresh_in_process
-from workers.runtime import Runtime
 
 IDENTIFIERS = json.loads((FIXTURES / "identifier_queries.json").read_text())
 QUESTIONS = json.loads((FIXTURES / "demo_questions.json").read_text())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from lore.jobs import JobStore
+from app.jobs import JobStore
 from tests.e2e.test_cli import LORE, ROOT, lore, serving
 from tests.openai_test_server import OpenAITestServer
 from tests.workers.conftest import free_port, plant_orphan, sweeping_env

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from graph.models import EntityMention
+from graph.quarantine import Quarantine
 from graph.stores.local import LocalGraphStore
 from ingest.extraction import ChunkInput, Extraction, OfflineExtractor, Quarantined
 from ingest.graph_build import build_graph, store_extractions
-from ingest.quarantine import Quarantine
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests.conftest import make_runtime

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
 from tests.conftest import make_runtime
-from workers.runtime import Runtime
 
 DOCS = [
     SourceDocument(

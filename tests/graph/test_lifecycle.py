@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from graph.cascade import forget_chunks
 from graph.lifecycle import remove_contributions
 from graph.models import EntityMention
+from graph.quarantine import Quarantine
+from graph.refresh import Summarizer, plan_refresh, run_plan
 from graph.reports import ExtractiveWriter
 from graph.store import GraphStore
-from ingest.graph_lifecycle import forget_chunks
-from ingest.graph_refresh import Summarizer, plan_refresh, run_plan
-from ingest.quarantine import Quarantine
 from tests.graph.test_graph_store_contract import backend, mention, rel, store  # noqa: F401
 from tests.tables import tables_at
 

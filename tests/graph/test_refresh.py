@@ -12,20 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from app.jobs import JobStore
+from app.refresh import refresh_inline
+from app.runtime import Runtime
 from graph.communities import Edge, hierarchical_communities
 from graph.incremental import update_hierarchy
 from graph.models import ChunkMentions, EntityMention, RelationMention, entity_key
+from graph.refresh import Summarizer, plan_refresh, report_job, report_jobs, run_plan
 from graph.reports import ExtractiveWriter
 from graph.stores import open_graph_store
-from ingest.graph_refresh import Summarizer, plan_refresh, report_job, report_jobs, run_plan
 from ingest.loaders import load_paths
 from lore.embedders import LocalEmbedder
-from lore.jobs import JobStore
 from lore.models import SourceDocument
 from tests.conftest import ROOT, make_runtime
 from tests.graph.test_lazy_reports import report_row_writes, watch_report_rows
-from workers.refresh import refresh_inline
-from workers.runtime import Runtime
 
 
 def _cliques(count: int, size: int) -> list[Edge]:

@@ -17,13 +17,13 @@ from pydantic import SecretStr, ValidationError
 
 from api.app import create_app
 from api.integrations.langchain_retriever import LorekeeperRetriever
+from app.keys import KeyStore
+from app.namespaces import Namespaces
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.errors import InvalidRequestError
-from lore.keys import KeyStore
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
-from workers.namespaces import Namespaces
-from workers.runtime import Runtime
 
 
 def test_python_api_backend(demo_runtime: Runtime) -> None:

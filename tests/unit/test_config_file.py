@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from api.progress import ProgressReporter
+from api.settings_docs import config_template
 from lore.config_file import check_known_keys, setting_sources
 from lore.errors import ConfigurationError
 from lore.settings import Settings, load_settings
-from lore.settings_docs import config_template
 
 
 def write(path: Path, text: str) -> Path:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from app.runtime import open_runtime
 from graph.stores import open_graph_store
 from graph.stores.local import LocalGraphStore
 from lore.errors import BackendUnavailableError, ConfigurationError
 from lore.settings import load_settings
-from workers.runtime import open_runtime
 
 
 def closed_port() -> int:
@@ -71,7 +71,7 @@ def test_unknown_backend_and_bad_uri_are_configuration_errors() -> None:
 
 def test_the_default_path_never_imports_the_driver() -> None:
     code = (
-        "import sys, api.cli, workers.runtime, graph.stores, graph.stores.local; "
+        "import sys, api.cli, app.runtime, graph.stores, graph.stores.local; "
         "sys.exit('neo4j' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.errors import FilterError
 from lore.models import SourceDocument
@@ -14,7 +15,6 @@ from lore.store import NewChunk
 from retrieval.contract import QueryRequest
 from retrieval.hybrid import HybridSearcher
 from tests.conftest import make_runtime
-from workers.runtime import Runtime
 
 DOCS = [
     SourceDocument(

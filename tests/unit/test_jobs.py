@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from app.ingest import ingest
+from app.jobs import JobStatus, JobStore
+from app.orphans import end_orphaned_jobs
+from app.runtime import Runtime, open_runtime
+from app.steps import extract_documents, ingest_documents, resume, stage_documents
 from lore.db import open_database
 from lore.errors import BackendUnavailableError
-from lore.jobs import JobStatus, JobStore
 from lore.models import DocumentStatus, Rejected, SourceDocument
 from lore.settings import Settings
 from tests.openai_test_server import OpenAITestServer
 from tests.tables import tables_at
-from workers.ingest import ingest
-from workers.jobs import extract_documents, ingest_documents, resume, stage_documents
-from workers.orphans import end_orphaned_jobs
-from workers.runtime import Runtime, open_runtime
 
 
 @pytest.fixture

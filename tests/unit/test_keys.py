@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from app.keys import KeyStore
 from lore.errors import InvalidRequestError, NotFoundError
-from lore.keys import KeyStore
 from tests.tables import tables_at
 
 

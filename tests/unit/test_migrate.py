@@ -1,4 +1,4 @@
-"""``workers.migrate`` on real SQLite files and a real, fresh PostgreSQL database."""
+"""``app.migrate`` on real SQLite files and a real, fresh PostgreSQL database."""
 
 from pathlib import Path
 
@@ -6,14 +6,14 @@ import numpy as np
 import psycopg
 import pytest
 
+from app.builders import database_for
+from app.keys import KeyStore
+from app.migrate import NonEmptyTargetError, migrate
 from lore.errors import BackendUnavailableError, ConfigurationError, StorageError
-from lore.keys import KeyStore
 from lore.llm import ReplyCache
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 from lore.store import NewChunk, Store
-from workers.builders import database_for
-from workers.migrate import NonEmptyTargetError, migrate
 
 
 def _chunks(doc: str, count: int) -> list[NewChunk]:

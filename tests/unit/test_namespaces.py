@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from app.namespaces import namespace_settings
 from lore.errors import InvalidRequestError
 from lore.settings import load_settings
-from workers.namespaces import namespace_settings
 
 
 def test_each_namespace_has_its_own_directory_and_neo4j_tag(tmp_path: Path) -> None:

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from app.jobs import JobInfo, JobStatus, JobStore
+from app.namespaces import Namespaces
+from app.orphans import OrphanSweep, end_orphaned_jobs
+from app.runtime import Runtime, open_runtime
 from lore.db import SQLiteDatabase
-from lore.jobs import JobInfo, JobStatus, JobStore
 from lore.models import SourceDocument
 from lore.settings import Settings
 from tests.openai_test_server import OpenAITestServer
-from workers.namespaces import Namespaces
-from workers.orphans import OrphanSweep, end_orphaned_jobs
-from workers.runtime import Runtime, open_runtime
 
 SWEEP_THREAD = "lore-orphan-sweep"
 
@@ -128,7 +128,7 @@ def test_the_sweep_ends_a_dead_owners_job_and_leaves_live_ones(
 def test_a_failing_sweep_is_logged_once_and_retried(
     runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="workers.orphans")
+    caplog.set_level(logging.INFO, logger="app.orphans")
     jobs = runtime.jobs()
     orphan = _orphan(jobs)
     with jobs.database.write() as db:  # the job table is away: every sweep fails
@@ -143,7 +143,7 @@ def test_a_failing_sweep_is_logged_once_and_retried(
         _wait(jobs, orphan, lambda info: info.state == "failed", timeout_s=10)
     finally:
         sweep.stop()
-    records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "workers.orphans"]
+    records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "app.orphans"]
     warnings = [m for level, m in records if level == logging.WARNING]
     assert len(warnings) == 1 and "retrying every 0.02s" in warnings[0], records
     assert (logging.INFO, "sweep for orphaned jobs recovered") in records

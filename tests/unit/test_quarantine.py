@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ingest.quarantine import Quarantine
+from graph.quarantine import Quarantine
 from tests.tables import tables_at
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from app.builders import build_embedder
 from lore.embedders import LocalEmbedder, Matrix, QueryCache
 from lore.settings import Settings, load_settings
-from workers.builders import build_embedder
 
 
 def test_lru_evicts_the_least_recently_used() -> None:

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.listing import list_documents, read_chunk, read_document
 from lore.models import DocumentStatus, SourceDocument
-from lore.readback import list_documents, read_chunk, read_document
 from lore.store import NewChunk, Store
 
 

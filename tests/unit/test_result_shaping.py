@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
 from tests.conftest import make_runtime
 from tests.openai_test_server import OpenAITestServer
-from workers.runtime import Runtime
 
 REPEATED = "## Step\n\nRestart the ledger database connection pool after a timeout.\n\n"
 DOCS = [

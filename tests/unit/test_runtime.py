@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from app.runtime import open_runtime
 from lore.embedders import LocalEmbedder
 from lore.errors import ConfigurationError, EmbeddingMismatchError
 from lore.models import SourceDocument
@@ -14,7 +15,6 @@ from lore.settings import load_settings
 from lore.store import NewChunk, Store
 from retrieval.contract import QueryRequest
 from tests.conftest import make_runtime
-from workers.runtime import open_runtime
 
 
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -5,12 +5,12 @@ Their tables and indexes must not collide, and each records its own schema versi
 
 from pathlib import Path
 
+from app.jobs import JobStore
+from app.keys import KeyStore
 from graph.models import EntityMention
+from graph.quarantine import Quarantine
 from graph.stores.local import LocalGraphStore
-from ingest.quarantine import Quarantine
 from lore.db import Tables
-from lore.jobs import JobStore
-from lore.keys import KeyStore
 from lore.llm import ReplyCache
 from retrieval.report_vectors import ReportVectorStore
 from tests.tables import tables_at

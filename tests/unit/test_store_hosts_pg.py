@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.builders import store_exists, store_schema
+from app.namespaces import Namespaces, namespace_settings
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 from retrieval.contract import QueryRequest
 from retrieval.index_set import MARKER
 from tests.conftest import make_runtime
-from workers.builders import store_exists, store_schema
-from workers.namespaces import Namespaces, namespace_settings
-from workers.runtime import Runtime
 
 
 def _found(runtime: Runtime, text: str) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lore.jobs import JobInfo, JobStore
+from app.jobs import JobInfo, JobStore
 from lore.models import SourceDocument
 from tests.conftest import ROOT
 

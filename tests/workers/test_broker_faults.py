@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from lore.jobs import JobStore
+from app.jobs import JobStore
+from app.runtime import Runtime, open_runtime
 from lore.models import SourceDocument
 from lore.settings import Settings
 from tests.openai_test_server import OpenAITestServer
@@ -33,7 +34,6 @@ from tests.workers.conftest import (
     wait_job,
 )
 from workers.client import submit_documents
-from workers.runtime import Runtime, open_runtime
 
 pytestmark = pytest.mark.workers
 

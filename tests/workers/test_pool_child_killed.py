@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from app.jobs import JobStore
 from lore.embedders import LocalEmbedder
-from lore.jobs import JobStore
 from lore.models import SourceDocument
 from tests.conftest import make_runtime
 from tests.workers.conftest import Workers, short_docs, wait_job

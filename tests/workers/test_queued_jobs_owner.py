@@ -2,7 +2,7 @@
 
 ``lore refresh`` and ``lore delete`` with a broker create the job, send its task and may
 exit at once. Jobs are ended when their owner process is gone only when they ran in that
-process; a queued job is the workers' (and :func:`workers.jobs.resume` handles a broker
+process; a queued job is the workers' (and :func:`app.steps.resume` handles a broker
 that lost it). Real Redis, no worker needed: the task just waits in its queue.
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from app.orphans import end_orphaned_jobs
+from app.runtime import open_runtime
 from lore.settings import load_settings
 from workers.celery_app import broker_epoch
 from workers.client import submit_refresh
-from workers.orphans import end_orphaned_jobs
-from workers.runtime import open_runtime
 
 pytestmark = pytest.mark.workers
 

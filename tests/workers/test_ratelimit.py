@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from app.ratelimit import RedisTokenBucket
 from tests.workers.conftest import REDIS_URL, redis_up
-from workers.ratelimit import RedisTokenBucket
 
 pytestmark = pytest.mark.workers
 

@@ -17,14 +17,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from app.jobs import JobStatus, JobStore
+from app.namespaces import Namespaces
+from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
-from lore.jobs import JobStatus, JobStore
 from lore.models import SourceDocument
 from tests.conftest import make_runtime
 from tests.workers.conftest import Workers, short_docs, stored, wait_job
 from workers.client import submit_documents
-from workers.namespaces import Namespaces
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.workers
 

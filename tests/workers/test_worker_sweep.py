@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lore.jobs import JobStore
+from app.jobs import JobStore
 from tests.openai_test_server import OpenAITestServer
 from tests.workers.conftest import Workers, plant_orphan, sweeping_env, wait_job
 

@@ -18,16 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.builders import build_extractor, build_llm_client, build_report_writer
+from app.jobs import JobStore
+from app.ratelimit import build_rate_limiter
+from graph.refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, run_plan
 from ingest.extraction import Extractor
 from ingest.graph_build import GraphBuildReport, build_communities, build_graph
-from ingest.graph_refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, run_plan
-from lore.jobs import JobStore
 from lore.llm import LLMClient, LLMStats
-from workers.builders import build_extractor, build_llm_client, build_report_writer
-from workers.ratelimit import build_rate_limiter
 
 if TYPE_CHECKING:
-    from workers.runtime import Runtime
+    from app.runtime import Runtime
 
 
 @dataclass

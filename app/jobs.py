@@ -9,7 +9,7 @@ re-delivered task cannot undo progress. An ingest job for the workers stages eac
 document (its JSON) until the document is done, so a worker needs nothing but the job id
 and the document ids to redo any step; a job run in-process records statuses only.
 
-Every job records its owner, the process that created it (``lore.job_owners``: host,
+Every job records its owner, the process that created it (``app.job_owners``: host,
 pid and start time). A job run in-process (no broker epoch) whose owner is gone can
 never finish: :meth:`JobStore.orphaned` finds those — on this host by the owner's pid,
 on another by its heartbeat, which the store that created the job keeps while it runs —
@@ -28,8 +28,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from app.job_owners import HEARTBEAT_S, Heartbeat, gone_reason, this_process
 from lore.db import Database, Tables
-from lore.job_owners import HEARTBEAT_S, Heartbeat, gone_reason, this_process
 from lore.models import Rejected, Skipped, SourceDocument
 
 _SCHEMA = """
@@ -97,7 +97,7 @@ class JobStore(Tables):
     """Job tables next to the documents (a SQLite file or PostgreSQL); thread-safe.
 
     The in-process jobs this store creates are marked alive every ``heartbeat_s``
-    seconds while they run (:class:`lore.job_owners.Heartbeat`; tests shorten it);
+    seconds while they run (:class:`app.job_owners.Heartbeat`; tests shorten it);
     :meth:`close` stops that.
     """
 
@@ -171,9 +171,9 @@ class JobStore(Tables):
         """Running in-process jobs whose owner is gone, each with the reason.
 
         On this host: the owner's pid ended. On another: the owner's heartbeat (or, for
-        a job without one, its progress) is stale (:func:`lore.job_owners.gone_reason`).
+        a job without one, its progress) is stale (:func:`app.job_owners.gone_reason`).
         While none is, this is one SELECT on an index (long-running processes sweep
-        periodically, ``workers.orphans``); documents are read only for a job without
+        periodically, ``app.orphans``); documents are read only for a job without
         heartbeats.
         """
         with self._read() as db:

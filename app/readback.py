@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lore.jobs import JobInfo
+from app.jobs import JobInfo
+from app.listing import DocumentPage, list_documents
+from app.runtime import Runtime
 from lore.models import DocumentStatus
-from lore.readback import DocumentPage, list_documents
-from workers.runtime import Runtime
 
 
 def document_page(

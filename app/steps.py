@@ -1,7 +1,7 @@
 """The background pipeline's steps as plain functions over a :class:`Runtime`.
 
 Celery tasks (``workers.tasks``) are thin adapters around these; the one ingest entry
-point (``workers.ingest``) stages and queues them when a broker is configured, and
+point (``app.ingest``) stages and queues them when a broker is configured, and
 without one runs the same pipeline and extraction in-process. Every step is
 idempotent: documents are taken from the job's staged copy, a document already stored
 with the same content hash is not written again (checked inside the store's write
@@ -18,17 +18,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.jobs import JobStatus, JobStore
+from app.refresh import extractor_for
+from graph.cascade import CascadeReport, extractor_warning
 from ingest.extraction import ChunkInput, Extractor
 from ingest.graph_build import extract_chunks
-from ingest.graph_lifecycle import CascadeReport, extractor_warning
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
-from lore.jobs import JobStatus, JobStore
 from lore.models import Loaded, Rejected, Skipped
-from workers.refresh import extractor_for
 
 if TYPE_CHECKING:
-    from workers.runtime import Runtime
+    from app.runtime import Runtime
 
 Enqueue = Callable[[str, list[str]], None]
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ def resume(
     idempotent). A refresh or delete job sent before that epoch lost its task: it ends
     ``failed`` with a reason saying to run it again (nothing half-done is served: both are
     idempotent). In-process jobs (no epoch) are not the broker's: their owners end them
-    (:mod:`workers.orphans`). Returns the documents re-enqueued per ingest job.
+    (:mod:`app.orphans`). Returns the documents re-enqueued per ingest job.
     """
     out: dict[str, int] = {}
     for job in jobs.list_jobs(limit=1000, state="running"):

@@ -4,7 +4,7 @@ Only ``workers/`` and ``api/`` read settings; these functions turn them into the
 embedder, graph store, index set, searcher, asker, pipeline, reranker, LLM client,
 extractor and report writer the lower layers take as arguments (settings sections
 passed as they are, never copied). Nothing heavy is loaded here: models load on first
-use. ``workers.runtime.open_runtime`` calls them once per data directory.
+use. ``app.runtime.open_runtime`` calls them once per data directory.
 """
 
 from __future__ import annotations

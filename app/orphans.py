@@ -8,8 +8,8 @@ namespace on first use), a worker when it starts — ends such jobs first: their
 unfinished documents fail with the reason (a version already stored stays searchable)
 and the job reads ``failed``. A job's owner on this host is gone when its pid ended; on
 another host (replicas sharing a PostgreSQL store) when its heartbeat went stale
-(``lore.job_owners``). Jobs on a broker are resumed by the workers instead
-(:func:`workers.jobs.resume`).
+(``app.job_owners``). Jobs on a broker are resumed by the workers instead
+(:func:`app.steps.resume`).
 
 Processes that stay up — ``lore serve`` (each open namespace) and every worker process —
 also sweep every ``jobs.orphan_sweep_s`` seconds (:class:`OrphanSweep`), so the job of a
@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from lore.jobs import JobStatus, JobStore
+from app.jobs import JobStatus, JobStore
+from app.runtime import Runtime
+from app.steps import fail_documents
 from lore.periodic import Periodic
-from workers.jobs import fail_documents
-from workers.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Jobs and refreshes as the HTTP API shows them.
 
-Ingestion itself goes through the one entry point, ``workers.ingest``; this module
+Ingestion itself goes through the one entry point, ``app.ingest``; this module
 turns jobs into views and starts a summary refresh (queued with a broker, else here).
 """
 
@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lore.jobs import JobInfo, JobStatus, JobStore
-from workers.ingest import queued
-from workers.refresh import refresh_inline
-from workers.runtime import Runtime
+from app.ingest import queued
+from app.jobs import JobInfo, JobStatus, JobStore
+from app.refresh import refresh_inline
+from app.runtime import Runtime
 
 
 @dataclass

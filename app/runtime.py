@@ -2,13 +2,13 @@
 
 The CLI, the HTTP app, the MCP server and the Celery workers all call
 :func:`open_runtime`; the :class:`Runtime` it returns is a record of what the builders
-(``workers.builders``) made from the settings — store, embedder (passed in, or built),
+(``app.builders``) made from the settings — store, embedder (passed in, or built),
 analyzer, index set — plus the services opened on first use and then kept: graph
 store, quarantine, job tables, the query façade (``retrieval.queries``). Its methods
 are the public names the adapters call, each a one-line delegation to the one code
-path of its operation: ingest (``workers.ingest``), delete and its graph cascade
-(``workers.lifecycle``), query and ask (``retrieval.queries``), graph build
-(``workers.refresh``), index catch-up and reset (``retrieval.index_set``).
+path of its operation: ingest (``app.ingest``), delete and its graph cascade
+(``app.lifecycle``), query and ask (``retrieval.queries``), graph build
+(``app.refresh``), index catch-up and reset (``retrieval.index_set``).
 """
 
 from __future__ import annotations
@@ -19,17 +19,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app import ingest as ingesting
+from app import lifecycle
+from app.builders import (
+    build_analyzer,
+    build_asker,
+    build_counter,
+    build_embedder,
+    build_graph_store,
+    build_index_set,
+    build_pipeline,
+    build_searcher,
+    database_for,
+    open_store,
+)
+from app.jobs import JobStore
+from app.refresh import refresh_in_process
+from graph.cascade import CascadeReport, DeletionReport
+from graph.quarantine import Quarantine
 from graph.store import GraphStore
 from ingest.graph_build import GraphBuildReport
 from ingest.graph_cost import BuildEstimate
-from ingest.graph_lifecycle import CascadeReport, DeletionReport
 from ingest.pipeline import IngestPipeline, IngestReport, Progress
-from ingest.quarantine import Quarantine
 from lore.aio import run_sync
 from lore.db import ensure_dir
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
-from lore.jobs import JobStore
 from lore.models import Loaded
 from lore.settings import Settings
 from lore.store import Store
@@ -43,21 +58,6 @@ from retrieval.index_set import IndexSet
 from retrieval.queries import QueryService
 from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 from retrieval.router import Mode
-from workers import ingest as ingesting
-from workers import lifecycle
-from workers.builders import (
-    build_analyzer,
-    build_asker,
-    build_counter,
-    build_embedder,
-    build_graph_store,
-    build_index_set,
-    build_pipeline,
-    build_searcher,
-    database_for,
-    open_store,
-)
-from workers.refresh import refresh_in_process
 
 
 @dataclass
@@ -258,7 +258,7 @@ class Runtime:
         *,
         extract_graph: bool = True,
     ) -> IngestReport:
-        """Ingest documents through the one entry point (``workers.ingest.ingest``)."""
+        """Ingest documents through the one entry point (``app.ingest.ingest``)."""
         return ingesting.ingest(self, items, progress=progress, extract_graph=extract_graph).report
 
     def ingest_paths(
@@ -269,7 +269,7 @@ class Runtime:
         *,
         extract_graph: bool = True,
     ) -> IngestReport:
-        """Load files and directories and ingest them (``workers.ingest.ingest_paths``)."""
+        """Load files and directories and ingest them (``app.ingest.ingest_paths``)."""
         return ingesting.ingest_paths(
             self, paths, metadata, progress=progress, extract_graph=extract_graph
         ).report
@@ -281,7 +281,7 @@ class Runtime:
     def delete_documents(
         self, document_ids: Sequence[str], *, sync_indexes: bool = True
     ) -> DeletionReport:
-        """Delete documents with their graph cascade (``workers.lifecycle``)."""
+        """Delete documents with their graph cascade (``app.lifecycle``)."""
         return lifecycle.delete_documents(self, document_ids, sync_indexes=sync_indexes)
 
     def forget_gone(self) -> CascadeReport:
@@ -295,7 +295,7 @@ class Runtime:
         retry_quarantined: bool = False,
         reextract: bool = False,
     ) -> tuple[GraphBuildReport, int]:
-        """A full refresh in this process (``workers.refresh.refresh_in_process``).
+        """A full refresh in this process (``app.refresh.refresh_in_process``).
 
         Extracts what is new, drops what is gone, recomputes the communities from
         scratch and rewrites the reports whose inputs changed. Returns the build report
@@ -313,7 +313,7 @@ class Runtime:
     def estimate_build(
         self, *, retry_quarantined: bool = False, reextract: bool = False
     ) -> BuildEstimate:
-        """What :meth:`build_graph` would send to the LLM (``workers.lifecycle``)."""
+        """What :meth:`build_graph` would send to the LLM (``app.lifecycle``)."""
         return lifecycle.estimate_build(
             self, retry_quarantined=retry_quarantined, reextract=reextract
         )

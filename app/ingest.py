@@ -8,7 +8,7 @@ queue-or-inline once, by ``broker.url``:
   followed until it ends;
 * **inline** — the same steps run here on the documents in hand: chunk, embed, store
   (``ingest.pipeline``), then graph extraction of what was stored
-  (``workers.jobs.extract_ready``). The job records each document's status, never its
+  (``app.steps.extract_ready``). The job records each document's status, never its
   text.
 
 Either way the job is recorded (``lore jobs`` lists it), and once the work has ended
@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.jobs import JobInfo, JobStatus, JobStore
+from app.refresh import extractor_for
+from app.steps import batches, extract_ready, job_progress, load_documents, record_cascade
 from ingest.pipeline import IngestReport, Outcome, Progress
 from lore.errors import ConfigurationError, LLMUnavailableError
-from lore.jobs import JobInfo, JobStatus, JobStore
 from lore.models import Loaded
 from lore.settings import Settings
-from workers.jobs import batches, extract_ready, job_progress, load_documents, record_cascade
-from workers.refresh import extractor_for
 
 if TYPE_CHECKING:
-    from workers.runtime import Runtime
+    from app.runtime import Runtime
 
 Items = Iterable[Loaded]
 STAGE_BATCH = 64

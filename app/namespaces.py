@@ -15,13 +15,13 @@ import re
 import threading
 from pathlib import Path
 
+from app.builders import store_exists, store_schema, stored_namespaces
+from app.keys import check_namespace
+from app.orphans import OrphanSweep, end_orphaned_jobs
+from app.runtime import Runtime, open_runtime
 from lore.embedders import Embedder
-from lore.keys import check_namespace
 from lore.settings import Settings
 from lore.store import NAMESPACE_KEY
-from workers.builders import store_exists, store_schema, stored_namespaces
-from workers.orphans import OrphanSweep, end_orphaned_jobs
-from workers.runtime import Runtime, open_runtime
 
 
 def namespace_dir(settings: Settings, namespace: str) -> Path:
@@ -55,7 +55,7 @@ class Namespaces:
     """Runtimes opened on first use and kept for the life of the process.
 
     Each open runtime is swept for orphaned jobs every ``jobs.orphan_sweep_s`` seconds
-    (``workers.orphans``) until :meth:`close`.
+    (``app.orphans``) until :meth:`close`.
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:

@@ -17,31 +17,31 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from graph.reports import ExtractiveWriter, ReportWriter
-from ingest.graph_build import pending_chunks
-from ingest.graph_cost import BuildEstimate
-from ingest.graph_cost import estimate_build as estimate
-from ingest.graph_lifecycle import (
+from app.builders import build_extractor, build_llm_client, build_report_writer
+from app.jobs import JobInfo
+from graph.cascade import (
     REEXTRACT_META,
     CascadeReport,
     DeletionReport,
     forget_chunks,
     gone_chunks,
 )
-from ingest.graph_refresh import Summarizer
+from graph.refresh import Summarizer
+from graph.reports import ExtractiveWriter, ReportWriter
+from ingest.graph_build import pending_chunks
+from ingest.graph_cost import BuildEstimate
+from ingest.graph_cost import estimate_build as estimate
 from lore.errors import (
     ConfigurationError,
     LLMUnavailableError,
     NotFoundError,
     PermanentError,
 )
-from lore.jobs import JobInfo
-from workers.builders import build_extractor, build_llm_client, build_report_writer
 from workers.client import follow
 
 if TYPE_CHECKING:
-    from lore.jobs import JobStore
-    from workers.runtime import Runtime
+    from app.jobs import JobStore
+    from app.runtime import Runtime
 
 KIND = "delete"
 

@@ -3,7 +3,7 @@
 A data directory holds up to three SQLite files: ``lore.sqlite3`` (documents, chunks,
 the change log, meta, and the graph, job, quarantine and report-vector tables),
 ``keys.sqlite3`` (API keys) and ``llm-cache.sqlite3`` (cached LLM replies). Each goes to
-the PostgreSQL schema ``workers.builders.database_for`` gives it (``<prefix>_lore``…), and
+the PostgreSQL schema ``app.builders.database_for`` gives it (``<prefix>_lore``…), and
 every namespace under ``namespaces/`` goes to its own schemas, so the copy is read by
 exactly the code that will serve it:
 
@@ -29,8 +29,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.builders import database_for
+from app.jobs import JobStore
+from app.keys import KeyStore
+from app.namespaces import namespace_settings
+from graph.quarantine import Quarantine
 from graph.stores.local import LocalGraphStore
-from ingest.quarantine import Quarantine
 from lore.db import Conn, Database, redact, schema_name
 from lore.errors import (
     BackendUnavailableError,
@@ -38,14 +42,10 @@ from lore.errors import (
     InvalidRequestError,
     StorageError,
 )
-from lore.jobs import JobStore
-from lore.keys import KeyStore
 from lore.llm import ReplyCache
 from lore.settings import Settings
 from lore.store import NAMESPACE_KEY, Store
 from retrieval.report_vectors import ReportVectorStore
-from workers.builders import database_for
-from workers.namespaces import namespace_settings
 
 Opener = Callable[[Database], Any]
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph.lifecycle import Removal, remove_contributions
+from graph.quarantine import Quarantine
+from graph.refresh import RefreshReport, Summarizer, plan_refresh, run_plan
 from graph.store import GraphStore
-from ingest.graph_refresh import RefreshReport, Summarizer, plan_refresh, run_plan
-from ingest.quarantine import Quarantine
 from lore.store import Store
 
 EXTRACTOR_META = "graph_extractor"

@@ -1,0 +1,1 @@
+"""The application layer: the composition root and the operations every door calls."""
