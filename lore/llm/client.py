@@ -1,25 +1,6 @@
-"""Chat calls to any OpenAI-compatible endpoint that return validated pydantic objects.
+"""The chat client: bounded, retried calls to any OpenAI-compatible endpoint.
 
-Every call goes through :meth:`LLMClient.ask` with a :class:`ChatPrompt` (the prompt
-modules in ``lore.prompts`` build them). What a model sends back is never trusted:
-
-1. the reply is parsed as JSON and validated against the prompt's pydantic model;
-2. if that fails it is *repaired* (code fences, text around the object, trailing commas,
-   Python literals, a truncated tail) and validated again;
-3. if that fails the model is asked once more, with the validation error;
-4. if that fails too, :class:`~lore.errors.LLMReplyError` carries the reason, so the
-   caller quarantines the item instead of storing an empty result.
-
-Calls in flight are bounded by a semaphore (and, across processes, by an optional
-:class:`RateLimiter`); 429, 5xx, timeouts and connection errors are retried with
-exponential backoff (``Retry-After`` honoured); valid replies are cached by model and
-prompt hash, so an unchanged input costs no call on a re-run. :class:`LLMStats` counts
-calls, tokens, cache hits, repairs, re-prompts and failures.
-
-Before any graph work the endpoint is probed once (:meth:`LLMClient.probe`: the model
-list, or a one-token chat where an endpoint has no such route), without the retries, so
-a wrong URL or key fails in seconds with a message naming the setting to fix, before
-anything is written.
+See :mod:`lore.llm` for what a call goes through.
 """
 
 from __future__ import annotations
@@ -28,28 +9,19 @@ import asyncio
 import hashlib
 import json
 import random
-import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol
 
-from pydantic import BaseModel, ValidationError
-
-from lore.db import Database, Tables, upsert_sql
 from lore.errors import (
     BackendUnavailableError,
     ConfigurationError,
     LLMReplyError,
     LLMUnavailableError,
 )
-
-ReplyT = TypeVar("ReplyT", bound=BaseModel)
-
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)(?:```|$)", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-_PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
+from lore.llm.cache import ReplyCache
+from lore.llm.repair import ReplyT, parse_reply
 
 
 @dataclass(frozen=True)
@@ -90,153 +62,6 @@ class RateLimiter(Protocol):
     async def acquire(self, tokens: int = 1) -> None:
         """Return when ``tokens`` calls may be made."""
         ...
-
-
-_REPLIES = (
-    "CREATE TABLE IF NOT EXISTS llm_replies (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-    "key TEXT NOT NULL UNIQUE, model TEXT NOT NULL, task TEXT NOT NULL, reply TEXT NOT NULL)"
-)
-_BY_TASK = "CREATE INDEX IF NOT EXISTS llm_replies_by_task ON llm_replies(model, task, id)"
-
-
-class ReplyCache(Tables):
-    """Valid replies by prompt hash (a SQLite file or PostgreSQL; safe across processes).
-
-    ``id`` numbers replies in the order they were first stored (a replaced reply keeps
-    its place), so :meth:`replies` can return the latest ones on either engine.
-    """
-
-    COMPONENT = "llm_replies"
-    VERSION = 2  # 1: no id column (ordered by SQLite's rowid)
-
-    def __init__(self, where: Path | Database) -> None:
-        super().__init__(where, _REPLIES)
-        if self.database.kind == "sqlite":
-            self._number_rows()
-        self.database.apply_schema(self.COMPONENT, self.VERSION, _BY_TASK)
-
-    def _number_rows(self) -> None:
-        """A cache made before replies had ids: copy it, numbered in rowid order."""
-        with self._transaction() as db:
-            if "id" in {str(r[1]) for r in db.execute("PRAGMA table_info(llm_replies)")}:
-                return
-            db.execute(_REPLIES.replace("llm_replies", "llm_replies_numbered"))
-            db.execute(
-                "INSERT INTO llm_replies_numbered(key, model, task, reply) "
-                "SELECT key, model, task, reply FROM llm_replies ORDER BY rowid"
-            )
-            db.execute("DROP TABLE llm_replies")
-            db.execute("ALTER TABLE llm_replies_numbered RENAME TO llm_replies")
-
-    def get(self, key: str) -> str | None:
-        """The stored reply, if any."""
-        with self._read() as db:
-            row = db.execute("SELECT reply FROM llm_replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def replies(self, model: str, task: str, limit: int = 200) -> list[str]:
-        """The latest stored replies of one model to one task (for cost estimates)."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT reply FROM llm_replies WHERE model = ? AND task = ? "
-                "ORDER BY id DESC LIMIT ?",
-                (model, task, int(limit)),
-            ).fetchall()
-        return [str(r[0]) for r in rows]
-
-    def put(self, key: str, model: str, task: str, reply: str) -> None:
-        """Remember a reply that validated."""
-        with self._transaction() as db:
-            db.execute(
-                upsert_sql("llm_replies", ("key", "model", "task", "reply"), ("key",)),
-                (key, model, task, reply),
-            )
-
-
-def repair_json(text: str) -> Any:
-    """Best-effort JSON out of a model's reply; raises ValueError when nothing is left."""
-    fenced = _FENCE.search(text)
-    body = fenced.group(1) if fenced else text
-    starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
-    if not starts:
-        raise ValueError("no JSON object in the reply")
-    body = body[min(starts) :]
-    decoder = json.JSONDecoder()
-    candidates = [body, _clean(body), _close_brackets(_clean(body))]
-    last_error: json.JSONDecodeError | None = None
-    for candidate in candidates:
-        try:
-            value, _ = decoder.raw_decode(candidate)  # ignores trailing text
-        except json.JSONDecodeError as exc:
-            last_error = exc
-            continue
-        return value
-    raise ValueError(f"unparseable JSON: {last_error}")
-
-
-def _clean(body: str) -> str:
-    """Trailing commas and Python literals outside strings."""
-    out: list[str] = []
-    for piece, in_string in _split_strings(body):
-        if in_string:
-            out.append(piece)
-            continue
-        fixed = _TRAILING_COMMA.sub(r"\1", piece)
-        out.append(re.sub(r"\b(True|False|None)\b", lambda m: _PY_LITERALS[m.group(1)], fixed))
-    return "".join(out)
-
-
-def _split_strings(body: str) -> list[tuple[str, bool]]:
-    """Cut text into (piece, is_inside_a_JSON_string) runs."""
-    pieces: list[tuple[str, bool]] = []
-    start, inside, escaped = 0, False, False
-    for i, ch in enumerate(body):
-        if inside and escaped:
-            escaped = False
-        elif inside and ch == "\\":
-            escaped = True
-        elif ch == '"':
-            if inside:
-                pieces.append((body[start : i + 1], True))
-                start = i + 1
-            else:
-                pieces.append((body[start:i], False))
-                start = i
-            inside = not inside
-    pieces.append((body[start:], inside))
-    return pieces
-
-
-def _close_brackets(body: str) -> str:
-    """Close what a truncated reply left open (an unterminated string, arrays, objects)."""
-    stack: list[str] = []
-    pieces = _split_strings(body)
-    for piece, in_string in pieces:
-        if in_string:
-            continue
-        for ch in piece:
-            if ch in "{[":
-                stack.append("}" if ch == "{" else "]")
-            elif ch in "}]" and stack:
-                stack.pop()
-    tail = '"' if pieces and pieces[-1][1] else ""
-    trimmed = (body + tail).rstrip().rstrip(",")
-    return trimmed + "".join(reversed(stack))
-
-
-def parse_reply(text: str, model: type[ReplyT]) -> tuple[ReplyT, bool]:
-    """Validate a reply, repairing it if needed; returns (reply, was_repaired)."""
-    try:
-        return model.model_validate_json(text.strip()), False
-    except ValidationError:
-        pass
-    try:
-        return model.model_validate(repair_json(text)), True
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:3]
-        )
-        raise ValueError(f"reply does not match {model.__name__}: {problems}") from None
 
 
 def prompt_key(model: str, prompt: ChatPrompt[Any]) -> str:

@@ -1,0 +1,38 @@
+"""Chat calls to any OpenAI-compatible endpoint that return validated pydantic objects.
+
+Every call goes through :meth:`LLMClient.ask` with a :class:`ChatPrompt` (the prompt
+modules in ``lore.prompts`` build them). What a model sends back is never trusted:
+
+1. the reply is parsed as JSON and validated against the prompt's pydantic model;
+2. if that fails it is *repaired* (code fences, text around the object, trailing commas,
+   Python literals, a truncated tail) and validated again;
+3. if that fails the model is asked once more, with the validation error;
+4. if that fails too, :class:`~lore.errors.LLMReplyError` carries the reason, so the
+   caller quarantines the item instead of storing an empty result.
+
+Calls in flight are bounded by a semaphore (and, across processes, by an optional
+:class:`RateLimiter`); 429, 5xx, timeouts and connection errors are retried with
+exponential backoff (``Retry-After`` honoured); valid replies are cached by model and
+prompt hash, so an unchanged input costs no call on a re-run. :class:`LLMStats` counts
+calls, tokens, cache hits, repairs, re-prompts and failures.
+
+Before any graph work the endpoint is probed once (:meth:`LLMClient.probe`: the model
+list, or a one-token chat where an endpoint has no such route), without the retries, so
+a wrong URL or key fails in seconds with a message naming the setting to fix, before
+anything is written.
+"""
+
+from lore.llm.cache import ReplyCache
+from lore.llm.client import ChatPrompt, LLMClient, LLMStats, RateLimiter, prompt_key
+from lore.llm.repair import parse_reply, repair_json
+
+__all__ = [
+    "ChatPrompt",
+    "LLMClient",
+    "LLMStats",
+    "RateLimiter",
+    "ReplyCache",
+    "parse_reply",
+    "prompt_key",
+    "repair_json",
+]
