@@ -191,7 +191,7 @@ def refresh(ctx: click.Context, rebuild: bool, reextract: bool, wait: bool, as_j
         jobs = runtime.jobs()
         result = start_refresh(runtime, rebuild=rebuild, reextract=reextract)
         if result.pop("queued"):
-            from workers.client import follow
+            from app.jobs import follow
 
             job_id = result["job_id"]
             info = follow(jobs, job_id) if wait else jobs.get(job_id)

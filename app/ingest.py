@@ -4,7 +4,7 @@
 queue-or-inline once, by ``broker.url``:
 
 * **queued** — the documents are staged into a job with their text (a worker needs only
-  the ids), the tasks are sent (``workers.client``) and, with ``wait``, the job is
+  the ids), the tasks are sent (``app.dispatch``) and, with ``wait``, the job is
   followed until it ends;
 * **inline** — the same steps run here on the documents in hand: chunk, embed, store
   (``ingest.pipeline``), then graph extraction of what was stored
@@ -22,9 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.jobs import JobInfo, JobStatus, JobStore
+from app.dispatch import Dispatcher
+from app.jobs import JobInfo, JobStatus, JobStore, follow
 from app.refresh import extractor_for
-from app.steps import batches, extract_ready, job_progress, load_documents, record_cascade
+from app.steps import (
+    batches,
+    extract_ready,
+    job_progress,
+    load_documents,
+    record_cascade,
+    stage_documents,
+)
 from ingest.pipeline import IngestReport, Outcome, Progress
 from lore.errors import ConfigurationError, LLMUnavailableError
 from lore.models import Loaded
@@ -45,6 +53,25 @@ class IngestResult:
     queued: bool
     report: IngestReport = field(default_factory=IngestReport)
     """Inline: the pipeline's counts; queued: the job's statuses (empty without a wait)."""
+
+
+def dispatcher(runtime: Runtime) -> Dispatcher:
+    """The runtime's dispatcher; a ConfigurationError when no broker is configured."""
+    if runtime.dispatcher is None:
+        raise ConfigurationError("no broker is configured (broker.url): nothing can be queued")
+    return runtime.dispatcher
+
+
+def submit_documents(
+    runtime: Runtime, items: Items, detail: Mapping[str, Any] | None = None
+) -> str:
+    """Stage documents into a new job and queue it on the workers; returns the job id."""
+    queue = dispatcher(runtime)
+    jobs = runtime.jobs()
+    job_id, staged = stage_documents(runtime, jobs, items, epoch=queue.epoch(), detail=detail)
+    queue.ingest(job_id, staged)
+    jobs.finish_if_complete(job_id)
+    return job_id
 
 
 def queued(settings: Settings) -> bool:
@@ -74,9 +101,7 @@ def ingest(
     """
     jobs = runtime.jobs()
     if queued(runtime.settings):
-        from workers.client import follow, submit_documents
-
-        job_id = submit_documents(runtime.settings, runtime, jobs, items, detail=detail)
+        job_id = submit_documents(runtime, items, detail=detail)
         if not wait:
             return IngestResult(job_id, True)
         follow(jobs, job_id, on_update, timeout_s=timeout_s)

@@ -20,8 +20,9 @@ process that sent them, and are resumed by the workers instead.
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -446,3 +447,26 @@ def _load(raw: str) -> SourceDocument:
         title=data["title"],
         metadata=data["metadata"],
     )
+
+
+def follow(
+    jobs: JobStore,
+    job_id: str,
+    on_update: Callable[[JobInfo], None] | None = None,
+    *,
+    poll_s: float = 0.25,
+    timeout_s: float | None = None,
+) -> JobInfo:
+    """Poll a job until it is no longer running (or the timeout passes); return it."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        info = jobs.get(job_id)
+        if info is None:
+            raise KeyError(job_id)
+        if on_update is not None:
+            on_update(info)
+        if info.state != "running":
+            return info
+        if deadline is not None and time.monotonic() > deadline:
+            return info
+        time.sleep(poll_s)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.builders import build_extractor, build_llm_client, build_report_writer
-from app.jobs import JobInfo
+from app.jobs import JobInfo, follow
 from graph.cascade import (
     REEXTRACT_META,
     CascadeReport,
@@ -37,7 +37,6 @@ from lore.errors import (
     NotFoundError,
     PermanentError,
 )
-from workers.client import follow
 
 if TYPE_CHECKING:
     from app.jobs import JobStore
@@ -182,17 +181,10 @@ def delete(
     if unknown:
         raise NotFoundError(f"no document with id {unknown[0]!r}")
     jobs = runtime.jobs()
-    settings = runtime.settings
-    if settings.broker.url:
-        from workers.celery_app import broker_epoch, create_app
-
+    if runtime.dispatcher is not None:
         # on the queue: its owner is the broker, not this process (which may exit at once)
-        job_id = jobs.create(KIND, epoch=broker_epoch(settings), detail={"documents": ids})
-        app = create_app(settings)
-        try:
-            app.send_task("lore.delete_documents", args=(job_id, ids), queue=settings.broker.queue)
-        finally:
-            app.close()
+        job_id = jobs.create(KIND, epoch=runtime.dispatcher.epoch(), detail={"documents": ids})
+        runtime.dispatcher.delete(job_id, ids)
         if not wait:
             return {"job_id": job_id, "state": "running", "queued": True}
         followed: JobInfo | None = follow(jobs, job_id, timeout_s=timeout_s)

@@ -33,6 +33,7 @@ from app.builders import (
     database_for,
     open_store,
 )
+from app.dispatch import Dispatcher, dispatcher_for
 from app.jobs import JobStore
 from app.refresh import refresh_in_process
 from graph.cascade import CascadeReport, DeletionReport
@@ -69,6 +70,8 @@ class Runtime:
     embedder: Embedder
     analyzer: Analyzer
     indexes: IndexSet
+    dispatcher: Dispatcher | None = None
+    """Where queued work goes (``app.dispatch``); None: everything runs inline."""
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
     _graph: GraphStore | None = field(default=None, init=False)
     _quarantine: Quarantine | None = field(default=None, init=False)
@@ -353,4 +356,5 @@ def open_runtime(settings: Settings, embedder: Embedder | None = None) -> Runtim
         embedder=embedder,
         analyzer=analyzer,
         indexes=build_index_set(settings, store, analyzer, embedder),
+        dispatcher=dispatcher_for(settings),
     )

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.ingest import queued
+from app.dispatch import Dispatcher
+from app.ingest import dispatcher, queued
 from app.jobs import JobInfo, JobStatus, JobStore
 from app.refresh import refresh_inline
 from app.runtime import Runtime
@@ -45,13 +46,25 @@ def get_job(runtime: Runtime, job_id: str) -> JobView | None:
     return None if info is None else view(jobs, info)
 
 
+def submit_refresh(
+    queue: Dispatcher, jobs: JobStore, *, rebuild: bool = False, reextract: bool = False
+) -> str:
+    """Queue a refresh of stale community summaries; returns its job id.
+
+    ``reextract`` has the worker extract every chunk again first.
+    """
+    detail = {"rebuild": rebuild, "reextract": reextract}
+    # the job belongs to the queue, not to this process (which may exit at once)
+    job_id = jobs.create("refresh", epoch=queue.epoch(), detail=detail)
+    queue.refresh(job_id, rebuild=rebuild, reextract=reextract)
+    return job_id
+
+
 def refresh(runtime: Runtime, *, rebuild: bool, reextract: bool = False) -> dict[str, Any]:
     """Refresh stale summaries: queued with a broker, else run here (returns its counts)."""
     jobs = runtime.jobs()
     if queued(runtime.settings):
-        from workers.client import submit_refresh
-
-        job_id = submit_refresh(runtime.settings, jobs, rebuild=rebuild, reextract=reextract)
+        job_id = submit_refresh(dispatcher(runtime), jobs, rebuild=rebuild, reextract=reextract)
         return {"job_id": job_id, "queued": True}
     counts = refresh_inline(runtime, jobs, rebuild=rebuild, reextract=reextract)
     return {**counts, "queued": False}

@@ -57,7 +57,7 @@ def through_workers(
     docs: list[SourceDocument], workers: int, redis_url: str, scratch: Path
 ) -> dict[str, Any]:
     """Start ``workers`` warmed workers, then time one ingest job end to end."""
-    from workers.client import submit_documents
+    from app.ingest import submit_documents
 
     tag = uuid.uuid4().hex[:8]
     data = scratch / f"workers-{workers}"
@@ -102,7 +102,7 @@ def through_workers(
     try:
         _wait_ready(procs, logs, redis_url, env["LORE_BROKER__KEY_PREFIX"])
         start = time.perf_counter()
-        job = submit_documents(runtime.settings, runtime, jobs, docs)
+        job = submit_documents(runtime, docs)
         while (info := jobs.get(job)) is not None and info.state == "running":
             time.sleep(0.05)
         seconds = time.perf_counter() - start

@@ -12,7 +12,7 @@
    ``celery -A workers.celery_app worker --pool=prefork --concurrency=1`` with its own
    Redis key prefix and queue, started and warmed (a small warm-up job per worker) before
    the clock starts. The documents are submitted with the client API the CLI and HTTP use
-   (``workers.client.submit_documents``) and the job is followed until it ends; every
+   (``app.ingest.submit_documents``) and the job is followed until it ends; every
    document must end ``done``. With ``--rounds R`` the four run R times (order rotated,
    fresh stores each round) and the median round of each is reported. Reports docs/s,
    chunks/s, per-worker figures, the ingest tasks each worker took, its task retries and
@@ -149,11 +149,12 @@ def variant_env(
 
 def run_job(runtime: Any, docs: list[SourceDocument]) -> tuple[float, dict[str, int]]:
     """Submit ``docs`` as one job, follow it to its end; the seconds and the job's counts."""
-    from workers.client import follow, submit_documents
+    from app.ingest import submit_documents
+    from app.jobs import follow
 
     jobs = runtime.jobs()
     start = time.perf_counter()
-    job = submit_documents(runtime.settings, runtime, jobs, docs)
+    job = submit_documents(runtime, docs)
     info = follow(jobs, job, poll_s=0.05, timeout_s=3600)
     seconds = time.perf_counter() - start
     statuses = jobs.statuses(job)

@@ -1,96 +1,53 @@
-"""The sending side of the background pipeline: create a job, queue its tasks, follow it.
+"""The sending side of the background pipeline: the Celery implementation of the dispatcher.
 
-Used by the one ingest entry point (``app.ingest``) and the refresh commands when a
-broker is configured. Documents are loaded
-here and staged in the job (so a worker needs only ids); tasks are sent by name through
-an app built from the settings, so no task code is imported on this side.
+The application layer queues work through ``app.dispatch.Dispatcher``;
+:class:`CeleryDispatcher` sends the named tasks through an app built from the settings,
+so no task code is imported on this side. Documents are staged in the job by the caller
+(so a worker needs only ids).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
-from app.jobs import JobInfo, JobStore
-from app.steps import batches, stage_documents
-from lore.models import Loaded
+from app.steps import batches
 from lore.settings import Settings
 from workers.celery_app import broker_epoch, create_app
 
-if TYPE_CHECKING:
-    from app.runtime import Runtime
 
+class CeleryDispatcher:
+    """Queues jobs on the broker named in the settings (``broker.url``)."""
 
-def enqueue_ingest(settings: Settings, job_id: str, document_ids: Sequence[str]) -> int:
-    """Send the ingest tasks of a job's documents; returns how many tasks were sent."""
-    app = create_app(settings)
-    try:
-        sent = 0
-        for batch in batches(document_ids, settings.workers.ingest_batch_documents):
-            app.send_task(
-                "lore.ingest_documents", args=(job_id, batch), queue=settings.broker.queue
-            )
-            sent += 1
-        return sent
-    finally:
-        app.close()
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
 
+    def epoch(self) -> str:
+        """The broker's epoch (see :func:`workers.celery_app.broker_epoch`)."""
+        return broker_epoch(self.settings)
 
-def submit_documents(
-    settings: Settings,
-    runtime: Runtime,
-    jobs: JobStore,
-    items: Iterable[Loaded],
-    detail: Mapping[str, Any] | None = None,
-) -> str:
-    """Stage documents into a new job and queue it; returns the job id."""
-    job_id, staged = stage_documents(
-        runtime, jobs, items, epoch=broker_epoch(settings), detail=detail
-    )
-    enqueue_ingest(settings, job_id, staged)
-    jobs.finish_if_complete(job_id)
-    return job_id
+    def _send(self, calls: Sequence[tuple[str, tuple[object, ...]]]) -> int:
+        app = create_app(self.settings)
+        try:
+            for name, args in calls:
+                app.send_task(name, args=args, queue=self.settings.broker.queue)
+            return len(calls)
+        finally:
+            app.close()
 
+    def ingest(self, job_id: str, document_ids: Sequence[str]) -> int:
+        """Send the ingest tasks of a job's documents, a batch a task."""
+        size = self.settings.workers.ingest_batch_documents
+        return self._send(
+            [("lore.ingest_documents", (job_id, b)) for b in batches(document_ids, size)]
+        )
 
-def submit_refresh(
-    settings: Settings, jobs: JobStore, *, rebuild: bool = False, reextract: bool = False
-) -> str:
-    """Queue a refresh of stale community summaries; returns its job id.
+    def delete(self, job_id: str, document_ids: Sequence[str]) -> None:
+        """Send the deletion task."""
+        self._send([("lore.delete_documents", (job_id, list(document_ids)))])
 
-    ``reextract`` has the worker extract every chunk again first.
-    """
-    detail = {"rebuild": rebuild, "reextract": reextract}
-    # the job belongs to the queue, not to this process (which may exit at once)
-    job_id = jobs.create("refresh", epoch=broker_epoch(settings), detail=detail)
-    app = create_app(settings)
-    try:
-        name = "lore.build_communities" if rebuild and not reextract else "lore.refresh_stale"
-        args = (job_id,) if name == "lore.build_communities" else (job_id, rebuild, reextract)
-        app.send_task(name, args=args, queue=settings.broker.queue)
-    finally:
-        app.close()
-    return job_id
-
-
-def follow(
-    jobs: JobStore,
-    job_id: str,
-    on_update: Callable[[JobInfo], None] | None = None,
-    *,
-    poll_s: float = 0.25,
-    timeout_s: float | None = None,
-) -> JobInfo:
-    """Poll a job until it is no longer running (or the timeout passes); return it."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        info = jobs.get(job_id)
-        if info is None:
-            raise KeyError(job_id)
-        if on_update is not None:
-            on_update(info)
-        if info.state != "running":
-            return info
-        if deadline is not None and time.monotonic() > deadline:
-            return info
-        time.sleep(poll_s)
+    def refresh(self, job_id: str, *, rebuild: bool, reextract: bool) -> None:
+        """Send a rebuild of the communities, or a refresh of stale reports."""
+        if rebuild and not reextract:
+            self._send([("lore.build_communities", (job_id,))])
+        else:
+            self._send([("lore.refresh_stale", (job_id, rebuild, reextract))])

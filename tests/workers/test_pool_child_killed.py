@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from app.ingest import submit_documents
 from app.jobs import JobStore
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests.conftest import make_runtime
 from tests.workers.conftest import Workers, short_docs, wait_job
-from workers.client import submit_documents
 
 pytestmark = pytest.mark.workers
 
@@ -50,14 +50,14 @@ def test_worker_runs_tasks_after_its_pool_child_is_killed(
     try:
         workers.wait_ready("p")
         docs = [SourceDocument(i, i, t, i) for i, t in short_docs("warm", 2)]
-        first = submit_documents(runtime.settings, runtime, jobs, docs)
+        first = submit_documents(runtime, docs)
         assert wait_job(jobs, first, timeout_s=180).state == "done"
 
         victim = _child(workers, "p")
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         docs = [SourceDocument(i, i, t, i) for i, t in short_docs("after", 2)]
-        job_id = submit_documents(runtime.settings, runtime, jobs, docs)
+        job_id = submit_documents(runtime, docs)
         wait_job(jobs, job_id, until=lambda j: j.counts.get("pending", 0) < 2, timeout_s=90)
         started_s = time.monotonic() - killed_at  # a task took the job's documents
         info = wait_job(jobs, job_id, timeout_s=180)

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from app.dispatch import dispatcher_for
 from app.orphans import end_orphaned_jobs
 from app.runtime import open_runtime
+from app.service import submit_refresh
 from lore.settings import load_settings
 from workers.celery_app import broker_epoch
-from workers.client import submit_refresh
 
 pytestmark = pytest.mark.workers
 
@@ -35,7 +36,7 @@ def test_a_queued_refresh_outlives_the_process_that_sent_it(
     runtime = open_runtime(settings)
     try:
         jobs = runtime.jobs()
-        job_id = submit_refresh(settings, jobs, rebuild=True)
+        job_id = submit_refresh(runtime.dispatcher or dispatcher_for(settings), jobs, rebuild=True)
         in_process = jobs.create("ingest")  # a job this process runs itself, for contrast
         with jobs._transaction() as db:  # both senders have exited (a pid no host runs)
             db.execute("UPDATE jobs SET owner = ?", (f"{_host()}:999999999:1",))
