@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh machine:
 #   make demo   install into ./.venv, ingest the demo corpus, run example queries, build the
 #               knowledge graph and ask a local and a global question (offline)
-#   make test   install the test tools, lint, type-check and run the whole test suite
+#   make test   install the test tools, lint, type-check, build the docs (strict) and run the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= .lore/demo
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install demo test lint typecheck unit clean
+.PHONY: install demo test lint typecheck docs-check docs unit clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,10 +37,16 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+docs-check: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
 unit: install
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+test: lint typecheck docs-check unit
 
 clean:
-	rm -rf $(VENV) .lore .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .lore .site .pytest_cache .mypy_cache .ruff_cache

@@ -55,7 +55,7 @@ def test_lore_ask_forced_mode_text_output_and_bad_flags(data: Path) -> None:
 
 
 def test_readme_examples_route_as_documented(demo_graph_runtime: Runtime) -> None:
-    examples = README_EXAMPLE.findall((ROOT / "README.md").read_text())
+    examples = README_EXAMPLE.findall((ROOT / "docs" / "concepts" / "asking.md").read_text())
     auto = [(q, kind) for q, flags, kind in examples if "--mode" not in flags]
     assert len(auto) >= 2 and {kind for _, kind in auto} == {"local", "global"}
     asker = demo_graph_runtime.asker()

@@ -123,10 +123,10 @@ def test_progress_lines_off_a_terminal(tmp_path: Path) -> None:
     json.loads(as_json.stdout)
 
 
-def test_readme_settings_reference_is_generated() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_settings_reference_is_generated() -> None:
+    readme = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     start = readme.index(REFERENCE_START)
     end = readme.index(REFERENCE_END) + len(REFERENCE_END)
     assert readme[start:end] == settings_reference(Settings), (
-        "README settings reference is stale: run `lore config --reference` and paste it"
+        "docs/configuration.md settings reference is stale: run `lore config --reference`"
     )

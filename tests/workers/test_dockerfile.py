@@ -25,7 +25,7 @@ from scripts.dockerfile_install import (
 )
 from tests.conftest import ROOT
 
-SOURCE_DIRS = {"lore", "graph", "ingest", "retrieval", "workers", "api"}
+SOURCE_DIRS = {"lore", "graph", "ingest", "retrieval", "app", "workers", "api"}
 
 
 def _steps() -> list[Instruction]:
