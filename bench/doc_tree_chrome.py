@@ -1,0 +1,154 @@
+"""Chunk quality on an HTML tree: navigation and boilerplate, tiny chunks, retention.
+
+The counting rules read only the stored chunks and the HTML pages, never which generator
+made them, so the same rule holds on Sphinx, AsciiDoc, Texinfo or anything else:
+
+- **boilerplate**: a chunk whose text (whitespace collapsed, case folded) is stored, word
+  for word, for at least ``REPEATED_PAGES`` different pages (navigation bars, footers,
+  "Previous topic / Next topic", copyright lines); or a chunk of which at least
+  ``LINK_SHARE`` of the words are the text of links on its own page (tables of contents,
+  previous/next/up bars, breadcrumbs, link lists), when it holds at least ``MIN_LINKS``
+  links. A dense list of cross-references in real content counts too, so this is an
+  upper bound on chrome.
+- **tiny**: a chunk of fewer than ``TINY_WORDS`` words.
+- **retention**: the text of every ``<pre>`` (line by line), ``<dt>`` and first table
+  cell of a page — leaving out those that are wholly a link to another page, which is
+  navigation — is looked for in the page's stored chunks, comparing letters and digits
+  only (Markdown decoration and whitespace do not count). The figure is the share of
+  characters found.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from bs4 import BeautifulSoup, Tag
+
+REPEATED_PAGES = 5
+LINK_SHARE = 0.6
+MIN_LINKS = 3
+TINY_WORDS = 20
+_WORD = re.compile(r"\w+")
+_ALNUM = re.compile(r"[^0-9A-Za-z]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _alnum(text: str) -> str:
+    return _ALNUM.sub("", text).lower()
+
+
+def _links_elsewhere(element: Tag, page_name: str) -> bool:
+    text = element.get_text("", strip=True)
+    linked = ""
+    for anchor in element.find_all("a", href=True):
+        target = str(anchor["href"]).split("#", maxsplit=1)[0]
+        if target and not target.endswith(page_name):
+            linked += anchor.get_text("", strip=True)
+    return bool(text) and len(linked) >= len(text.strip("¶#"))
+
+
+def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str]]:
+    """(word lists of the page's link texts, the texts the retention check looks for)."""
+    soup = BeautifulSoup(html, "html.parser")
+    links = [_words(a.get_text(" ")) for a in soup.find_all("a", href=True)]
+    wanted: list[str] = []
+    for pre in soup.find_all("pre"):
+        wanted.extend(line for line in pre.get_text("").splitlines() if line.strip())
+    elements = list(soup.find_all("dt"))
+    for row in soup.find_all("tr"):
+        cell = row.find(["td", "th"])
+        if isinstance(cell, Tag):
+            elements.append(cell)
+    for element in elements:
+        if not _links_elsewhere(element, page_name):
+            wanted.append(element.get_text(" "))
+    return [w for w in links if w], wanted
+
+
+def _link_share(
+    chunk_words: list[str], by_first: dict[str, list[tuple[str, ...]]]
+) -> tuple[float, int]:
+    """Share of the chunk's words covered by occurrences of the page's link texts."""
+    if not chunk_words:
+        return 0.0, 0
+    covered = [False] * len(chunk_words)
+    found = 0
+    for start, word in enumerate(chunk_words):
+        for link in by_first.get(word, ()):
+            end = start + len(link)
+            if tuple(chunk_words[start:end]) == link:
+                found += 1
+                for i in range(start, end):
+                    covered[i] = True
+                break
+    return sum(covered) / len(chunk_words), found
+
+
+def _by_first(links: list[list[str]]) -> dict[str, list[tuple[str, ...]]]:
+    """Link texts by their first word, longest first."""
+    index: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+    for link in sorted({tuple(w) for w in links}, key=len, reverse=True):
+        index[link[0]].append(link)
+    return index
+
+
+def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> dict[str, Any]:
+    """Boilerplate share, tiny share and retention over ``chunks`` (page → chunk texts)."""
+    normal = {page: [" ".join(t.lower().split()) for t in texts] for page, texts in chunks.items()}
+    pages_of: dict[str, set[str]] = defaultdict(set)
+    for page, texts in normal.items():
+        for text in texts:
+            pages_of[text].add(page)
+    total = repeated = linky = tiny = 0
+    examples: list[dict[str, str]] = []
+    kept = wanted_chars = 0
+    lost: Counter[str] = Counter()
+    for page, texts in sorted(chunks.items()):
+        file = tree / page
+        html = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
+        links, wanted = _page_parts(html, file.name)
+        by_first = _by_first(links)
+        stored = _alnum(" ".join(texts))
+        for raw, text in zip(texts, normal[page], strict=True):
+            total += 1
+            words = _words(raw)
+            tiny += len(words) < TINY_WORDS
+            is_repeated = len(pages_of[text]) >= REPEATED_PAGES
+            share, count = _link_share(words, by_first)
+            is_linky = share >= LINK_SHARE and count >= MIN_LINKS
+            repeated += is_repeated
+            linky += is_linky and not is_repeated
+            if (is_repeated or is_linky) and len(examples) < sample:
+                examples.append({"page": page, "text": raw[:160]})
+        for item in wanted:
+            key = _alnum(item)
+            if not key:
+                continue
+            wanted_chars += len(key)
+            if key in stored:
+                kept += len(key)
+            else:
+                lost[page] += len(key)
+    return {
+        "chunks": total,
+        "boilerplate_share": round((repeated + linky) / max(total, 1), 4),
+        "boilerplate_repeated": repeated,
+        "boilerplate_link_text": linky,
+        "boilerplate_examples": examples,
+        "tiny_share": round(tiny / max(total, 1), 4),
+        "retention": round(kept / max(wanted_chars, 1), 4),
+        "retention_chars": wanted_chars,
+        "retention_most_lost": lost.most_common(5),
+        "rule": {
+            "repeated_on_pages": REPEATED_PAGES,
+            "link_share": LINK_SHARE,
+            "min_links": MIN_LINKS,
+            "tiny_words": TINY_WORDS,
+        },
+    }
