@@ -14,6 +14,7 @@ are counted until the job store says they ended (checked at the next admission).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +26,21 @@ from lore.models import Loaded, SourceDocument
 
 log = logging.getLogger("lore.api.ingest")
 RETRY_AFTER_S = 5
+
+
+INGEST_NICENESS = 10
+
+
+def _yield_cpu() -> None:
+    """Run this pool thread (and the threads it starts) below the request threads.
+
+    Linux gives each thread its own nice value, so a read is scheduled ahead of the
+    embedding work when both want a core.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), INGEST_NICENESS)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux, or not allowed
+        log.debug("could not lower the ingest thread's priority")
 
 
 def text_bytes(items: Sequence[Loaded]) -> int:
@@ -49,7 +65,9 @@ class IngestQueue:
     def __init__(self, workers: int, max_jobs: int, max_bytes: int) -> None:
         self.max_jobs = max_jobs
         self.max_bytes = max_bytes
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lore-ingest")
+        self._pool = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="lore-ingest", initializer=_yield_cpu
+        )
         self._lock = threading.Lock()
         self._tickets: dict[str, list[Ticket]] = {}
 
