@@ -40,6 +40,11 @@ RUN useradd --create-home --uid 10001 --user-group lore \
     && mkdir -p /data \
     && chown lore:lore /data
 USER lore
+# The server binds every interface of the container, so auth is on (`lore serve` refuses a
+# non-loopback address with auth off): create a key with `lore keys create --admin`.
+# Requests must name an allowed Host: add the name clients use (LORE_API__ALLOWED_HOSTS).
 ENV LORE_DATA_DIR=/data
+ENV LORE_AUTH__ENABLED=true \
+    LORE_API__ALLOWED_HOSTS='["localhost","127.0.0.1","::1"]'
 EXPOSE 8080
 CMD ["lore", "serve", "--host", "0.0.0.0", "--port", "8080"]

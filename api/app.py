@@ -13,9 +13,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.console import document_errors, install_console, install_docs
 from api.deps import MetricsReaderDep
 from api.errors import install_error_handlers
+from api.ingest_queue import IngestQueue
 from api.limits import BodyLimit
 from api.metrics import Metrics
 from api.routes import ask, documents, graph, health, jobs, keys, memory, sync
+from api.security import CrossSiteGuard
 from app.builders import database_for
 from app.keys import KeyStore
 from app.namespaces import Namespaces
@@ -41,10 +43,16 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
         app.state.namespaces = spaces
         app.state.keys = keys
         app.state.metrics = metrics
+        app.state.ingest_queue = queue = IngestQueue(
+            settings.api.ingest_workers,
+            settings.api.tenant_max_jobs,
+            settings.api.tenant_max_queued_bytes,
+        )
         spaces.runtime(settings.auth.default_namespace).sync_indexes()
         try:
             yield
         finally:
+            queue.shutdown()
             spaces.close()
             keys.close()
 
@@ -59,6 +67,11 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
     install_error_handlers(app, max_body_bytes=settings.api.max_body_bytes)
     app.middleware("http")(metrics.middleware)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(  # outermost: a cross-site request is refused before its body is read
+        CrossSiteGuard,
+        allowed_hosts=settings.api.allowed_hosts,
+        allowed_origins=settings.api.allowed_origins,
+    )
     app.include_router(health.router)
     app.include_router(memory.router)
     app.include_router(sync.router)

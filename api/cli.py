@@ -38,7 +38,7 @@ from ingest.resolve import resolve_document_id
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, MissingExtraError
 from lore.extras import require
-from lore.settings import load_settings
+from lore.settings import Settings, load_settings
 from retrieval.contract import QueryRequest, QueryResponse
 
 
@@ -386,6 +386,39 @@ def reindex(ctx: click.Context) -> None:
     out.print(f"rebuilt: sparse {applied['sparse']} chunks, dense {applied['dense']} chunks")
 
 
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address (reachable from this machine only)."""
+    import ipaddress
+
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_exposure(settings: Settings, host: str, allow_unauthenticated: bool) -> None:
+    """Refuse to bind a non-loopback address with auth off unless the user opts in."""
+    if _loopback(host) or settings.auth.enabled:
+        return
+    if allow_unauthenticated or settings.api.allow_unauthenticated:
+        return
+    raise click.UsageError(
+        f"--host {host} is reachable from other machines and auth is off: anyone there could "
+        "read and change the memory. Turn auth on (--auth, or LORE_AUTH__ENABLED=true, and "
+        "`lore keys create`), or opt in with --allow-unauthenticated "
+        "(LORE_API__ALLOW_UNAUTHENTICATED=true)"
+    )
+
+
+_UNAUTHENTICATED = click.option(
+    "--allow-unauthenticated",
+    is_flag=True,
+    help="Allow a non-loopback --host with auth off (anyone who reaches it can read and write).",
+)
+
+
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
@@ -394,8 +427,11 @@ def reindex(ctx: click.Context) -> None:
     default=None,
     help="Require API keys (`lore keys create`); default from LORE_AUTH__ENABLED (off).",
 )
+@_UNAUTHENTICATED
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, auth: bool | None, allow_unauthenticated: bool
+) -> None:
     """Serve the HTTP API (FastAPI + uvicorn) over every namespace of the data directory."""
     import uvicorn
 
@@ -406,6 +442,7 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
     if auth is not None:
         auth_settings = auth_settings.model_copy(update={"enabled": auth})
     settings = settings.model_copy(update={"data_dir": ctx.obj["root"], "auth": auth_settings})
+    _check_exposure(settings, host, allow_unauthenticated)
     with runtime_context(ctx, create=True):  # a damaged store: a clear error, no traceback
         pass
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
@@ -415,22 +452,34 @@ def serve(ctx: click.Context, host: str, port: int, auth: bool | None) -> None:
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8765, show_default=True, type=int)
+@_UNAUTHENTICATED
 @click.pass_context
-def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
-    """Serve the memory to agents over MCP (stdio, or streamable HTTP at /mcp)."""
+def mcp(
+    ctx: click.Context, transport: str, host: str, port: int, allow_unauthenticated: bool
+) -> None:
+    """Serve the memory to agents over MCP (stdio, or streamable HTTP at /mcp).
+
+    Over HTTP it takes the HTTP API's keys and namespaces (``Authorization: Bearer``,
+    ``/mcp?namespace=NAME``) when auth is on; stdio is local and has no auth.
+    """
     try:
         build_mcp_server = require("api.integrations.mcp_server", "the MCP server").build_mcp_server
     except MissingExtraError as exc:
         raise click.ClickException(str(exc)) from exc
+    if transport == "http":
+        from api.integrations.mcp_http import serve_http
+
+        settings = settings_of(ctx).model_copy(update={"data_dir": ctx.obj["root"]})
+        _check_exposure(settings, host, allow_unauthenticated)
+        with runtime_context(ctx, create=True) as runtime:  # auth off: this namespace
+            serve_http(settings, host, port, local=runtime)
+        return
     with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
         sweep = OrphanSweep(runtime)  # a long-lived process
         sweep.start()
         try:
-            if transport == "stdio":
-                server.run("stdio")
-            else:
-                server.run("streamable-http", host=host, port=port)
+            server.run("stdio")
         finally:
             sweep.stop()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from fastapi import FastAPI, Request
@@ -16,9 +17,12 @@ from lore.errors import (
     LoreError,
     NotFoundError,
     PayloadTooLargeError,
+    TooManyRequestsError,
     TransientError,
     UnauthorizedError,
 )
+
+log = logging.getLogger("lore.api")
 
 STATUS_BY_ERROR: list[tuple[type[LoreError], int]] = [
     (UnauthorizedError, 401),
@@ -27,6 +31,7 @@ STATUS_BY_ERROR: list[tuple[type[LoreError], int]] = [
     (PayloadTooLargeError, 413),
     (InvalidRequestError, 422),
     (EmbeddingMismatchError, 409),
+    (TooManyRequestsError, 429),
     (TransientError, 503),
 ]
 
@@ -60,16 +65,6 @@ def error_body(error: str, detail: object, rid: str) -> dict[str, object]:
 def install_error_handlers(app: FastAPI, max_body_bytes: int | None = None) -> None:
     """Register the handlers on ``app``."""
 
-    @app.exception_handler(LoreError)
-    async def _lore_error(request: Request, exc: LoreError) -> JSONResponse:
-        status = status_for(exc)
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse(
-            error_body(type(exc).__name__, str(exc), request_id(request)),
-            status_code=status,
-            headers=headers,
-        )
-
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         detail = [
@@ -93,10 +88,42 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int | None = None) -> N
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return internal_error(request, exc)
+
+    @app.exception_handler(LoreError)
+    async def _lore_error(request: Request, exc: LoreError) -> JSONResponse:
+        status = status_for(exc)
+        if status == 500:
+            return internal_error(request, exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if isinstance(exc, TooManyRequestsError):
+            headers = {"Retry-After": str(exc.retry_after_s)}
         return JSONResponse(
-            error_body("InternalError", f"{type(exc).__name__}: {exc}", request_id(request)),
-            status_code=500,
+            error_body(type(exc).__name__, str(exc), request_id(request)),
+            status_code=status,
+            headers=headers,
         )
+
+
+def internal_error(request: Request, exc: BaseException) -> JSONResponse:
+    """A 500: an error id and a generic sentence; the detail goes to the log only."""
+    error_id = uuid.uuid4().hex[:16]
+    rid = request_id(request)
+    log.error(
+        "internal error %s (request %s, %s %s)",
+        error_id,
+        rid,
+        request.method,
+        request.url.path,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    body = error_body(
+        "InternalError",
+        f"internal error {error_id}: the server's log has the detail under this id",
+        rid,
+    )
+    body["error_id"] = error_id
+    return JSONResponse(body, status_code=500)
 
 
 _PHRASES = {

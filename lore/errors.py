@@ -20,6 +20,7 @@ class to one HTTP status (``api/errors.py``)::
     │   └── LLMReplyError               the model's reply stayed invalid after repair and
     │                                   one re-prompt (the chunk is quarantined)
     └── TransientError                  may succeed later (HTTP 503)
+        ├── TooManyRequestsError        a namespace's share of ingest is used (HTTP 429)
         └── BackendUnavailableError     a server (embedding endpoint, broker) did not answer
             └── LLMUnavailableError     the LLM endpoint failed its probe (nothing was
                                         written; documents stay searchable)
@@ -97,3 +98,11 @@ class BackendUnavailableError(TransientError):
 
 class LLMUnavailableError(BackendUnavailableError):
     """The LLM endpoint cannot be reached (its probe failed before any graph work)."""
+
+
+class TooManyRequestsError(TransientError):
+    """A namespace holds its share of the ingest queue; retry after ``retry_after_s``."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -323,6 +323,33 @@ class ApiSettings(Section):
 
     max_body_bytes: int = Field(10_000_000, ge=1024, description="larger requests get 413")
     max_batch_documents: int = Field(100, ge=1, description="documents per POST")
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
+        description="Host header names the server answers to (others get 421: DNS "
+        "rebinding); add the names a proxy or compose uses, `*` for any",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="origins (scheme://host:port) besides the server's own whose pages may "
+        "send state-changing requests",
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        description="let `lore serve` / `lore mcp --transport http` bind a non-loopback "
+        "address with auth off",
+    )
+    ingest_workers: int = Field(
+        1, ge=1, le=64, description="threads running HTTP ingest jobs in-process (no broker)"
+    )
+    tenant_max_jobs: int = Field(
+        2, ge=1, description="ingest jobs a namespace may have running or queued; more get 429"
+    )
+    tenant_max_queued_bytes: int = Field(
+        20_000_000, ge=1, description="text bytes a namespace may have queued; more get 429"
+    )
+    wait_timeout_s: float = Field(
+        300.0, gt=0, description="longest a `wait` ingest holds its request; then the job id"
+    )
 
 
 class AskSettings(Section):

@@ -12,6 +12,10 @@ from app.runtime import Runtime, open_runtime
 from lore.embedders import LocalEmbedder
 from lore.settings import Settings, load_settings
 
+# Starlette's TestClient sends `Host: testserver`; the API answers loopback names only
+# (api.security). Tests that check the Host guard pass `api={"allowed_hosts": ...}`.
+os.environ.setdefault("LORE_API__ALLOWED_HOSTS", '["localhost", "127.0.0.1", "::1", "testserver"]')
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
 
-from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
+from api.deps import IngestRuntimeDep, NamespaceQuery, PrincipalDep, RuntimeDep, SettingsDep
+from api.ingest_queue import IngestQueue, Ticket, text_bytes
 from api.routes.jobs import JobOut, job_out
 from app import service
-from app.ingest import ingest
+from app.ingest import ingest, queued, run_inline
 from app.listing import MAX_PAGE, DocumentView, read_chunk, read_document
 from app.readback import document_page
+from app.runtime import Runtime
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
@@ -240,30 +242,74 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     response_model=JobOut,
     status_code=202,
     openapi_extra=_UPLOAD_BODY,
-    responses={200: {"model": JobOut, "description": "with wait: the job has ended"}},
+    responses={
+        200: {"model": JobOut, "description": "with wait: the job has ended"},
+        429: {"description": "the namespace's share of the ingest queue is used: Retry-After"},
+    },
 )
 async def post_documents(
     request: Request,
     runtime: IngestRuntimeDep,
+    principal: PrincipalDep,
     settings: SettingsDep,
-    background: BackgroundTasks,
+    namespace: NamespaceQuery = None,
 ) -> Any:
-    """Store documents (JSON, or files as multipart); returns the job, or waits for it."""
+    """Store documents (JSON, or files as multipart) as a job; returns it, or waits for it.
+
+    The job runs off the request threads (workers, or the server's ingest pool). With
+    ``wait`` the answer is 200 once the job ends, or 202 with the job as it stands after
+    ``LORE_API__WAIT_TIMEOUT_S``. A namespace past its share of the queue gets 429.
+    """
     items, wait = await _parse(request, settings.ingest.max_document_bytes)
     if len(items) > settings.api.max_batch_documents:
         raise InvalidRequestError(
             f"{len(items)} documents in one request; the limit is "
             f"{settings.api.max_batch_documents} (LORE_API__MAX_BATCH_DOCUMENTS)"
         )
-    result = await asyncio.to_thread(
-        ingest, runtime, items, wait=wait, defer=background.add_task, timeout_s=600.0
-    )
-    job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
+    queue: IngestQueue = request.app.state.ingest_queue
+    ticket = await asyncio.to_thread(queue.admit, principal.namespace(namespace), text_bytes(items))
+    try:
+        job_id = await asyncio.to_thread(_start, runtime, queue, ticket, items)
+    except BaseException:
+        queue.release(ticket)
+        raise
+    ended = await _await_job(runtime, job_id, settings.api.wait_timeout_s) if wait else False
+    job = await asyncio.to_thread(service.get_job, runtime, job_id)
     if job is None:  # pragma: no cover - the job was just created
-        raise NotFoundError(f"job {result.job_id} vanished")
+        raise NotFoundError(f"job {job_id} vanished")
     out = job_out(job)
-    status = 200 if wait else 202
-    return JSONResponse(out.model_dump(mode="json"), status_code=status)
+    return JSONResponse(out.model_dump(mode="json"), status_code=200 if ended else 202)
+
+
+def _start(runtime: Runtime, queue: IngestQueue, ticket: Ticket, items: list[Loaded]) -> str:
+    """Stage the job and hand it to the broker or the ingest pool; returns its id."""
+    if queued(runtime.settings):
+        job_id = ingest(runtime, items, wait=False).job_id
+        queue.follow_queued(ticket, job_id, runtime.jobs())
+        return job_id
+    jobs = runtime.jobs()
+    job_id = jobs.create("ingest")
+    jobs.stage(job_id, items, keep_text=False)
+    ticket.job_id = job_id
+    queue.run(ticket, lambda: run_inline(runtime, job_id, items, staged=True))
+    return job_id
+
+
+async def _await_job(runtime: Runtime, job_id: str, timeout_s: float) -> bool:
+    """Wait (holding no thread) until the job ends; False when ``timeout_s`` passed first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    delay = 0.05
+    while True:
+        job = await asyncio.to_thread(service.get_job, runtime, job_id)
+        if job is None or job.state != "running":
+            if queued(runtime.settings):
+                await asyncio.to_thread(runtime.sync_indexes)
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))
+        delay = min(delay * 2, 0.5)
 
 
 DocumentId = Annotated[

@@ -8,12 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
-from api.deps import RuntimeDep
+from api.deps import PrincipalDep, RuntimeDep
 from app import service
 from graph.lookup import find_entities
 from graph.models import CommunityReport
 from graph.reports import ranked_members
-from lore.errors import NotFoundError
+from lore.errors import ForbiddenError, NotFoundError
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -240,9 +240,18 @@ class RefreshRequest(BaseModel):
 
 @router.post("/communities/refresh")
 async def refresh_communities(
-    request: Request, runtime: RuntimeDep, body: RefreshRequest | None = None
+    request: Request,
+    runtime: RuntimeDep,
+    principal: PrincipalDep,
+    body: RefreshRequest | None = None,
 ) -> dict[str, Any]:
-    """Re-summarise the communities a change made stale (queued when workers run)."""
+    """Re-summarise the communities a change made stale (queued when workers run).
+
+    ``rebuild`` and ``reextract`` rewrite the whole graph (every report, every chunk's
+    extraction: LLM cost): with auth on they need an admin key (403 otherwise).
+    """
+    if body is not None and (body.rebuild or body.reextract) and not principal.admin:
+        raise ForbiddenError("rebuild and reextract need an admin key")
     result = await asyncio.to_thread(
         service.refresh,
         runtime,

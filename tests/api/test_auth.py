@@ -183,3 +183,18 @@ def test_metrics_under_auth_need_an_admin_key_or_the_metrics_token(world: World)
     for key in (world.admin, METRICS_TOKEN):
         scraped = world.client.get("/metrics", headers=bearer(key))
         assert scraped.status_code == 200 and "lore_http_request_seconds" in scraped.text
+
+
+def test_rebuild_and_reextract_need_an_admin_key(world: World) -> None:
+    for body in ({"rebuild": True}, {"reextract": True}, {"rebuild": True, "reextract": True}):
+        reply = world.client.post("/v1/communities/refresh", json=body, headers=bearer(world.a))
+        assert reply.status_code == 403, (body, reply.text)
+        assert "admin" in reply.json()["detail"]
+    plain = world.client.post("/v1/communities/refresh", json={}, headers=bearer(world.a))
+    assert plain.status_code == 200, plain.text
+    admin = world.client.post(
+        "/v1/communities/refresh?namespace=team-b",
+        json={"rebuild": True},
+        headers=bearer(world.admin),
+    )
+    assert admin.status_code == 200, admin.text

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.security import CONSOLE
 from app.keys import KeyStore
 from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
@@ -32,7 +33,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def client(data: Path, local_embedder: LocalEmbedder) -> Iterator[TestClient]:
     settings = load_settings(data_dir=data, ingest={"max_document_bytes": 200_000})
     app = create_app(settings, Namespaces(settings, embedder=local_embedder))
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, headers=CONSOLE) as c:
         yield c
 
 
@@ -127,7 +128,9 @@ def test_4_json_documents_honour_max_document_bytes(
     data: Path, local_embedder: LocalEmbedder
 ) -> None:
     settings = load_settings(data_dir=data / "small", ingest={"max_document_bytes": 2000})
-    with TestClient(create_app(settings, Namespaces(settings, embedder=local_embedder))) as c:
+    with TestClient(
+        create_app(settings, Namespaces(settings, embedder=local_embedder)), headers=CONSOLE
+    ) as c:
         body = {"id": "big.md", "text": "x" * 5001, "wait": True}
         status, reason = statuses(c.post("/v1/documents", json=body).json())["big.md"]
         assert status == "failed"
@@ -161,7 +164,7 @@ def test_9_an_admin_read_of_an_unknown_namespace_creates_nothing(
     keys.close()
     namespaces = Namespaces(settings, embedder=local_embedder)
     headers = {"Authorization": f"Bearer {admin}"}
-    with TestClient(create_app(settings, namespaces)) as c:
+    with TestClient(create_app(settings, namespaces), headers=CONSOLE) as c:
         for method, path in (
             ("get", "/v1/communities?namespace=new"),
             ("get", "/v1/documents/x.md?namespace=new"),
