@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.deps import IngestRuntimeDep, NamespaceQuery, PrincipalDep, RuntimeDep, SettingsDep
 from api.ingest_queue import IngestQueue, Ticket, text_bytes
@@ -22,7 +23,14 @@ from app.runtime import Runtime
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
-from lore.models import DocumentInfo, DocumentStatus, Loaded
+from lore.models import (
+    DocumentInfo,
+    DocumentStatus,
+    Loaded,
+    metadata_problem,
+    unaddressable,
+    unstorable,
+)
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -32,19 +40,41 @@ MetadataValue = str | int | float | bool | list[str] | list[int] | list[float]
 def _not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("an id must have a character that is not whitespace")
+    problem = unaddressable(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _storable(value: str) -> str:
+    problem = unstorable(value, "the value")
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _storable_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    problem = metadata_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
 DocumentIdIn = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_not_blank)]
+TextIn = Annotated[str, Field(max_length=50_000_000), AfterValidator(_storable)]
+TitleIn = Annotated[str, Field(max_length=1000), AfterValidator(_storable)]
+MetadataIn = Annotated[
+    dict[str, MetadataValue], Field(max_length=200), AfterValidator(_storable_metadata)
+]
 
 
 class DocumentIn(BaseModel):
     """One document to store (the same id again replaces it)."""
 
     id: DocumentIdIn
-    text: str = Field(max_length=50_000_000)
-    title: str = Field("", max_length=1000)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
+    text: TextIn
+    title: TitleIn = ""
+    metadata: MetadataIn = Field(default_factory=dict)
 
 
 class IngestRequest(BaseModel):
@@ -64,9 +94,9 @@ class IngestRequest(BaseModel):
     }
 
     id: DocumentIdIn | None = None
-    text: str | None = Field(None, max_length=50_000_000)
-    title: str = Field("", max_length=1000)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
+    text: TextIn | None = None
+    title: TitleIn = ""
+    metadata: MetadataIn = Field(default_factory=dict)
     documents: list[DocumentIn] | None = Field(None, min_length=1)
     wait: bool = Field(False, description="answer once the documents are searchable")
 
@@ -237,6 +267,15 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     return docs, body.wait
 
 
+def _first_http_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The HTTP error (e.g. the body limit's 413) inside an exception group, else the group."""
+    matched, _ = group.split(StarletteHTTPException)
+    found: BaseException | None = matched
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return group if found is None else found
+
+
 @router.post(
     "/documents",
     response_model=JobOut,
@@ -260,7 +299,10 @@ async def post_documents(
     ``wait`` the answer is 200 once the job ends, or 202 with the job as it stands after
     ``LORE_API__WAIT_TIMEOUT_S``. A namespace past its share of the queue gets 429.
     """
-    items, wait = await _parse(request, settings.ingest.max_document_bytes)
+    try:
+        items, wait = await _parse(request, settings.ingest.max_document_bytes)
+    except BaseExceptionGroup as group:  # a streamed body over the limit, read through
+        raise _first_http_error(group) from None  # a middleware's task group: its 413
     if len(items) > settings.api.max_batch_documents:
         raise InvalidRequestError(
             f"{len(items)} documents in one request; the limit is "
