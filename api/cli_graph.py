@@ -68,8 +68,9 @@ def build(
 
         def reports(done: int, total: int) -> None:
             if bar.label != "reports":
-                bar.phase("reports", total)
-            bar.update(done, total)
+                bar.phase("reports", total)  # a line at once off a terminal
+            else:
+                bar.update(done, total)
 
         report, communities = runtime.build_graph(
             progress,

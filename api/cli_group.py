@@ -29,15 +29,12 @@ FLAG_GLOBALS = ("-q", "--quiet", "--json")
 
 
 class CliError(click.ClickException):
-    """A command's failure: a message, an optional hint, a machine-readable type."""
+    """A command's failure (exit 1): a message, an optional hint, a machine-readable type."""
 
-    def __init__(
-        self, message: str, *, hint: str | None = None, kind: str = "CliError", exit_code: int = 1
-    ) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, kind: str = "CliError") -> None:
         super().__init__(message)
         self.hint = hint
         self.kind = kind
-        self.exit_code = exit_code
 
     def format_message(self) -> str:
         """The text form: the message, then the hint."""
@@ -146,7 +143,7 @@ class LoreGroup(click.Group):
         """Parse the arguments after moving global flags in front of the subcommand."""
         return super().parse_args(ctx, normalise(self, args))
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
