@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
-from rich.table import Table
 
 from api.cli_ask import ask
 from api.cli_common import (
@@ -27,22 +25,18 @@ from api.cli_common import (
 )
 from api.cli_config import config, init
 from api.cli_graph import graph
+from api.cli_group import CliError, LoreGroup
 from api.cli_jobs import ingest_command, jobs, print_ingest_summary
 from api.cli_keys import keys
 from api.cli_migrate import migrate_command
 from api.cli_status import status
-from app.namespaces import namespace_settings
-from app.orphans import OrphanSweep
-from graph.cascade import describe
-from ingest.resolve import resolve_document_id
-from lore import jsonsafe
-from lore.errors import InvalidRequestError, LoreError, MissingExtraError
-from lore.extras import require
-from lore.settings import Settings, load_settings
-from retrieval.contract import QueryRequest, QueryResponse
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
+    from retrieval.contract import QueryResponse
 
 
-@click.group()
+@click.group(cls=LoreGroup)
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path),
@@ -64,6 +58,12 @@ from retrieval.contract import QueryRequest, QueryResponse
 @click.option(
     "--quiet", "-q", is_flag=True, help="No progress output (results and errors still print)."
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Machine-readable output; errors as JSON on stderr (any command).",
+)
 @click.version_option(package_name="lorekeeper")
 @click.pass_context
 def main(
@@ -72,20 +72,34 @@ def main(
     namespace: str | None,
     config_file: Path | None,
     quiet: bool,
+    as_json: bool,
 ) -> None:
-    """Lorekeeper: a memory that finds exact identifiers and paraphrased concepts."""
+    """Lorekeeper: a memory that finds exact identifiers and paraphrased concepts.
+
+    The options above may also follow the subcommand (`lore status -q --data-dir D`).
+    With --json every command prints JSON, and its errors as
+    {"error": {"type", "message", "hint"}} on stderr, with the same exit status.
+    """
+    from pydantic import ValidationError
+
+    from lore.errors import LoreError
+    from lore.settings import load_settings
+
     overrides = {"data_dir": data_dir}
     try:
         settings = load_settings(config_file, **overrides)
         root, root_settings = settings.data_dir, settings
         if namespace is not None:
+            from app.namespaces import namespace_settings  # imports the runtime: not for --help
+
             settings = namespace_settings(settings, namespace)
     except (ValidationError, LoreError) as exc:
-        raise click.ClickException(f"invalid settings: {exc}") from exc
+        raise CliError.of(exc, "invalid settings: ") from exc
     ctx.obj = {"settings": settings, "root": root, "config_file": config_file}
     ctx.obj["overrides"] = overrides
     ctx.obj["root_settings"] = root_settings  # before --namespace: keys span namespaces
     ctx.obj["quiet"] = quiet
+    ctx.obj["json"] = as_json
 
 
 @main.command()
@@ -170,6 +184,8 @@ def prune_command(ctx: click.Context, paths: list[Path], wait: bool) -> dict[str
 
 def print_pruned(result: dict[str, Any]) -> None:
     """What ``--prune`` deleted (and kept)."""
+    from graph.cascade import describe
+
     if not result.get("job_id"):
         out.print("pruned nothing: every stored document under the paths is still there")
     elif result.get("queued"):
@@ -233,12 +249,18 @@ def search(
     as_json: bool,
 ) -> None:
     """Hybrid search (BM25 + dense, weighted RRF)."""
+    from pydantic import ValidationError
+
+    from lore import jsonsafe
+    from lore.errors import InvalidRequestError
+    from retrieval.contract import QueryRequest
+
     try:
         if request_file is not None:
             try:
                 payload = jsonsafe.loads(request_file.read(), what="request")
             except InvalidRequestError as exc:
-                raise click.ClickException(str(exc)) from exc
+                raise CliError.of(exc) from exc
             request = QueryRequest.model_validate(payload)
             as_json = True
         elif text is None:
@@ -261,7 +283,7 @@ def search(
                 }
             )
     except ValidationError as exc:
-        raise click.ClickException(validation_message(exc, "request")) from exc
+        raise CliError(validation_message(exc, "request"), kind="InvalidRequestError") from exc
     with runtime_context(ctx) as runtime:
         response = runtime.query_sync(request)
     if as_json:
@@ -272,6 +294,8 @@ def search(
 
 def print_results(response: QueryResponse) -> None:
     """A readable table of results."""
+    from rich.table import Table
+
     table = Table(show_lines=False, expand=True)
     table.add_column("#", justify="right", width=3)
     table.add_column("score", width=7)
@@ -309,6 +333,7 @@ def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wai
     nothing.
     """
     from app.lifecycle import delete as delete_documents
+    from ingest.resolve import resolve_document_id
 
     with runtime_context(ctx) as runtime:
         ids = [resolve_document_id(runtime.store, d) for d in document_ids]
@@ -318,6 +343,8 @@ def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wai
 
 def print_deletion(result: dict[str, Any], as_json: bool) -> None:
     """A delete job's result: JSON, or what was deleted and what the graph lost."""
+    from graph.cascade import describe
+
     if as_json:
         click.echo(json.dumps(result, indent=2))
     elif result.get("queued"):
@@ -334,8 +361,9 @@ def print_deletion(result: dict[str, Any], as_json: bool) -> None:
     for warning in result.get("warnings", []):
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if result["state"] not in ("done", "running"):
-        raise click.ClickException(
-            f"delete job {result['job_id']} {result['state']}: {result.get('error', '')}"
+        raise CliError(
+            f"delete job {result['job_id']} {result['state']}: {result.get('error', '')}",
+            kind="JobFailed",
         )
 
 
@@ -348,12 +376,17 @@ def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool)
     """Read a document back: status, metadata, text (and chunks). Takes an id or a source."""
     from api.routes.documents import document_out
     from app.listing import read_document
+    from ingest.resolve import resolve_document_id
 
     with runtime_context(ctx) as runtime:
         ref = resolve_document_id(runtime.store, document_id)
         view = read_document(runtime.store, ref, text=True, chunks=with_chunks or as_json)
     if view is None:
-        raise click.ClickException(f"no document {document_id!r} (ids and sources are accepted)")
+        raise CliError(
+            f"no document {document_id!r}",
+            hint="Give a document id, a source as printed in results, or the ingested path.",
+            kind="NotFoundError",
+        )
     if as_json:
         click.echo(document_out(view.info, view).model_dump_json(indent=2))
         return
@@ -378,12 +411,16 @@ def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool)
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the chunks indexed as JSON.")
 @click.pass_context
-def reindex(ctx: click.Context) -> None:
+def reindex(ctx: click.Context, as_json: bool) -> None:
     """Rebuild the derived indexes (BM25 and HNSW) from the store."""
     with runtime_context(ctx) as runtime:
         applied = runtime.reindex()
-    out.print(f"rebuilt: sparse {applied['sparse']} chunks, dense {applied['dense']} chunks")
+    if as_json:
+        click.echo(json.dumps({"sparse": applied["sparse"], "dense": applied["dense"]}))
+    else:
+        out.print(f"rebuilt: sparse {applied['sparse']} chunks, dense {applied['dense']} chunks")
 
 
 def _loopback(host: str) -> bool:
@@ -462,10 +499,14 @@ def mcp(
     Over HTTP it takes the HTTP API's keys and namespaces (``Authorization: Bearer``,
     ``/mcp?namespace=NAME``) when auth is on; stdio is local and has no auth.
     """
+    from app.orphans import OrphanSweep
+    from lore.errors import MissingExtraError
+    from lore.extras import require
+
     try:
         build_mcp_server = require("api.integrations.mcp_server", "the MCP server").build_mcp_server
     except MissingExtraError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError.of(exc) from exc
     if transport == "http":
         from api.integrations.mcp_http import serve_http
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from pydantic import ValidationError
 
 from api.cli_common import err, metadata_filter, out, runtime_context, validation_message
-from retrieval.ask_contract import AskRequest, AskResponse
+from api.cli_group import CliError
+
+if TYPE_CHECKING:
+    from retrieval.ask_contract import AskResponse
 
 
 @click.command()
@@ -38,6 +42,10 @@ def ask(
     as_json: bool,
 ) -> None:
     """Answer a question with citations (extractive without an LLM)."""
+    from pydantic import ValidationError
+
+    from retrieval.ask_contract import AskRequest
+
     try:
         request = AskRequest.model_validate(
             {
@@ -49,7 +57,7 @@ def ask(
             }
         )
     except ValidationError as exc:
-        raise click.ClickException(validation_message(exc, "question")) from exc
+        raise CliError(validation_message(exc, "question"), kind="InvalidRequestError") from exc
     with runtime_context(ctx) as runtime:
         response = runtime.ask_sync(request)
     if as_json:

@@ -1,34 +1,77 @@
-"""Helpers shared by the ``lore`` command modules: consoles and the runtime context."""
+"""Helpers shared by the ``lore`` command modules: consoles and the runtime context.
+
+Importing this module (and every ``api/cli*`` module) must stay cheap: ``lore
+--version`` and ``lore --help`` import them all. The runtime, rich, pydantic models
+and everything under ``app/`` are imported inside the functions that need them
+(``tests/unit/test_cli_start.py`` checks that torch, onnxruntime, tantivy and FastAPI
+stay out).
+"""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
-from rich.console import Console
 
-from api.progress import ProgressReporter
-from app.builders import local_file, store_exists, store_schema
-from app.orphans import end_orphaned_jobs
-from app.runtime import Runtime, open_runtime
-from lore.db import damaged, redact
-from lore.errors import LoreError
-from lore.settings import Settings
+from api.cli_group import CliError
 
-out = Console()
-err = Console(stderr=True)
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from api.progress import ProgressReporter
+    from app.runtime import Runtime
+    from lore.settings import Settings
+
+
+class LazyConsole:
+    """A rich console made on first use, that never wraps lines off a terminal.
+
+    Piped into ``grep`` or a file, a line is printed whole (rich would fold it at 80
+    columns); on a terminal rich wraps as usual. Tables keep the console's width
+    (``COLUMNS`` off a terminal, 80 by default).
+    """
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich console (writes to the current ``sys.stdout``/``sys.stderr``)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the stream is a terminal."""
+        return self.console.is_terminal
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """``Console.print``, soft-wrapped (no folding) off a terminal."""
+        console = self.console
+        options.setdefault("soft_wrap", not console.is_terminal)
+        console.print(*objects, **options)
+
+
+out = LazyConsole(stderr=False)
+err = LazyConsole(stderr=True)
 
 
 def progress_reporter(ctx: click.Context, label: str, quiet: bool = False) -> ProgressReporter:
     """A progress reporter for a long command (silent with ``--quiet`` or when ``quiet``)."""
+    from api.progress import ProgressReporter
+
     return ProgressReporter(
         label,
         quiet=quiet or bool(ctx.obj.get("quiet")),
-        console=err,
+        console=err.console,
         interval_s=settings_of(ctx).cli.progress_interval_s,
     )
 
@@ -45,6 +88,9 @@ def require_store(settings: Settings) -> None:
     Read commands call this before opening anything, so a typo'd ``--data-dir`` or the
     wrong working directory creates nothing and does not answer "0 results".
     """
+    from app.builders import local_file, store_exists, store_schema
+    from lore.db import redact
+
     if store_exists(settings):
         return
     where = (
@@ -52,10 +98,11 @@ def require_store(settings: Settings) -> None:
         if settings.store.url
         else f"{local_file(settings, 'lore')} does not exist"
     )
-    raise click.ClickException(
-        f"no Lorekeeper data here: {where}. Ingest documents first "
-        "(`lore ingest PATH`), or point at existing data with --data-dir DIR "
-        "(or LORE_DATA_DIR)."
+    raise CliError(
+        f"no Lorekeeper data here: {where}.",
+        hint="Ingest documents first (`lore ingest PATH`), or point at existing data with "
+        "--data-dir DIR (or LORE_DATA_DIR).",
+        kind="NoDataError",
     )
 
 
@@ -66,19 +113,25 @@ def runtime_context(ctx: click.Context, *, create: bool = False) -> Iterator[Run
     Without ``create`` (every command that only reads or changes existing data) a
     missing store is an error that creates nothing (:func:`require_store`).
     """
+    from app.builders import local_file
+    from app.orphans import end_orphaned_jobs
+    from app.runtime import open_runtime
+    from lore.db import damaged
+    from lore.errors import LoreError
+
     if not create:
         require_store(settings_of(ctx))
     try:
         runtime = open_runtime(settings_of(ctx))
         end_orphaned_jobs(runtime)  # a job whose process died never reads "running"
     except LoreError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError.of(exc) from exc
     try:
         yield runtime
     except LoreError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError.of(exc) from exc
     except sqlite3.DatabaseError as exc:  # a SQLite file damaged past its first pages
-        raise click.ClickException(str(damaged(local_file(runtime.settings, "lore"), exc))) from exc
+        raise CliError.of(damaged(local_file(runtime.settings, "lore"), exc)) from exc
     finally:
         runtime.close()
 

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import SecretStr
-from rich.table import Table
 
 from api.cli_common import out, settings_of
-from api.settings_docs import config_template, settings_reference
-from lore.config_file import find_config_file, read_config_file, setting_paths, setting_sources
-from lore.db import redact
-from lore.settings import Settings
+from api.cli_group import CliError
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 
 @click.command()
@@ -27,12 +25,21 @@ from lore.settings import Settings
     help="Where to write the file.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def init(target: Path, force: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print {"written": PATH} as JSON.')
+def init(target: Path, force: bool, as_json: bool) -> None:
     """Write a commented settings file with every setting and its default."""
+    from api.settings_docs import config_template
+    from lore.settings import Settings
+
     if target.exists() and not force:
-        raise click.ClickException(f"{target} exists; use --force to overwrite it")
+        raise CliError(
+            f"{target} exists", hint="Use --force to overwrite it.", kind="FileExistsError"
+        )
     target.write_text(config_template(Settings), encoding="utf-8")
-    out.print(f"wrote {target}: every setting, commented out; `lore config` shows them")
+    if as_json:
+        click.echo(json.dumps({"written": str(target)}))
+    else:
+        out.print(f"wrote {target}: every setting, commented out; `lore config` shows them")
 
 
 @click.command()
@@ -41,6 +48,12 @@ def init(target: Path, force: bool) -> None:
 @click.pass_context
 def config(ctx: click.Context, as_json: bool, reference: bool) -> None:
     """Print the effective settings and where each came from (secrets masked)."""
+    from rich.table import Table
+
+    from api.settings_docs import settings_reference
+    from lore.config_file import find_config_file, read_config_file, setting_paths, setting_sources
+    from lore.settings import Settings
+
     if reference:
         click.echo(settings_reference(Settings))
         return
@@ -73,6 +86,10 @@ def _value(settings: Settings, leaf: tuple[str, ...]) -> Any:
 
 def _shown(value: Any) -> Any:
     """A JSON-able value; secrets (and passwords in URLs: store, broker) masked."""
+    from pydantic import SecretStr
+
+    from lore.db import redact
+
     if isinstance(value, SecretStr):
         return "**********"
     if isinstance(value, str) and "://" in value:

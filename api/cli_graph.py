@@ -6,13 +6,17 @@ import io
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from api.cli_common import err, out, progress_reporter, runtime_context
-from graph.reports import ranked_members
-from ingest.graph_build import GraphBuildReport
-from ingest.graph_cost import BuildEstimate
+from api.cli_group import CliError
+
+if TYPE_CHECKING:
+    from graph.store import GraphStore
+    from ingest.graph_build import GraphBuildReport
+    from ingest.graph_cost import BuildEstimate
 
 
 @click.group()
@@ -62,8 +66,17 @@ def build(
         def progress(done: int, total: int) -> None:
             bar.update(done, total)
 
+        def reports(done: int, total: int) -> None:
+            if bar.label != "reports":
+                bar.phase("reports", total)  # a line at once off a terminal
+            else:
+                bar.update(done, total)
+
         report, communities = runtime.build_graph(
-            progress, retry_quarantined=retry_quarantined, reextract=reextract
+            progress,
+            retry_quarantined=retry_quarantined,
+            reextract=reextract,
+            report_progress=reports,
         )
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})
@@ -192,6 +205,8 @@ def quarantined(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def communities(ctx: click.Context, level: int | None, as_json: bool) -> None:
     """List communities (id, level, parent, size, first members)."""
+    from graph.reports import ranked_members
+
     with runtime_context(ctx) as runtime:
         graph = runtime.graph()
         found = [
@@ -250,11 +265,15 @@ def reports(ctx: click.Context, level: int | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def show(ctx: click.Context, name: str, as_json: bool) -> None:
-    """An entity, where it comes from, and its neighbours."""
+    """An entity, where it comes from, and its neighbours.
+
+    An unknown NAME lists the nearest names (prefix, substring, close spelling: the
+    lookup behind ``GET /v1/entities?q=``).
+    """
     with runtime_context(ctx) as runtime:
         entity = runtime.graph().entity(name)
         if entity is None:
-            raise click.ClickException(f"no entity named {name!r}; run 'lore graph build' first?")
+            raise not_found(runtime.graph(), name)
         neighbours = runtime.graph().neighbours(name, limit=15)
     related = [{"name": n.name, "type": n.type, "weight": w} for n, w in neighbours]
     data = {
@@ -280,6 +299,28 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
         )
 
 
+SUGGESTED = 5  # near names listed when `lore graph show NAME` finds no entity
+
+
+def not_found(store: GraphStore, name: str) -> CliError:
+    """No entity ``name``: the near names when there is a graph, else how to build one."""
+    from graph.lookup import find_entities
+
+    if not store.counts().get("entities"):
+        return CliError(
+            f"no entity named {name!r}: the graph is empty",
+            hint="Run `lore graph build` first.",
+            kind="NotFoundError",
+        )
+    near = [e.name for e in find_entities(store, name, SUGGESTED)]
+    hint = (
+        f"Did you mean: {', '.join(near)}?"
+        if near
+        else "`lore graph communities` and `lore graph export` list the entities."
+    )
+    return CliError(f"no entity named {name!r}", hint=hint, kind="NotFoundError")
+
+
 @graph.command()
 @click.option("--format", "fmt", type=click.Choice(["graphml", "json"]), default="json")
 @click.option(
@@ -288,8 +329,11 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
     default=None,
     help="Write to FILE instead of stdout.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help='With --output: print {"written": FILE} as JSON.'
+)
 @click.pass_context
-def export(ctx: click.Context, fmt: str, output: Path | None) -> None:
+def export(ctx: click.Context, fmt: str, output: Path | None, as_json: bool) -> None:
     """Export the entity graph (GraphML or node-link JSON)."""
     import networkx as nx
 
@@ -310,4 +354,7 @@ def export(ctx: click.Context, fmt: str, output: Path | None) -> None:
         click.echo(text)
     else:
         output.write_text(text, encoding="utf-8")
-        out.print(f"wrote {output}")
+        if as_json:
+            click.echo(json.dumps({"written": str(output), "format": fmt}))
+        else:
+            out.print(f"wrote {output}")

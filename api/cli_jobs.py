@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
-from app.jobs import JobInfo, JobStatus, JobStore
-from app.runtime import Runtime
-from graph.cascade import describe
-from ingest.pipeline import IngestReport
+from api.cli_group import CliError
+
+if TYPE_CHECKING:
+    from app.jobs import JobInfo, JobStore
+    from app.runtime import Runtime
+    from ingest.pipeline import IngestReport
 
 
 def ingest_command(
@@ -29,9 +31,11 @@ def ingest_command(
     """Ingest ``paths`` through the one entry point; returns the summary to print.
 
     Queued (a broker is configured) it returns at once unless ``wait``; in-process the
-    documents are searchable when it returns.
+    documents are searchable when it returns, and the progress has a total (the files
+    and JSON Lines records are counted first) and so an ETA.
     """
     from app.ingest import ingest_paths, queued
+    from ingest.loaders import count_documents
 
     with (
         runtime_context(ctx, create=True) as runtime,
@@ -45,6 +49,9 @@ def ingest_command(
             bar.advance(1, last=f"{outcome[1]}: {outcome[0][-50:]}")
 
         is_queued = queued(runtime.settings)
+        if not is_queued:
+            cfg = runtime.settings.ingest
+            bar.phase("ingest", count_documents(paths, include=cfg.include, exclude=cfg.exclude))
         result = ingest_paths(
             runtime,
             paths,
@@ -67,6 +74,8 @@ def _line(info: JobInfo) -> str:
 def _summary(
     jobs: JobStore, job_id: str, runtime: Runtime, report: IngestReport | None
 ) -> dict[str, Any]:
+    from app.jobs import JobStatus
+
     info = jobs.get(job_id)
     statuses = jobs.statuses(job_id)
     failed = [
@@ -100,6 +109,8 @@ def _summary(
 
 def print_ingest_summary(summary: dict[str, Any]) -> None:
     """The human-readable form of :func:`ingest_command`'s result."""
+    from graph.cascade import describe
+
     if summary.get("queued"):
         out.print(
             f"queued job {summary['job_id']} (follow it with `lore jobs {summary['job_id']}`)"
@@ -137,7 +148,9 @@ def jobs(ctx: click.Context, job_id: str | None, limit: int, as_json: bool) -> N
         store = runtime.jobs()
         found = [store.get(job_id)] if job_id else store.list_jobs(limit)
         if job_id and found[0] is None:
-            raise click.ClickException(f"no job {job_id!r}")
+            raise CliError(
+                f"no job {job_id!r}", hint="`lore jobs` lists recent jobs.", kind="NotFoundError"
+            )
         documents = store.statuses(job_id) if job_id else {}
     rows: list[dict[str, Any]] = [
         {

@@ -6,31 +6,47 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from api.cli_common import out
-from app.builders import database_for
-from app.keys import ApiKey, KeyStore
-from lore.errors import LoreError
+from api.cli_group import CliError
+
+if TYPE_CHECKING:
+    from app.keys import ApiKey, KeyStore
 
 
 @contextmanager
 def _keys(ctx: click.Context) -> Iterator[KeyStore]:
+    from app.builders import database_for
+    from app.keys import KeyStore
+    from lore.errors import LoreError
+
     settings = ctx.obj["root_settings"]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = KeyStore(database_for(settings, "keys"))
     try:
         yield store
     except LoreError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError.of(exc) from exc
     finally:
         store.close()
+
+
+def iso(stamp: float | None) -> str | None:
+    """A Unix time as ISO 8601 in UTC (``2026-12-02T12:50:07Z``); None stays None."""
+    if stamp is None:
+        return None
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _public(key: ApiKey) -> dict[str, object]:
     data = asdict(key)
     data["namespaces"] = list(key.namespaces)
+    data["created"] = iso(key.created)
+    data["revoked"] = iso(key.revoked)
     return data
 
 
@@ -77,9 +93,13 @@ def list_keys(ctx: click.Context, as_json: bool) -> None:
 
 @keys.command()
 @click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help='Print {"revoked": KEY_ID} as JSON.')
 @click.pass_context
-def revoke(ctx: click.Context, key_id: str) -> None:
+def revoke(ctx: click.Context, key_id: str, as_json: bool) -> None:
     """Revoke a key by its id."""
     with _keys(ctx) as store:
         store.revoke(key_id)
-    out.print(f"revoked {key_id}")
+    if as_json:
+        click.echo(json.dumps({"revoked": key_id}))
+    else:
+        out.print(f"revoked {key_id}")

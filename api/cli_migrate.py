@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from api.cli_common import out
-from app.migrate import MigrationReport, migrate
-from lore.errors import LoreError
+from api.cli_group import CliError
+
+if TYPE_CHECKING:
+    from app.migrate import MigrationReport
 
 
 @click.command(name="migrate")
@@ -30,17 +33,22 @@ def migrate_command(ctx: click.Context, url: str, as_json: bool) -> None:
 
     Indexes are not copied: each replica rebuilds its own from the store on first use.
     """
+    from app.migrate import migrate
+    from lore.errors import LoreError
+
     settings = ctx.obj["root_settings"]  # the whole data directory, every namespace
     try:
         report = migrate(settings, url)
     except LoreError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise CliError.of(exc) from exc
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))
     else:
         print_report(report)
     if not report.ok:
-        raise click.ClickException("row counts differ between SQLite and PostgreSQL (see above)")
+        raise CliError(
+            "row counts differ between SQLite and PostgreSQL (see above)", kind="MigrationMismatch"
+        )
 
 
 def print_report(report: MigrationReport) -> None:

@@ -4,25 +4,34 @@ Documents per status (failed and skipped ones with their reasons), chunks, the
 embedding model (the one the data was embedded with, or the configured one before the
 first ingest), whether the search indexes are caught up with the store, graph counts,
 quarantined chunks and the LLM settings (whether a key is set, never the key).
+
+``--forget-missing`` first deletes the *failed* documents whose source file no longer
+exists (a typo'd path, a file removed after its failure); a failed document whose file
+is still there stays listed, as do done and skipped ones (``lore ingest --prune``
+handles those).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from api.cli_common import out, runtime_context
-from app.runtime import Runtime
-from lore.errors import LoreError
-from lore.models import DocumentStatus
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 LISTED = 50  # failed / skipped documents listed by name
 
 
 def status_info(runtime: Runtime) -> dict[str, Any]:
     """Everything ``lore status`` shows, as JSON-ready data."""
+    from lore.errors import LoreError
+    from lore.models import DocumentStatus
+
     settings = runtime.settings
     store = runtime.store
     recorded = store.get_meta("embedding_model")
@@ -64,6 +73,29 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
     }
 
 
+def missing_failed(runtime: Runtime) -> list[str]:
+    """Failed documents whose source file does not exist (paths relative to the cwd)."""
+    from lore.models import DocumentStatus
+
+    gone = []
+    for doc in runtime.store.list_documents(DocumentStatus.FAILED):
+        file_id = doc.source.partition(".jsonl#")[0]
+        file = Path(file_id + ".jsonl" if file_id != doc.source else doc.source)
+        if not file.exists():
+            gone.append(doc.id)
+    return gone
+
+
+def forget_missing_documents(runtime: Runtime) -> list[str]:
+    """Delete :func:`missing_failed` documents (one delete job); returns their ids."""
+    from app.lifecycle import delete
+
+    gone = missing_failed(runtime)
+    if gone:
+        delete(runtime, gone, wait=True)
+    return gone
+
+
 def say(text: str) -> None:
     """One line of the human-readable status."""
     out.print(text, highlight=False)
@@ -71,14 +103,34 @@ def say(text: str) -> None:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--forget-missing",
+    is_flag=True,
+    help="First delete the failed documents whose source file no longer exists.",
+)
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, forget_missing: bool) -> None:
     """Documents, chunks, indexes, graph and settings of the data directory."""
+    forgotten: list[str] = []
     with runtime_context(ctx) as runtime:
+        if forget_missing:
+            forgotten = forget_missing_documents(runtime)
         info = status_info(runtime)
+    if forget_missing:
+        info["forgotten"] = forgotten
     if as_json:
         click.echo(json.dumps(info, indent=2))
-        return
+    else:
+        print_status(info)
+
+
+def print_status(info: dict[str, Any]) -> None:
+    """The human-readable status."""
+    if "forgotten" in info:
+        forgotten = info["forgotten"]
+        say(f"forgot {len(forgotten)} failed documents whose file no longer exists")
+        for document_id in forgotten:
+            say(f"  forgot {document_id}")
     say(f"data dir: {info['data_dir']}")
     say(
         f"embedding model: {info['embedding_model']} ({info['embedding_dim']} dims, "

@@ -1,10 +1,21 @@
 """Progress of a long command: a live bar on a terminal, a steady log line elsewhere.
 
-Under a process manager (systemd, a CI log, ``nohup``) stderr is not a terminal and a
-live bar would print nothing until the end, so :class:`ProgressReporter` writes one line
-every ``interval_s`` seconds instead — done / total, rate and ETA (once the total is
-known: a queued job, a graph build; a streamed directory shows the count so far) — and
-a last line when the work ends. ``quiet`` (``lore --quiet``, or ``--json``) prints nothing at all.
+One reporter serves every long command (``lore ingest``, ``lore graph build``, …).
+Its interface is small on purpose:
+
+* ``with progress_reporter(ctx, "ingest") as bar:`` (``api.cli_common``) makes one;
+* ``bar.update(done, total)`` sets the absolute count, ``bar.advance(n)`` adds to it
+  (``total`` None while unknown: a streamed directory shows the count so far);
+* ``bar.phase("reports", total)`` starts the next stage of the same command (its own
+  count, rate and ETA; ``lore graph build`` goes "extracting" then "reports");
+* ``bar.line()`` is the text of one log line.
+
+Off a terminal (a pipe, a CI log, systemd, ``nohup``) a live bar would print nothing
+until the end, so the reporter writes one line when a phase starts, then one every
+``interval_s`` seconds — done / total, rate and ETA — and a last line when it ends:
+``ingest: 40/120 (33%), 5.1/s, ETA 16s``. ``quiet`` (``lore -q``, or ``--json``)
+prints nothing at all. Counters another part adds (LLM calls, tokens) belong in
+``last``, the free text after the count.
 """
 
 from __future__ import annotations
@@ -13,14 +24,15 @@ import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
 
 
 class ProgressReporter:
-    """Report ``done`` of ``total`` for one labelled piece of work."""
+    """Report ``done`` of ``total`` for one labelled piece of work (see the module doc)."""
 
     def __init__(
         self,
@@ -32,6 +44,15 @@ class ProgressReporter:
         clock: Callable[[], float] = time.monotonic,
         stream: TextIO | None = None,
     ) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self.label = label
         self.interval_s = interval_s
         self._clock = clock
@@ -39,17 +60,19 @@ class ProgressReporter:
         self._quiet = quiet
         self._live = not quiet and console.is_terminal
         self._bar = Progress(
-            TextColumn(f"[bold]{label}"),
+            TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[last]}"),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             console=console,
             disable=not self._live,
         )
-        self._task = self._bar.add_task(label, total=None, last="")
+        self._task: TaskID = self._bar.add_task(label, total=None, last="")
         self._start = clock()
-        self._last_line = self._start
+        self._last_line: float | None = None
         self.done = 0
         self.total: int | None = None
 
@@ -64,17 +87,34 @@ class ProgressReporter:
         traceback: TracebackType | None,
     ) -> None:
         self._bar.__exit__(exc_type, exc, traceback)
+        self._end_phase(exc_type is None)
+
+    def _end_phase(self, ok: bool) -> None:
         if self.total is None:  # streamed work: the count is known once it ends
             self.total = self.done
-        if not self._quiet and not self._live and exc_type is None and self.done:
+        if self._logging and ok and (self.done or self._last_line is not None):
             self._write(final=True)
+
+    @property
+    def _logging(self) -> bool:
+        return not self._quiet and not self._live
+
+    def phase(self, label: str, total: int | None = None) -> None:
+        """End the current stage (its last line) and start ``label`` at 0 of ``total``."""
+        self._end_phase(True)
+        self.label, self.done, self.total = label, 0, total
+        self._start, self._last_line = self._clock(), None
+        self._bar.update(self._task, description=label, completed=0, total=total, last="")
+        if self._logging:
+            self._last_line = self._start
+            self._write(final=False)
 
     def update(self, done: int, total: int | None = None, last: str = "") -> None:
         """Set the absolute progress (``total`` None while still unknown)."""
         self.done, self.total = done, total if total is not None else self.total
         self._bar.update(self._task, completed=done, total=self.total, last=last)
         now = self._clock()
-        if not self._quiet and not self._live and now - self._last_line >= self.interval_s:
+        if self._logging and (self._last_line is None or now - self._last_line >= self.interval_s):
             self._last_line = now
             self._write(final=False)
 

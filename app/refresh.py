@@ -112,8 +112,11 @@ def refresh_in_process(
     progress: Callable[[int, int], None] | None = None,
     retry_quarantined: bool = False,
     reextract: bool = False,
+    report_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[GraphBuildReport, RefreshReport]:
     """Catch up, re-cluster and rewrite stale reports level by level, in this process.
+
+    ``progress`` follows the extraction (chunks), ``report_progress`` the reports.
 
     Returns what the extraction did (with the writer's name, the reports written and
     the LLM cost of the whole run) and the refresh counts. With an LLM configured its
@@ -127,7 +130,7 @@ def refresh_in_process(
     plan, built = prepare_refresh(
         runtime, rebuild=rebuild, extractor=roles.extractor, progress=progress, reextract=reextract
     )
-    refreshed = run_plan(runtime.graph(), roles.summarizer, plan)
+    refreshed = run_plan(runtime.graph(), roles.summarizer, plan, report_progress)
     runtime.embed_reports()  # report vectors are written with the reports
     built.reports_written = refreshed.refreshed
     built.report_writer = roles.summarizer.name

@@ -297,6 +297,7 @@ class Runtime:
         *,
         retry_quarantined: bool = False,
         reextract: bool = False,
+        report_progress: Callable[[int, int], None] | None = None,
     ) -> tuple[GraphBuildReport, int]:
         """A full refresh in this process (``app.refresh.refresh_in_process``).
 
@@ -310,6 +311,7 @@ class Runtime:
             progress=progress,
             retry_quarantined=retry_quarantined,
             reextract=reextract,
+            report_progress=report_progress,
         )
         return report, refreshed.communities
 

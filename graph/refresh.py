@@ -20,7 +20,7 @@ report is stored, so an interrupted refresh is finished by the next one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -178,15 +178,27 @@ def store_reports(
     graph.clear_stale(list(checked))
 
 
-def run_plan(graph: GraphStore, summarizer: Summarizer, plan: RefreshPlan) -> RefreshReport:
-    """Summarise a plan's stale communities level by level, a level at a time."""
+def run_plan(
+    graph: GraphStore,
+    summarizer: Summarizer,
+    plan: RefreshPlan,
+    progress: Callable[[int, int], None] | None = None,
+) -> RefreshReport:
+    """Summarise a plan's stale communities level by level, a level at a time.
+
+    ``progress(written, stale)`` is told before the first level and after each one.
+    """
     calls_before = summarizer.llm_calls
     report = RefreshReport(communities=plan.communities, stale=plan.stale)
+    if progress is not None:
+        progress(0, plan.stale)
     for level in plan.levels:
         jobs = report_jobs(graph, level, plan.largest)
         written = summarizer.write_level(graph, jobs)
         store_reports(graph, written, level)
         report.refreshed += len(written)
+        if progress is not None:
+            progress(report.refreshed, max(plan.stale, report.refreshed))
     report.unchanged = report.communities - report.refreshed
     report.llm_calls = summarizer.llm_calls - calls_before
     return report

@@ -64,6 +64,26 @@ def load_paths(
             yield Rejected(document_id_for(path), str(path), "no such file or directory")
 
 
+def count_documents(
+    paths: Sequence[Path], *, include: Sequence[str], exclude: Sequence[str]
+) -> int:
+    """How many documents :func:`load_paths` will yield, without parsing any file.
+
+    The same walk; a JSON Lines file counts its non-blank lines (one record each). A
+    progress total for ``lore ingest DIR``: cheap next to embedding what it counts.
+    """
+    total = 0
+    for path in paths:
+        files = list(_walk(path, include, exclude)) if path.is_dir() else [path]
+        for file in files:
+            if file.suffix.lower() == ".jsonl" and file.is_file():
+                with file.open("rb") as handle:
+                    total += sum(1 for line in handle if line.strip())
+            else:
+                total += 1
+    return total
+
+
 def _walk(root: Path, include: Sequence[str], exclude: Sequence[str]) -> Iterator[Path]:
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = file.relative_to(root).as_posix()

@@ -110,7 +110,7 @@ def test_progress_lines_off_a_terminal(tmp_path: Path) -> None:
     run = lore(tmp_path, "ingest", str(corpus), **env)
     assert run.returncode == 0, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.startswith("ingest: ")]
-    assert lines and lines[0].startswith("ingest: 1 so far, ") and lines[0].endswith("/s")
+    assert lines and lines[0].startswith("ingest: 0/6 (0%), ") and lines[0].endswith("/s")
     assert lines[-1].startswith("ingest: 6/6 (100%)") and "done in" in lines[-1]
 
     for i in range(6):
