@@ -1,6 +1,7 @@
 // Small DOM helpers shared by the pages, and the side viewer for chunks and reports.
 
 import { api, pathOf } from "./api.js";
+import { renderMarkdown } from "./markdown.js";
 
 export const $ = (selector) => document.querySelector(selector);
 
@@ -73,7 +74,7 @@ export async function showChunk(chunkId) {
     openViewer(chunk.source,
       el("p", {}, el("a", { class: "quiet open-document", href: `#documents/${pathOf(chunk.document_id)}` },
         "open the document"), "  ", chunk.heading ? el("span", { class: "status" }, chunk.heading) : null),
-      el("pre", { class: "chunk-text" }, chunk.text),
+      renderMarkdown(chunk.text, "chunk-text md"),
       metaTable(chunk.metadata));
   } catch (err) {
     openViewer(`chunk ${chunkId}`, el("p", { class: "error" }, String(err.message || err)));
@@ -95,8 +96,8 @@ export function reportView(community) {
   return el("div", { class: "report" },
     el("p", {}, `level ${community.level} · ${community.size} members `,
       community.stale ? el("span", { class: "badge stale" }, "stale") : null),
-    report ? el("p", {}, report.summary) : el("p", { class: "status" }, "no report written yet"),
-    report ? el("ol", {}, report.findings.map((f) => el("li", {}, f.text, " ",
+    report ? renderMarkdown(report.summary, "md report-summary") : el("p", { class: "status" }, "no report written yet"),
+    report ? el("ol", {}, report.findings.map((f) => el("li", {}, renderMarkdown(f.text, "md finding"),
       f.chunks.slice(0, 3).map((c) => el("a", { class: "cite", onclick: () => showChunk(c) }, "[source]"))))) : null,
     el("p", { class: "members" }, "members: ",
       community.members.slice(0, 40).map((m) => el("a", { href: `#graph/${encodeURIComponent(m)}` }, m))));
