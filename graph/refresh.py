@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.communities import Community
-from graph.incremental import update_hierarchy
+from graph.communities import Community, hierarchical_communities
+from graph.incremental import measure_drift, update_hierarchy
 from graph.models import CommunityReport
 from graph.reports import ChunkTexts, ReportJob, ReportWriter, community_chunks, fingerprint
 from graph.staleness import stale_communities_for
@@ -61,6 +61,27 @@ class Summarizer:
 
 
 @dataclass
+class Clustering:
+    """How a refresh clustered: ``incremental`` (pinned), ``rebuild`` (asked) or ``drift``.
+
+    ``rebuild`` also names the first clustering. ``drift``: the pinned partition's
+    modularity (``kept_modularity``) fell more than
+    ``margin`` below a fresh Leiden run's (``fresh_modularity``), so the hierarchy was
+    computed afresh. The modularities are None when drift was not measured (nothing
+    touched, a rebuild asked, or a cascade, which never measures it).
+    """
+
+    mode: str
+    margin: float | None = None
+    kept_modularity: float | None = None
+    fresh_modularity: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+@dataclass
 class RefreshPlan:
     """What a refresh has to summarise: stale ids per level, deepest level first."""
 
@@ -68,6 +89,9 @@ class RefreshPlan:
     stale: int
     levels: list[list[str]] = field(default_factory=list)
     largest: int = 1
+    clustering: Clustering = field(default_factory=lambda: Clustering("incremental"))
+    gone: list[str] = field(default_factory=list)
+    """Ids of communities the re-clustering removed (their reports went with them)."""
 
 
 @dataclass
@@ -79,40 +103,95 @@ class RefreshReport:
     refreshed: int = 0
     unchanged: int = 0
     llm_calls: int = 0
+    clustering: Clustering = field(default_factory=lambda: Clustering("incremental"))
+    written: list[str] = field(default_factory=list)
+    """Ids of the communities whose reports were (re)written."""
 
     def as_dict(self) -> dict[str, int]:
-        """JSON-ready counts."""
-        return asdict(self)
+        """JSON-ready counts (:attr:`clustering` has its own :meth:`Clustering.as_dict`)."""
+        return {
+            "communities": self.communities,
+            "stale": self.stale,
+            "refreshed": self.refreshed,
+            "unchanged": self.unchanged,
+            "llm_calls": self.llm_calls,
+        }
 
 
-def plan_refresh(graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 42) -> RefreshPlan:
-    """Mark stale communities, re-cluster keeping stable ids, list what to summarise."""
+def plan_refresh(
+    graph: GraphStore,
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 42,
+    rebuild: bool = False,
+    drift_margin: float | None = None,
+) -> RefreshPlan:
+    """Mark stale communities, re-cluster keeping stable ids, list what to summarise.
+
+    The hierarchy is updated in place (:func:`graph.incremental.update_hierarchy`)
+    unless ``rebuild`` asks for a fresh one, or — with ``drift_margin`` and something
+    touched — the updated partition's modularity fell more than that share below a fresh
+    Leiden run's (:func:`graph.incremental.measure_drift`). After a fresh clustering
+    every community is stale; a report whose fingerprint still matches is kept.
+    """
     previous = graph.communities()
     touched = graph.touched_entities()
-    graph.mark_stale(sorted(stale_communities_for(previous, touched)))
-    current = update_hierarchy(
-        graph.edges(), previous, touched, max_cluster_size=max_cluster_size, seed=seed
-    )
+    edges = graph.edges()
+    fresh = rebuild or not previous  # asked, or the first clustering
+    clustering = Clustering(mode="rebuild" if fresh else "incremental", margin=drift_margin)
+    if rebuild:
+        current = hierarchical_communities(edges, max_cluster_size=max_cluster_size, seed=seed)
+    else:
+        graph.mark_stale(sorted(stale_communities_for(previous, touched)))
+        current = update_hierarchy(
+            edges, previous, touched, max_cluster_size=max_cluster_size, seed=seed
+        )
+        if drift_margin is not None and touched and previous:
+            drift = measure_drift(edges, current, margin=drift_margin, seed=seed)
+            if drift is not None:
+                clustering.kept_modularity = drift.kept
+                clustering.fresh_modularity = drift.fresh
+                if drift.exceeded:
+                    clustering.mode = "drift"
+                    current = hierarchical_communities(
+                        edges, max_cluster_size=max_cluster_size, seed=seed
+                    )
     graph.replace_communities(current)
     graph.clear_touched(sorted(touched))
-    before = {c.id: c.members for c in previous}
-    reported = {r.community_id for r in graph.reports()}
-    marked = graph.stale_communities()
     ids = {c.id for c in current}
-    changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
-    stale = _with_ancestors(current, (marked & ids) | changed)
+    marked = graph.stale_communities()
+    kept_sizes: dict[str, int] = {}  # chunks of each top-level community, from its report
+    if clustering.mode == "incremental":
+        before = {c.id: c.members for c in previous}
+        reports = graph.reports()
+        reported = {r.community_id for r in reports}
+        changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
+        stale = _with_ancestors(current, (marked & ids) | changed)
+        kept_sizes = {r.community_id: len(r.chunk_ids) for r in reports if r.level == 0}
+    else:
+        stale = set(ids)
     graph.clear_stale(sorted(marked - ids))
     graph.mark_stale(sorted(stale))
     by_level: dict[int, list[str]] = {}
     for community in current:
         if community.id in stale:
             by_level.setdefault(community.level, []).append(community.id)
-    largest = max((len(community_chunks(graph, c)) for c in current), default=1)
+    # the largest community is a top-level one; an unchanged one's chunks are its report's
+    largest = max(
+        (
+            len(community_chunks(graph, c)) if c.id in stale else kept_sizes.get(c.id, 0)
+            for c in current
+            if c.level == 0
+        ),
+        default=1,
+    )
     return RefreshPlan(
         communities=len(current),
         stale=len(stale),
         levels=[by_level[level] for level in sorted(by_level, reverse=True)],
         largest=max(1, largest),
+        clustering=clustering,
+        gone=sorted({c.id for c in previous} - ids),
     )
 
 
@@ -189,7 +268,9 @@ def run_plan(
     ``progress(written, stale)`` is told before the first level and after each one.
     """
     calls_before = summarizer.llm_calls
-    report = RefreshReport(communities=plan.communities, stale=plan.stale)
+    report = RefreshReport(
+        communities=plan.communities, stale=plan.stale, clustering=plan.clustering
+    )
     if progress is not None:
         progress(0, plan.stale)
     for level in plan.levels:
@@ -197,6 +278,7 @@ def run_plan(
         written = summarizer.write_level(graph, jobs)
         store_reports(graph, written, level)
         report.refreshed += len(written)
+        report.written += [r.community_id for r in written]
         if progress is not None:
             progress(report.refreshed, max(plan.stale, report.refreshed))
     report.unchanged = report.communities - report.refreshed
@@ -227,6 +309,8 @@ def plan_from_dict(data: Mapping[str, Any]) -> RefreshPlan:
         stale=int(data["stale"]),
         levels=[list(level) for level in data["levels"]],
         largest=int(data["largest"]),
+        clustering=Clustering(**data.get("clustering", {"mode": "incremental"})),
+        gone=list(data.get("gone", [])),
     )
 
 
