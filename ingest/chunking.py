@@ -11,12 +11,20 @@ huge line or sentence is cut into overlapping token windows. A new chunk within 
 section starts with the tail of the previous one (up to ``overlap`` word pieces of
 whole sentences). Each chunk carries its heading path (``Runbook > Mitigation``), which
 the indexes and the embedder also see.
+
+Chunks keep their subject: a definition-list entry (``term`` then ``:   definition``, as
+``ingest.html`` writes ``<dl>``) too long for one chunk repeats its term at the top of
+every following chunk, so "you must set this…" still says what. A piece of a section
+too small to stand alone (under ``_TINY`` word pieces, what is left after cutting a long
+section) joins the chunk before it when both fit; sections themselves stay apart, each
+chunk under its own heading.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from lore.models import ChunkDraft
 from lore.sentences import cut_points
@@ -27,6 +35,8 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
 _MIN_BUDGET = 32
+_TINY = 24
+_DEFINITION = re.compile(r"^:[ \t]{1,4}\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +45,7 @@ class _Unit:
     tokens: int
     block: int
     joiner: str = " "
+    subject: str = ""
 
 
 def sections(text: str) -> list[tuple[str, list[str]]]:
@@ -116,30 +127,58 @@ def chunk_text(
                     token_count=counter.count(piece),
                 )
             )
-    return drafts
+
+    def fits(draft: ChunkDraft) -> int:
+        context = " / ".join(part for part in (title, draft.heading) if part)
+        return min(size, max_model_tokens - 2 - (counter.count(context) + 1 if context else 0))
+
+    return _merge_tiny(drafts, counter, fits)
+
+
+def _merge_tiny(
+    drafts: list[ChunkDraft], counter: WordPieceCounter, room: Callable[[ChunkDraft], int]
+) -> list[ChunkDraft]:
+    """Join a chunk too small to stand alone to the one before it in the same section."""
+    out: list[ChunkDraft] = []
+    for draft in drafts:
+        if out and draft.token_count < _TINY and out[-1].heading == draft.heading:
+            text = f"{out[-1].text}\n\n{draft.text}"
+            tokens = counter.count(text)
+            if tokens <= room(out[-1]):
+                out[-1] = replace(out[-1], text=text, token_count=tokens)
+                continue
+        out.append(draft)
+    return [replace(draft, ordinal=n) for n, draft in enumerate(out)]
 
 
 def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: int) -> list[_Unit]:
     units: list[_Unit] = []
+    subject = ""
     for number, block in enumerate(blocks):
+        lines = block.splitlines()
+        if len(lines) > 1 and _DEFINITION.match(lines[1]) and not _DEFINITION.match(lines[0]):
+            subject = lines[0].strip()
+        elif not block[:1].isspace() and not _DEFINITION.match(block):
+            subject = ""
+        start = len(units)
         tokens = counter.count(block)
         if tokens <= budget:
             units.append(_Unit(block, tokens, number))
-            continue
-        frame = _frame(block)
-        if frame is not None:
+        elif (frame := _frame(block)) is not None:
             head, body, tail = frame
             units.extend(_line_pieces(head, body, tail, counter, budget, overlap, number))
-            continue
-        for part in cut_points(block):
-            if not part.strip():
-                continue
-            part_tokens = counter.count(part)
-            if part_tokens <= budget:
-                units.append(_Unit(part, part_tokens, number))
-                continue
-            for window in counter.windows(part, budget, overlap):
-                units.append(_Unit(window, counter.count(window), number))
+        else:
+            for part in cut_points(block):
+                if not part.strip():
+                    continue
+                part_tokens = counter.count(part)
+                if part_tokens <= budget:
+                    units.append(_Unit(part, part_tokens, number))
+                    continue
+                for window in counter.windows(part, budget, overlap):
+                    units.append(_Unit(window, counter.count(window), number))
+        if subject and counter.count(subject) * 4 <= budget:
+            units[start:] = [replace(unit, subject=subject) for unit in units[start:]]
     return units
 
 
@@ -212,6 +251,11 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[str]:
                 tail_tokens += previous.tokens
             if tail_tokens + unit.tokens + 1 > budget:
                 tail, tail_tokens = [], 0
+            if unit.subject and not any(u.text.startswith(unit.subject) for u in tail):
+                line = _Unit(unit.subject, len(unit.subject.split()) + 1, -1 - unit.block, "\n")
+                if tail_tokens + line.tokens + unit.tokens + 2 <= budget:
+                    tail = [line, *tail]
+                    tail_tokens += line.tokens
             current, used = tail, tail_tokens
         current.append(unit)
         used += unit.tokens + 1

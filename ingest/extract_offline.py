@@ -15,7 +15,9 @@ where a word stands rather than from a list of one corpus's words:
 - template and placeholder spans (``{{ $labels.x }}``, ``<image-name>``, ``${VAR}``) and
   abbreviations ("e.g.") are markup, not entities;
 - a type comes from the token's shape (metric suffix, call parentheses, dotted key,
-  path, host) or stays generic: ``identifier`` for code-like words, ``name`` for names.
+  path, host — whose last label has letters, so ``4.2.1`` is a section number and no
+  entity) and use (``$NAME`` or ``NAME=`` is an ``env_var``, not an error code) or stays
+  generic: ``identifier`` for code-like words, ``name`` for names.
 
 Each entity gets the first sentence it appears in as description. Relations link
 entities of one sentence; their weight counts the sentences that pair them in the chunk.
@@ -31,11 +33,12 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "7"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "8"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
-_HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){2,}$")
+_HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){1,}\.[a-z][a-z0-9-]*[a-z]$")
+_NUMBERED = re.compile(r"^\d+(?:\.\d+)+\.?$")  # 4.2.1: a section or version number
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
 _MARKUP = re.compile(
     r"\{\{.*?\}\}|\{%.*?%\}|\$\{[^}]*\}|\$\(|<[^<>\s][^<>]*>|\]\([^)]*\)"
@@ -143,8 +146,12 @@ def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
     title), which is the evidence a kebab-case word is a name rather than a compound.
     """
     bare = token.rstrip("()")
+    if _NUMBERED.match(bare):
+        return None  # a section number names no concept; it is no host either
     if bare.startswith(("/", "~/")) and "/" in bare[1:] and len(bare) > 3:
         return "path"
+    if _ERROR.match(bare) and _ENV_USE.search(_env_context(bare, sentence)):
+        return "env_var"  # $GIT_DIR, GIT_DIR=…: set in an environment, not raised
     if _ERROR.match(bare):
         return "error_code"
     if _HOST.match(bare):
@@ -174,6 +181,21 @@ def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
             else ("identifier")
         )
     return None
+
+
+_ENV_USE = re.compile(r"^\$|^\$\{|=|\benvironment\b|\bexport\b|\benv\b", re.IGNORECASE)
+
+
+def _env_context(bare: str, sentence: str) -> str:
+    """The characters around the token's first use: ``$NAME``, ``NAME=``, "environment"."""
+    at = sentence.find(bare)
+    if at < 0:
+        return ""
+    before = sentence[max(0, at - 2) : at].strip()
+    after = sentence[at + len(bare) : at + len(bare) + 1]
+    near = sentence[max(0, at - 40) : at + len(bare) + 40]
+    words = " ".join(re.findall(r"\b(?:environment|export|env)\b", near, re.IGNORECASE))
+    return f"{before[-1:]}{after}{' ' + words if words else ''}".strip()
 
 
 def _not_a_compound(word: str) -> bool:
@@ -223,7 +245,7 @@ def extract(
             pairs[pair] += 1
             pair_sentence.setdefault(pair, f"mentioned in {title.strip() or heading}")
     entities = [
-        EntityMention(first[k][0], first[k][1], _clip(first[k][2]), counts[k])
+        EntityMention(" ".join(first[k][0].split()), first[k][1], _clip(first[k][2]), counts[k])
         for k in sorted(counts)
     ]
     relations = [

@@ -9,6 +9,16 @@ single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``)
 from a ``language-*`` class), lists as ``-``/``1.`` lists, tables as Markdown tables with
 ``|`` in cells escaped. Links keep their text; images go. Nothing is escaped for
 Markdown's sake (``snake_case`` must stay searchable as written).
+
+Navigation that generators draw without saying so (previous/next/up bars as tables in a
+plain ``<div>``, tables of contents, breadcrumbs, link lists in side panels) is found by
+what it *is*, not by a generator's class names: a block whose visible text is mostly
+link text (:func:`link_density` at least ``_NAV_DENSITY``, with at least two links) is
+navigation. A link whose whole text is code (``<a><code>json.dumps()</code></a>``) counts
+as text, since it names an API in the flow of the prose; a permalink (an in-page link whose
+text is a lone symbol such as ``¶``) is dropped. Blocks repeated on many pages of one
+ingest (copyright footers, "last updated" lines) are removed afterwards by
+:mod:`ingest.boilerplate`, which sees the whole tree.
 """
 
 from __future__ import annotations
@@ -27,6 +37,12 @@ _LANGUAGE = re.compile(r"^(?:language|lang)-([\w+#.-]+)$")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _FIRST_H1 = re.compile(r"^#[ \t]+([^\n]*)", re.MULTILINE)
 _FENCE_RUN = re.compile(r"`{3,}")
+_NAV_DENSITY = 0.6
+_EDGE_DENSITY = 0.3
+_NAV_BLOCKS = ("div", "table", "tr", "ul", "ol", "dl", "p", "section", "header", "footer")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_PROSE_WORDS = 8
+_CONTENT_ONLY = ("pre", "code", "h1", "h2", "h3", "h4", "h5", "h6")
 
 
 class _Converter(MarkdownConverter):
@@ -60,6 +76,8 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     _strip_chrome(soup)
     mains = soup.find_all("main")
     root: Tag = mains[0] if len(mains) == 1 else (soup.body or soup)
+    _drop_permalinks(root)
+    _drop_link_blocks(root)
     _escape_cell_pipes(root)
     converter = _Converter(
         heading_style="ATX",
@@ -89,6 +107,89 @@ def _strip_chrome(soup: BeautifulSoup) -> None:
     for tag in soup.find_all(_PAGE_CHROME):
         if not tag.decomposed and tag.find_parent(["article", "main"]) is None:
             tag.decompose()
+
+
+def _drop_permalinks(root: Tag) -> None:
+    """In-page links whose text is a lone symbol (``¶``, ``#``): anchors, not content."""
+    for link in root.find_all("a", href=True):
+        text = link.get_text().strip()
+        in_page = str(link.get("href", "")).startswith("#")
+        if in_page and len(text) <= 2 and not any(ch.isalnum() for ch in text):
+            link.decompose()
+
+
+def link_density(block: Tag) -> tuple[float, int]:
+    """(share of the block's visible characters that are link text, number of links).
+
+    A link whose whole text is code (an API reference in prose) counts as ordinary text;
+    one whose code comes with a title (a table of contents entry) is link text.
+    """
+    total = len("".join(block.get_text().split()))
+    if total == 0:
+        return 0.0, 0
+    linked = 0
+    links = 0
+    for link in block.find_all("a"):
+        chars = len("".join(link.get_text().split()))
+        code = sum(len("".join(c.get_text().split())) for c in link.find_all(_CONTENT_ONLY))
+        if code and code >= chars:
+            continue  # a link that is only code names an API in the prose
+        if chars:
+            links += 1
+            linked += chars
+    return linked / total, links
+
+
+def _drop_link_blocks(root: Tag) -> None:
+    """Remove blocks that are mostly links: navigation bars, tables of contents, crumbs.
+
+        Walked from the outside in, so the largest such block goes at once; a block that holds
+        code or a heading is never navigation, nor is one that opens a section under a heading
+    (a "See also" list). At the page's edges (before its first heading,
+        after its last heading, code or paragraph of prose) a lower share of link text is
+        enough: a previous/next bar there carries the neighbours' titles as plain text.
+    """
+    order: dict[int, int] = {}
+    content: list[int] = []
+    for index, tag in enumerate(t for t in root.descendants if isinstance(t, Tag)):
+        order[id(tag)] = index
+        if (
+            tag.name in _HEADINGS
+            or tag.name == "pre"
+            or (tag.name == "p" and len(tag.get_text().split()) >= _PROSE_WORDS)
+        ):
+            content.append(index)
+    first_heading = min((order[id(h)] for h in root.find_all(_HEADINGS)), default=len(order))
+    for block in root.find_all(_NAV_BLOCKS):
+        if block.decomposed or block.find(["pre", *_HEADINGS]) or _titled(block, root):
+            continue
+        density, links = link_density(block)
+        if links < 2:
+            continue
+        start = order.get(id(block), 0)
+        inner = block.find_all(True)
+        end = order.get(id(inner[-1]), start) if inner else start
+        edge = start < first_heading or not (content and content[-1] > end)
+        if density >= (_EDGE_DENSITY if edge else _NAV_DENSITY):
+            block.decompose()
+
+
+def _titled(block: Tag, root: Tag) -> bool:
+    """Whether the block is all a section under a heading holds ("See also": content)."""
+    return _beside(block, root, before=True) in _HEADINGS and _beside(
+        block, root, before=False
+    ) in ("", *_HEADINGS)
+
+
+def _beside(block: Tag, root: Tag, *, before: bool) -> str:
+    """The name of the nearest element before (after) the block, climbing out of wrappers."""
+    node: Tag | None = block
+    while node is not None and node is not root:
+        near = node.find_previous_sibling(True) if before else node.find_next_sibling(True)
+        if isinstance(near, Tag):
+            return str(near.name)
+        node = node.parent
+    return ""
 
 
 def _escape_cell_pipes(root: Tag) -> None:

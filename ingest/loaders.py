@@ -7,6 +7,9 @@ and JSON Lines (one record per line: ``id`` or ``_id``, ``text``, optional ``tit
 Directories are walked recursively with include/exclude globs. Anything unreadable is
 returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
 MkDocs ``_index.md``) is ``Skipped`` with the reason; loading never stops the batch.
+The HTML pages of a directory are first read once for their repeated blocks (footers,
+licence lines: ``ingest.boilerplate``), which are then left out of every page but the
+first that holds them; the pages read then are converted only once.
 
 Every document loaded from a file on disk (not an upload, which has no tree to be
 relative to) carries path metadata relative to the ingest root
@@ -28,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ingest.boilerplate import RepeatedBlocks
 from ingest.front_matter import FrontMatterError
 from ingest.front_matter import split_front_matter as _split_front_matter
 from ingest.html import html_to_markdown
@@ -40,6 +44,9 @@ SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
 _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
 _RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
+_HTML = (".html", ".htm")
+CENSUS_PAGES = 400
+"""HTML pages of one directory read for repeated blocks (evenly spread over the tree)."""
 
 LoadResult = SourceDocument | Rejected | Skipped
 
@@ -56,8 +63,17 @@ def load_paths(
     extra = normalize_metadata(extra_metadata)
     for path in paths:
         if path.is_dir():
-            for file in _walk(path, include, exclude):
-                yield from load_file(file, max_bytes=max_bytes, extra_metadata=extra, root=path)
+            files = list(_walk(path, include, exclude))
+            chrome, converted = _census(files, max_bytes)
+            for file in files:
+                yield from load_file(
+                    file,
+                    max_bytes=max_bytes,
+                    extra_metadata=extra,
+                    root=path,
+                    chrome=chrome,
+                    converted=converted.pop(file, None),
+                )
         elif path.is_file():
             yield from load_file(path, max_bytes=max_bytes, extra_metadata=extra)
         else:
@@ -82,6 +98,29 @@ def count_documents(
             else:
                 total += 1
     return total
+
+
+def _census(
+    files: Sequence[Path], max_bytes: int
+) -> tuple[RepeatedBlocks | None, dict[Path, tuple[str, str]]]:
+    """Count the repeated blocks of a directory's HTML pages; the pages converted on the way."""
+    pages = [f for f in files if f.suffix.lower() in _HTML]
+    chrome = RepeatedBlocks()
+    if len(pages) < chrome.min_pages:
+        return None, {}
+    step = max(1, len(pages) / CENSUS_PAGES)
+    sample = [pages[int(i * step)] for i in range(min(len(pages), CENSUS_PAGES))]
+    converted: dict[Path, tuple[str, str]] = {}
+    for page in sample:
+        try:
+            if page.stat().st_size > max_bytes:
+                continue
+            title, body = html_to_markdown(decode_text(page.read_bytes()))
+        except (OSError, InvalidRequestError):
+            continue
+        chrome.add(body)
+        converted[page] = (title, body)
+    return chrome, converted
 
 
 def _walk(root: Path, include: Sequence[str], exclude: Sequence[str]) -> Iterator[Path]:
@@ -118,10 +157,14 @@ def load_file(
     max_bytes: int,
     extra_metadata: Metadata | None = None,
     root: Path | None = None,
+    chrome: RepeatedBlocks | None = None,
+    converted: tuple[str, str] | None = None,
 ) -> Iterator[LoadResult]:
     """Load one file (a JSON Lines file may yield many documents).
 
-    ``root`` is the directory the path metadata is relative to (default: the file's own).
+    ``root`` is the directory the path metadata is relative to (default: the file's own);
+    ``chrome`` the directory's repeated blocks and ``converted`` the page already
+    converted while counting them (HTML only).
     """
     doc_id = document_id_for(path)
     try:
@@ -149,7 +192,9 @@ def load_file(
     except OSError as exc:
         yield Rejected(doc_id, doc_id, f"cannot read file: {exc.strerror or exc}")
         return
-    yield from_bytes(raw, suffix, path.stem, doc_id, doc_id, extra_metadata, file_meta)
+    yield from_bytes(
+        raw, suffix, path.stem, doc_id, doc_id, extra_metadata, file_meta, chrome, converted
+    )
 
 
 def load_upload(
@@ -188,6 +233,8 @@ def from_bytes(
     source: str,
     extra_metadata: Metadata | None = None,
     file_metadata: Mapping[str, Any] | None = None,
+    chrome: RepeatedBlocks | None = None,
+    converted: tuple[str, str] | None = None,
 ) -> LoadResult:
     """One document from a file's bytes, read by its type (suffix)."""
     try:
@@ -196,8 +243,10 @@ def from_bytes(
         return Rejected(doc_id, source, str(exc))
     extra = extra_metadata or {}
     meta: dict[str, Any] = {}
-    if suffix in (".html", ".htm"):
-        title, body = html_to_markdown(text)
+    if suffix in _HTML:
+        title, body = converted or html_to_markdown(text)
+        if chrome is not None:
+            body = chrome.strip(body)
     elif suffix in (".md", ".markdown"):
         try:
             meta, body, had_front_matter = _split_front_matter(text)

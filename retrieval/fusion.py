@@ -61,3 +61,31 @@ def relative_score_fusion(
 
 def _sorted(scores: Mapping[K, float]) -> list[tuple[K, float]]:
     return sorted(scores.items(), key=lambda item: (-item[1], repr(item[0])))
+
+
+def guard_consensus(
+    fused: Sequence[tuple[K, float]],
+    rankings: Mapping[str, Sequence[K]],
+    depth: int = 10,
+    positions: int = 3,
+) -> list[tuple[K, float]]:
+    """Keep chunks no list ranks well out of the first ``positions`` places.
+
+    RRF rewards agreement: two votes at rank 30 (2/90) beat one at rank 1 (1/61), so a
+    chunk that every engine ranks poorly can come first. Each of the first
+    ``positions`` places goes to the best-scored remaining entry that some list ranks
+    within ``depth`` (when one is left); the rest keep their fused order. Nothing is
+    dropped and scores are unchanged.
+    """
+    best: dict[K, int] = {}
+    for ranking in rankings.values():
+        for rank, key in enumerate(dict.fromkeys(ranking), start=1):
+            if rank > depth:
+                break
+            best.setdefault(key, rank)
+    head: list[tuple[K, float]] = []
+    rest = list(fused)
+    while len(head) < positions and rest:
+        pick = next((i for i, (key, _) in enumerate(rest) if key in best), 0)
+        head.append(rest.pop(pick))
+    return head + rest

@@ -16,9 +16,15 @@ One request goes through small steps (:meth:`HybridSearcher.search`):
      (weight ``sparse_weight * exact_boost``), so the chunk holding the identifier beats
      chunks that only share its parts (on SciFact, whose claims mention gene names in
      prose, a vote on every query cost 0.01 nDCG@10); it runs alongside the first two;
+   * ``defines``: of the ``exact`` list, the chunks that *define* an identifier of the
+     query (a definition-list term, a table row's first cell, a heading:
+     :mod:`retrieval.defines`), with the same weight — the defining place outranks a
+     changelog that mentions the name;
    * ``graph`` (when ``graph_weight`` > 0): the knowledge graph walked from the best
      chunks of a first fusion of the other lists (:mod:`retrieval.graph_search`);
-3. **fuse** — weighted RRF, or relative score fusion;
+3. **fuse** — weighted RRF, or relative score fusion, ordered on lists cut to a pool
+   that does not grow with top_k (so the first results never depend on top_k), the first
+   places kept for chunks some list ranks well (:func:`stable_fusion`);
 4. **shape** — rerank the head, diversify (MMR), apply the relative cut-off;
 5. **respond** — cut to top_k, attach the stored text and each source's rank.
 """
@@ -49,6 +55,7 @@ from retrieval.contract import (
     QueryResponse,
     QueryResult,
 )
+from retrieval.defines import defined_terms
 from retrieval.dense import DenseIndex
 from retrieval.filters import (
     ResolvedFilter,
@@ -57,7 +64,7 @@ from retrieval.filters import (
     parse_filter,
     resolve_values,
 )
-from retrieval.fusion import relative_score_fusion, weighted_rrf
+from retrieval.fusion import guard_consensus, relative_score_fusion, weighted_rrf
 from retrieval.graph_search import GraphExpander
 from retrieval.rerank import Reranker
 from retrieval.rwlock import ReadWriteLock
@@ -65,6 +72,8 @@ from retrieval.shaping import mmr
 from retrieval.sparse import SparseIndex
 
 FILTER_CACHE_SIZE = 64
+CONSENSUS_DEPTH = 10
+"""The first places of a fused list go to chunks some list ranks within this depth."""
 _T = TypeVar("_T")
 Ranked = list[tuple[int, float]]
 """A source's answer: (chunk row id, score), best first."""
@@ -90,10 +99,36 @@ class _Plan:
     sparse_pool: int
     dense_pool: int
     identifiers: tuple[str, ...]
+    head_pool: int
 
 
 def _ranks(hits: Ranked) -> dict[int, int]:
     return {row: rank for rank, (row, _) in enumerate(hits, start=1)}
+
+
+def stable_fusion(
+    lists: Mapping[str, Ranked], weights: Mapping[str, float], k: int, fusion: str, head: int
+) -> Ranked:
+    """Fusion whose order does not depend on how deep the lists go.
+
+    The order is decided on every list cut to its first ``head`` entries (a pool that does
+    not grow with top_k), so asking for more results only appends to the same first
+    results; what only the deeper lists found follows, its scores capped below the last
+    of the head. The first places then go to chunks some list ranks well
+    (:func:`~retrieval.fusion.guard_consensus`).
+    """
+    cut = {name: hits[:head] for name, hits in lists.items()}
+    first = fuse(cut, weights, k, fusion)
+    used = {name: [row for row, _ in hits] for name, hits in cut.items() if weights.get(name, 1.0)}
+    first = guard_consensus(first, used, CONSENSUS_DEPTH)
+    seen = {row for row, _ in first}
+    floor = min((score for _, score in first), default=0.0)
+    deeper = [
+        (row, min(score, floor))
+        for row, score in fuse(lists, weights, k, fusion)
+        if row not in seen
+    ]
+    return first + deeper
 
 
 def fuse(lists: Mapping[str, Ranked], weights: Mapping[str, float], k: int, fusion: str) -> Ranked:
@@ -170,7 +205,8 @@ class HybridSearcher:
             )
         )
         lists["graph"] = await self._graph_source(plan, lists)
-        fused = fuse(lists, plan.weights, plan.k, request.fusion)
+        lists["defines"] = self._defines_source(plan, lists["exact"])
+        fused = stable_fusion(lists, plan.weights, plan.k, request.fusion, plan.head_pool)
         shaped = await self._shape(request, fused)
         if plan.flt is not None and not plan.flt.allowed:
             shaped.warnings.extend(plan.flt.hints)  # why nothing came back
@@ -192,11 +228,18 @@ class HybridSearcher:
         return _Plan(
             text=request.search_text,
             flt=self.resolve_filter(request.metadata_filter),
-            weights={"sparse": sparse_w, "dense": dense_w, "exact": exact_w, "graph": graph_w},
+            weights={
+                "sparse": sparse_w,
+                "dense": dense_w,
+                "exact": exact_w,
+                "defines": exact_w,
+                "graph": graph_w,
+            },
             k=cfg.rrf_k if params.rrf_k_constant is None else params.rrf_k_constant,
             sparse_pool=limits.sparse or pool,
             dense_pool=limits.dense or pool,
             identifiers=tuple(identifiers),
+            head_pool=min(limits.sparse or pool, limits.dense or pool, pool_size(cfg, 1)),
         )
 
     # -- sources: each takes the plan (with its filter) and returns a ranked list --------
@@ -224,12 +267,31 @@ class HybridSearcher:
             self._sparse_search, plan.text, plan.sparse_pool, plan.flt, list(plan.identifiers)
         )
 
+    def _defines_source(self, plan: _Plan, exact: Ranked) -> Ranked:
+        """Of the chunks holding the query's identifiers, those that define one.
+
+        A definition-list term, a table row's first cell or a heading naming the
+        identifier (:mod:`retrieval.defines`): a third vote, so the place that defines a
+        setting or function ranks above pages that merely mention it.
+        """
+        if not exact or not plan.identifiers:
+            return []
+        wanted = set(plan.identifiers)
+        chunks = self.store.chunks_by_row_ids([row for row, _ in exact])
+        return [
+            (row, score)
+            for row, score in exact
+            if (chunk := chunks.get(row)) is not None
+            and wanted & defined_terms(self.analyzer, chunk.text, chunk.heading)
+        ]
+
     async def _graph_source(self, plan: _Plan, lists: Mapping[str, Ranked]) -> Ranked:
         """Chunks reached through the graph from the best of a first fusion, filtered."""
         if plan.weights["graph"] <= 0 or self.expander is None:
             return []
+        cut = {name: hits[: plan.head_pool] for name, hits in lists.items()}
         seeds = [
-            row for row, _ in fuse(lists, plan.weights, plan.k, "rrf")[: self.settings.graph_seeds]
+            row for row, _ in fuse(cut, plan.weights, plan.k, "rrf")[: self.settings.graph_seeds]
         ]
         limit = max(plan.sparse_pool, plan.dense_pool)
         return await self._in_thread(self.expander.rank, plan.text, seeds, limit, plan.flt)
@@ -252,7 +314,9 @@ class HybridSearcher:
                 title=chunk.title,
                 heading=chunk.heading,
                 metadata=dict(chunk.metadata),
-                ranks=EngineRanks(**{name: ranks[name].get(row) for name in ranks}),
+                ranks=EngineRanks(
+                    **{n: ranks[n].get(row) for n in ranks if n in EngineRanks.model_fields}
+                ),
                 rerank_score=shaped.rerank_scores.get(row),
             )
             for row, score in top
@@ -274,7 +338,7 @@ class HybridSearcher:
             await self._rerank(request.search_text, shaped)
         diversity = self.settings.diversity if request.diversity is None else request.diversity
         if diversity > 0 and shaped.rows:
-            head = shaped.rows[: pool_size(self.settings, request.top_k)]
+            head = shaped.rows[: max(pool_size(self.settings, 1), request.top_k)]
             if shaped.rerank_scores:  # diversify within what the reranker ordered
                 head = shaped.rows[: len(shaped.rerank_scores)]
             relevance = [shaped.rerank_scores.get(row, score) for row, score in head]

@@ -97,7 +97,6 @@ _DATE = re.compile(
     r"(\s+\d{1,2}\b)?)",
     re.IGNORECASE,
 )
-_PRODUCT = re.compile(r"\b[A-Z][a-z]+[A-Z]{2,}\b")
 _SPECIFIC_KEY = re.compile(r"[\-_./\d ]")
 _NOT_PLURAL = re.compile(r"(ss|us|is|ous|news|series|status|always|perhaps|its)$")
 _AUXILIARIES = {"does", "was", "has", "yes", "less", "unless", "whereas", "sometimes"}
@@ -193,14 +192,11 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
     if quoted:
         cues.append(Cue("local", QUOTED, f"quoted string {quoted[0]!r}"))
-    identifiers, _ = analyzer.identifiers(question)
-    # short mixed-case words (IoT, iOS, SaaS) are acronyms naming topics, and words
-    # ending in capitals (PostgreSQL, GraphQL) are product names, not code
-    products = {m.group().lower() for m in _PRODUCT.finditer(question)}
-    identifiers = [
-        i for i in identifiers if not (len(i) <= 5 and i.isalpha()) and i not in products
-    ]
-    identifiers += [m.group().upper() for m in _HTTP_STATUS.finditer(question)]
+    # the analyzer's one definition of an identifier (retrieval.analyzer.identifier_kind),
+    # the same the exact-match vote uses; an HTTP status is shown with its prefix
+    statuses = [m.group().upper() for m in _HTTP_STATUS.finditer(question)]
+    shown = {status[-3:] for status in statuses}
+    identifiers = statuses + [i for i in analyzer.identifiers(question)[0] if i not in shown]
     if identifiers:
         weight = min(IDENTIFIER_CAP, IDENTIFIER * len(identifiers))
         cues.append(Cue("local", weight, f"identifiers {', '.join(identifiers[:4])}"))

@@ -94,3 +94,14 @@ def test_names_meet_across_accents_and_case_identifiers_stay_exact() -> None:
     assert entity_key("ERR_CONN_RESET") != entity_key("ERR_CONN_RESETS")
     kinds = {e.name: e.type for e in extract("Compound words like split-brain and read-only.")[0]}
     assert "split-brain" not in kinds and "read-only" not in kinds  # no code mark, no digit
+
+
+def test_section_numbers_are_no_hosts_and_env_vars_no_error_codes() -> None:
+    from ingest.extract_offline import classify
+
+    assert classify("4.2.1", "See section 4.2.1 for details.") is None
+    assert classify("3.11.2", "Python 3.11.2 adds it.") is None
+    assert classify("www.example.com", "Fetch www.example.com now.") == "hostname"
+    assert classify("GIT_DIR", "Set $GIT_DIR to the repository.") == "env_var"
+    assert classify("GIT_DIR", "Run GIT_DIR=/tmp/x git status.") == "env_var"
+    assert classify("ERR_CONN_RESET", "We saw ERR_CONN_RESET at noon.") == "error_code"

@@ -82,3 +82,20 @@ def test_longer_fences_and_pathological_headings(counter: WordPieceCounter) -> N
     text = "# Doc\n\n````md\n```\ninner\n```\n````\n\n## Next\n\nbody"
     assert [h for h, _ in sections(text)] == ["Doc", "Doc > Next"]
     assert sections("# a" + " " * 20_000 + "b #\n\ntext") == [("a" + " " * 20_000 + "b", ["text"])]
+
+
+def test_a_long_definition_keeps_its_term_in_every_chunk(counter: WordPieceCounter) -> None:
+    body = " ".join(f"Sentence {i} explains how the value is read and applied." for i in range(60))
+    doc = f"# Options\n\ncore.autocrlf\n:   {body}\n\n    Another paragraph of the same entry.\n"
+    chunks = chunk_text(doc, counter, size=64, overlap=8)
+    assert len(chunks) > 3
+    assert all(c.text.startswith("core.autocrlf") for c in chunks), [c.text[:40] for c in chunks]
+    joined = " ".join(c.text for c in chunks)
+    assert "Sentence 59" in joined and "Another paragraph" in joined
+
+
+def test_a_new_term_ends_the_subject(counter: WordPieceCounter) -> None:
+    doc = "# O\n\nfirst.key\n:   " + "word " * 300 + "\n\nplain paragraph after.\n\n" + "x " * 200
+    chunks = chunk_text(doc, counter, size=64, overlap=0)
+    late = [c for c in chunks if "plain paragraph" in c.text or c.text.startswith("x")]
+    assert late and not any(c.text.startswith("first.key") for c in late[1:])

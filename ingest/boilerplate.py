@@ -1,0 +1,102 @@
+"""Blocks repeated on many pages of one ingest: footers, banners, licence lines.
+
+A documentation tree repeats its chrome on every page ("© Copyright 2001-2026 …",
+"Last updated 2024-05-31", "Part of the git(1) suite"), and no markup says so. What
+gives it away is repetition: :class:`RepeatedBlocks` counts, over the pages of one
+ingest, on how many pages each paragraph-level block of the converted Markdown occurs,
+compared case-folded, whitespace collapsed, dates and times masked (a build stamp must
+not hide a repeat; other numbers count, so "New in version 3.9" is not chrome). A block
+on at least ``min_pages`` pages and on at least ``min_share`` of them is chrome:
+:meth:`RepeatedBlocks.strip` keeps it on the first page that holds it (nothing is lost
+from the corpus) and removes it elsewhere.
+
+Headings, code fences and table rows are never counted: a section named "SYNOPSIS" on
+every manual page or the same example on two pages is structure and content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r"^#{1,6}[ \t]")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d|\d\d?:\d\d(?::\d\d)?")  # dates and times
+
+
+def blocks(markdown: str) -> list[tuple[str, bool]]:
+    """(block text, may be chrome) for each blank-line separated block, fences whole."""
+    out: list[tuple[str, bool]] = []
+    current: list[str] = []
+    fence: str | None = None
+
+    def flush(countable: bool = True) -> None:
+        if current:
+            text = "\n".join(current)
+            first = text.lstrip()
+            plain = not (_HEADING.match(first) or first.startswith("|"))
+            out.append((text, countable and plain and bool(text.strip())))
+        current.clear()
+
+    for line in markdown.split("\n"):
+        match = _FENCE.match(line)
+        if fence is not None:
+            current.append(line)
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+                fence = None
+                flush(countable=False)
+            continue
+        if match:
+            flush()
+            fence = match.group(1)
+            current.append(line)
+        elif not line.strip():
+            flush()
+            out.append(("", False))
+        else:
+            current.append(line)
+    flush(countable=fence is None)
+    return out
+
+
+def fingerprint(block: str) -> str:
+    """A block's identity for counting: case-folded, dates masked, spaces collapsed."""
+    folded = _STAMP.sub("0", " ".join(block.split()).casefold())
+    return hashlib.blake2b(folded.encode(), digest_size=12).hexdigest()
+
+
+@dataclass
+class RepeatedBlocks:
+    """Counts blocks over the pages of one ingest and strips the repeated ones."""
+
+    min_pages: int = 3
+    min_share: float = 0.3
+    pages: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    _kept: set[str] = field(default_factory=set)
+
+    def add(self, markdown: str) -> None:
+        """Count one page's blocks (each at most once per page)."""
+        self.pages += 1
+        self.counts.update({fingerprint(text) for text, countable in blocks(markdown) if countable})
+
+    def is_chrome(self, key: str) -> bool:
+        """Whether a block with this fingerprint repeats enough to be chrome."""
+        seen = self.counts.get(key, 0)
+        return seen >= self.min_pages and seen >= self.min_share * self.pages
+
+    def strip(self, markdown: str) -> str:
+        """The page without its chrome blocks, except those seen here first."""
+        kept: list[str] = []
+        for text, countable in blocks(markdown):
+            if countable:
+                key = fingerprint(text)
+                if self.is_chrome(key):
+                    if key in self._kept:
+                        continue
+                    self._kept.add(key)
+            kept.append(text)
+        body = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
+        return body.strip("\n")

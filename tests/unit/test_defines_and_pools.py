@@ -1,0 +1,88 @@
+"""Defining chunks rank above mentions; the first results do not depend on top_k."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.runtime import Runtime
+from ingest.loaders import from_bytes
+from lore.embedders import LocalEmbedder
+from lore.models import SourceDocument
+from retrieval.analyzer import Analyzer
+from retrieval.contract import QueryRequest
+from retrieval.defines import defined_terms
+from retrieval.fusion import weighted_rrf
+from tests.conftest import make_runtime
+
+REFERENCE = """<html><body><h1>Configuration</h1>
+<p>Settings read by the daemon at start.</p>
+<dl><dt><code>core.lockTimeout</code></dt><dd><p>How long to wait for the lock, in
+milliseconds, before giving up.</p></dd>
+<dt><code>core.pager</code></dt><dd><p>The program that pages long output.</p></dd></dl>
+<table><tr><th>Code</th><th>Meaning</th></tr><tr><td>E11000</td><td>duplicate key in an
+index</td></tr><tr><td>0x8007000E</td><td>out of memory</td></tr></table>
+<h2>--dry-run</h2><p>Show what would be done without doing it.</p></body></html>"""
+
+MENTIONS = [
+    "Release notes: core.lockTimeout core.lockTimeout now defaults to 5000; E11000 E11000 "
+    "errors are reported with the key; --dry-run --dry-run prints more; 0x8007000E 0x8007000E.",
+    "Troubleshooting: when core.lockTimeout is too low you see E11000 and 0x8007000E in the "
+    "log; try --dry-run first. core.lockTimeout, E11000, 0x8007000E, --dry-run again.",
+]
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, local_embedder: LocalEmbedder) -> Iterator[Runtime]:
+    rt = make_runtime(tmp_path / "data", local_embedder)
+    ref = from_bytes(REFERENCE.encode(), ".html", "config", "config.html", "config.html")
+    assert isinstance(ref, SourceDocument)
+    notes = [
+        SourceDocument(f"notes{i}.md", f"notes{i}.md", text, f"Notes {i}", {})
+        for i, text in enumerate(MENTIONS)
+    ]
+    filler = [
+        SourceDocument(f"f{i}.md", f"f{i}.md", f"Topic {i}: " + "words about locks " * (i % 5), "")
+        for i in range(40)
+    ]
+    assert len(rt.ingest([ref, *notes, *filler]).done) == 43
+    yield rt
+    rt.close()
+
+
+def test_defined_terms_come_from_terms_first_cells_and_headings() -> None:
+    analyzer = Analyzer()
+    text = "core.pager\n:   The program.\n\n| E11000 | dup |\n| --- | --- |\n| 42P01 | x |"
+    found = defined_terms(analyzer, text, "Config > --dry-run")
+    assert {"core.pager", "e11000", "42p01", "dry-run"} <= found
+    assert "core.pager" not in defined_terms(analyzer, "set core.pager to less", "Notes")
+
+
+@pytest.mark.parametrize("identifier", ["core.lockTimeout", "E11000", "0x8007000E", "--dry-run"])
+def test_the_defining_chunk_ranks_first(runtime: Runtime, identifier: str) -> None:
+    response = runtime.query_sync(QueryRequest(search_text=identifier, top_k=5))
+    assert response.results[0].source == "config.html", [r.source for r in response.results]
+
+
+def test_top_five_do_not_depend_on_top_k(runtime: Runtime) -> None:
+    rng = random.Random(27)
+    for text in ("waiting for a lock", "duplicate key", "locks words topic", "memory"):
+        first = [r.chunk_id for r in runtime.query_sync(QueryRequest(search_text=text)).results]
+        for top_k in rng.sample(range(5, 60), 6):
+            got = runtime.query_sync(QueryRequest(search_text=text, top_k=top_k)).results
+            assert [r.chunk_id for r in got[:5]] == first[:5], (text, top_k)
+
+
+def test_a_chunk_both_engines_rank_poorly_does_not_win() -> None:
+    from retrieval.fusion import guard_consensus
+
+    sparse = ["s1", *[f"a{i}" for i in range(28)], "both"]
+    dense = ["d1", *[f"b{i}" for i in range(28)], "both"]
+    fused = weighted_rrf({"sparse": sparse, "dense": dense}, {})
+    assert fused[0][0] == "both"  # plain RRF: two rank-30 votes beat one rank-1 vote
+    guarded = guard_consensus(fused, {"sparse": sparse, "dense": dense}, depth=10)
+    assert guarded[0][0] in {"s1", "d1"}
+    assert {key for key, _ in guarded} == {key for key, _ in fused}
