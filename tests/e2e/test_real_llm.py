@@ -3,9 +3,9 @@
 The server is llama-cpp-python serving SmolLM2-135M-Instruct (``scripts/llm_server.py``;
 ``.ci/run`` starts it). The model is tiny and its replies are messy: that is the point,
 they exercise validation, repair, re-prompts and quarantine with what a real endpoint
-sends. One data set (two short demo incident notes, five chunks) is shared by every test, so the model
-answers as few calls as possible: ingest extracts with the LLM, the build writes LLM
-reports, and questions read them.
+sends. One data set (two short demo incident notes, five chunks) is shared by every
+test, so the model answers as few calls as possible: ingest extracts with the LLM, the
+build writes LLM reports, and questions read them.
 
 Settings a user on a laptop would not need once the client adapts to a one-at-a-time
 endpoint (issue 28) are in :data:`TAMED`; without them today's client keeps four calls
