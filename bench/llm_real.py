@@ -240,8 +240,8 @@ def client_run(
 def main() -> None:
     """Command line."""
     parser = argparse.ArgumentParser(prog="python -m bench.llm_real", description=__doc__)
-    parser.add_argument("--url", default=os.environ.get("LORE_TEST_LLM_URL"))
-    parser.add_argument("--model", default=os.environ.get("LORE_TEST_LLM_MODEL", "smollm2"))
+    parser.add_argument("--url", default=os.environ.get("TEST_LLM_URL"))
+    parser.add_argument("--model", default=os.environ.get("TEST_LLM_MODEL", "smollm2"))
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--concurrency", default="1,4")
     parser.add_argument("--forms", default="json_object,json_object_schema,json_schema")
@@ -252,11 +252,11 @@ def main() -> None:
     parser.add_argument("--skip-first-reply", action="store_true")
     args = parser.parse_args()
     if not args.url:
-        parser.error("no server: --url or LORE_TEST_LLM_URL (scripts/llm_server.py sets it)")
+        parser.error("no server: --url or TEST_LLM_URL (scripts/llm_server.py sets it)")
     chunks = demo_chunks(args.chunks)
     forms = args.forms.split(",")
     result: dict[str, Any] = {
-        "server": os.environ.get("LORE_TEST_LLM_SERVER", args.url),
+        "server": os.environ.get("TEST_LLM_SERVER", args.url),
         "model": args.model,
         "chunks": len(chunks),
         "settings": {k: getattr(args, k) for k in ("max_tokens", "timeout", "retries")},

@@ -21,9 +21,10 @@ The server binds ``127.0.0.1`` on a free port with two threads (the machines are
 shared), ``OMP_WAIT_POLICY=passive`` (idle OpenMP threads sleep instead of spinning: 5-13x
 faster when cores are contended), an 8,192-token context and ``interrupt_requests`` off
 (by default a queued request aborts the one being streamed). It answers one request at a
-time. The wrapped command gets ``LORE_TEST_LLM_URL`` (the ``/v1`` base URL),
-``LORE_TEST_LLM_MODEL`` and ``LORE_TEST_LLM_SERVER`` (what it is); when
-``LORE_TEST_LLM_URL`` is already set nothing is started and the command uses that server.
+time. The wrapped command gets ``TEST_LLM_URL`` (the ``/v1`` base URL),
+``TEST_LLM_MODEL`` and ``TEST_LLM_SERVER`` (what it is); when
+``TEST_LLM_URL`` is already set nothing is started and the command uses that server.
+(Not ``LORE_*`` names: ``lore`` refuses a ``LORE_`` variable it does not know.)
 """
 
 from __future__ import annotations
@@ -124,11 +125,11 @@ class Server:
     log: str
 
     def env(self) -> dict[str, str]:
-        """``LORE_TEST_LLM_URL`` (the ``/v1`` base), ``_MODEL`` and ``_SERVER``."""
+        """``TEST_LLM_URL`` (the ``/v1`` base), ``_MODEL`` and ``_SERVER``."""
         return {
-            "LORE_TEST_LLM_URL": self.url,
-            "LORE_TEST_LLM_MODEL": self.model,
-            "LORE_TEST_LLM_SERVER": self.name,
+            "TEST_LLM_URL": self.url,
+            "TEST_LLM_MODEL": self.model,
+            "TEST_LLM_SERVER": self.name,
         }
 
 
@@ -239,11 +240,11 @@ def running(threads: int = 2, n_ctx: int = 8192) -> Iterator[Server]:
 
 
 def run(command: Sequence[str], threads: int, n_ctx: int) -> int:
-    """Run ``command`` with ``LORE_TEST_LLM_*`` pointing at a fresh server (or the given one)."""
+    """Run ``command`` with ``TEST_LLM_*`` pointing at a fresh server (or the given one)."""
     if not command:
         raise SystemExit("run: give the command after --")
-    if os.environ.get("LORE_TEST_LLM_URL"):
-        _say(f"LORE_TEST_LLM_URL is set ({os.environ['LORE_TEST_LLM_URL']}): not starting one")
+    if os.environ.get("TEST_LLM_URL"):
+        _say(f"TEST_LLM_URL is set ({os.environ['TEST_LLM_URL']}): not starting one")
         return subprocess.run(list(command), check=False).returncode
     started = time.monotonic()
     with running(threads, n_ctx) as server:

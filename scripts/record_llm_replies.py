@@ -220,9 +220,9 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lore-record-llm"))
     parser.add_argument("--per-task", type=int, default=3, help="prompts per task to re-send")
     args = parser.parse_args()
-    url = os.environ["LORE_TEST_LLM_URL"]
-    model = os.environ.get("LORE_TEST_LLM_MODEL", "smollm2-135m-instruct")
-    server = os.environ.get("LORE_TEST_LLM_SERVER", url)
+    url = os.environ["TEST_LLM_URL"]
+    model = os.environ.get("TEST_LLM_MODEL", "smollm2-135m-instruct")
+    server = os.environ.get("TEST_LLM_SERVER", url)
     shutil.rmtree(args.workdir, ignore_errors=True)
     exchanges: list[dict[str, Any]] = []
     with recording_proxy(url, exchanges) as proxy:

@@ -102,5 +102,5 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def real_llm() -> RealLLM:
-    """The real model server (``scripts/llm_server.py``), from ``LORE_TEST_LLM_*``."""
+    """The real model server (``scripts/llm_server.py``), from ``TEST_LLM_*``."""
     return real_llm_from_environment()
