@@ -213,21 +213,57 @@ def save(record: dict[str, Any], out: Path) -> Path:
     return path
 
 
+def chunk_prompts(n: int) -> list[dict[str, Any]]:
+    """Requests as the client sends them for the first ``n`` chunks of :data:`DOCS`."""
+    from ingest.chunking import chunk_text
+    from lore.prompts import extract_graph
+    from lore.settings import GraphSettings, LLMSettings
+    from lore.tokens import counter_for, packaged_model_dir
+
+    counter = counter_for(packaged_model_dir())
+    llm, types = LLMSettings(), GraphSettings().entity_types
+    requests = []
+    for doc in DOCS:
+        path = ROOT / "examples" / "corpus" / doc
+        for draft in chunk_text(path.read_text(), counter, size=200, overlap=32, title=path.stem):
+            prompt = extract_graph.render(draft.text, path.stem, types)
+            requests.append(
+                {
+                    "messages": prompt.messages(),
+                    "max_tokens": llm.max_tokens,
+                    "temperature": llm.temperature,
+                    "response_format": {"type": "json_object"},
+                }
+            )
+    return requests[:n]
+
+
 def main() -> int:
     """Record (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m scripts.record_llm_replies")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lore-record-llm"))
     parser.add_argument("--per-task", type=int, default=3, help="prompts per task to re-send")
+    parser.add_argument(
+        "--chunks-only",
+        type=int,
+        default=0,
+        help="skip the lore run: send the extraction prompts of N chunks in every form",
+    )
     args = parser.parse_args()
     url = os.environ["TEST_LLM_URL"]
     model = os.environ.get("TEST_LLM_MODEL", "smollm2-135m-instruct")
     server = os.environ.get("TEST_LLM_SERVER", url)
     shutil.rmtree(args.workdir, ignore_errors=True)
     exchanges: list[dict[str, Any]] = []
-    with recording_proxy(url, exchanges) as proxy:
-        log = run_lore(proxy, model, args.workdir)
-    (args.workdir / "lore.log").write_text("".join(log))
+    if args.chunks_only:
+        for request in chunk_prompts(args.chunks_only):
+            status, answer, s = _post(url + "/chat/completions", {"model": model, **request}, 900)
+            exchanges.append({"request": request, "status": status, "answer": answer, "s": s})
+    else:
+        with recording_proxy(url, exchanges) as proxy:
+            log = run_lore(proxy, model, args.workdir)
+        (args.workdir / "lore.log").write_text("".join(log))
     chat = [e for e in exchanges if "messages" in e["request"]]
     for e in chat:
         record = fixture(
@@ -242,7 +278,7 @@ def main() -> int:
             continue
         per_task[task] = per_task.get(task, 0) + 1
         for form, response_format in forms(task).items():
-            request = {**e["request"], "response_format": response_format}
+            request = {"model": model, **e["request"], "response_format": response_format}
             status, answer, s = _post(url + "/chat/completions", request, 900)
             record = fixture(model, server, form, request, status, answer, s)
             print(save(record, args.out), record["status"], f"{s:.0f} s", file=sys.stderr)
