@@ -11,6 +11,7 @@ import pytest
 from app.runtime import Runtime, open_runtime
 from lore.embedders import LocalEmbedder
 from lore.settings import Settings, load_settings
+from tests.real_llm import RealLLM, real_llm_from_environment, require_server
 
 # Starlette's TestClient sends `Host: testserver`; the API answers loopback names only
 # (api.security). Tests that check the Host guard pass `api={"allowed_hosts": ...}`.
@@ -95,3 +96,15 @@ def store_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
 
     with fresh_database() as url:
         yield url
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``real_llm`` test needs the model server: skipped without it, failed in CI."""
+    if item.get_closest_marker("real_llm") is not None:
+        require_server()
+
+
+@pytest.fixture(scope="session")
+def real_llm() -> RealLLM:
+    """The real model server (``scripts/llm_server.py``), from ``TEST_LLM_*``."""
+    return real_llm_from_environment()
