@@ -121,7 +121,9 @@ def test_an_uploaded_file_becomes_searchable(
     fill(driver, "#upload-id", "console/fence.md")
     fill(driver, "#upload-meta", json.dumps({"env": "staging"}))
     visible(driver, "#upload-submit").click()
-    wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#job-state").text == "done")
+    # the job runs off the request threads now: its state is re-rendered while polled
+    state = "return document.querySelector('#job-state')?.textContent"
+    wait_for(driver, lambda d: d.execute_script(state) == "done")
     shoot(driver, screenshots, "4-documents-upload")
     driver.get(f"{demo}/#search")
     fill(driver, "#search-q", "ERR_CONSOLE_FENCE_7731")

@@ -60,6 +60,7 @@ def attacker(tmp_path: Path) -> Iterator[tuple[str, list[bytes]]]:
         yield f"http://127.0.0.1:{server.server_address[1]}", page
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def test_a_cross_site_form_post_stores_nothing(
