@@ -15,7 +15,9 @@ in flight against a server that computes one, times them out at 120 s and retrie
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +26,9 @@ import httpx
 import pytest
 
 from lore.embedders import LocalEmbedder
-from tests.conftest import CORPUS, make_runtime
+from tests.conftest import CORPUS, ROOT, make_runtime
 from tests.e2e.test_cli import serving
-from tests.e2e.test_graph_lifecycle import lore, ok
+from tests.e2e.test_graph_lifecycle import LORE, lore, ok
 from tests.real_llm import RealLLM
 
 pytestmark = pytest.mark.real_llm
@@ -36,6 +38,7 @@ DOCS = (
     "production/inventory-sync/incident-2024-05-publisher-feed.txt",
 )
 GLOBAL_QUESTION = "How do the services handle database timeouts?"
+STEP_TIMEOUT_S = 1800  # one lore command against the model on a loaded 2-core machine
 TAMED = {
     "LORE_LLM__MAX_CONCURRENCY": "1",  # the server computes one request at a time
     "LORE_LLM__TIMEOUT_S": "900",  # a whole reply under load, not a queue position
@@ -58,7 +61,21 @@ class Run:
     def lore(self, step: str, *args: str) -> str:
         """Run ``lore ARGS`` in the data set, timed and kept under ``step``; its stdout."""
         started = time.monotonic()
-        result = lore(self.home, self.data, *args, **self.env)
+        result = subprocess.run(
+            [*LORE, *args],
+            cwd=self.home,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "LORE_DATA_DIR": str(self.data),
+                "COLUMNS": "200",
+                **self.env,
+            },
+            text=True,
+            capture_output=True,
+            timeout=STEP_TIMEOUT_S,
+            check=False,
+        )
         self.seconds[step] = round(time.monotonic() - started, 1)
         self.outputs[step] = result.stdout + result.stderr
         return ok(result)
