@@ -55,7 +55,7 @@ def main() -> None:
         for label, body in QUERIES:
             request = QueryRequest.model_validate(body)
             extra = f"  filter {request.metadata_filter}" if request.metadata_filter else ""
-            out.rule(f"[bold]{label}[/]: {request.search_text!r}{extra}")
+            out.console.rule(f"[bold]{label}[/]: {request.search_text!r}{extra}")
             print_results(runtime.query_sync(request))
     finally:
         runtime.close()

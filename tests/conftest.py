@@ -99,7 +99,7 @@ def store_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A ``real_llm`` test needs the model server: skipped without it, failed in CI."""
+    """A ``real_llm`` test needs the model server: skipped without it (failed if required)."""
     if item.get_closest_marker("real_llm") is not None:
         require_server()
 
