@@ -567,6 +567,15 @@ class Store(Tables):
             ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def metadata_counts(self) -> list[tuple[str, str, int]]:
+        """``(key, value, documents)`` for every stored metadata pair, most documents first."""
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT key, value, COUNT(DISTINCT document_id) AS n FROM doc_meta "
+                "GROUP BY key, value ORDER BY key, n DESC, value"
+            ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
     def row_ids_matching(self, clauses: Mapping[str, Sequence[str]]) -> set[int]:
         """Row ids of chunks whose document matches every clause (key in exact values)."""
         if not clauses:

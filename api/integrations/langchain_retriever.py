@@ -2,23 +2,35 @@
 
     retriever = LorekeeperRetriever(url="http://localhost:8080", api_key="lk_…", top_k=5)
     retriever = LorekeeperRetriever(runtime=open_runtime(load_settings()))
-    docs = retriever.invoke("HTTP 504 in production")
+    docs = retriever.invoke("HTTP 504", k=3, filters={"env": "staging"})
 
-Each result becomes a ``Document`` whose metadata holds the chunk id, source, title,
-fused score and namespace, plus the document's own metadata. Needs the ``langchain`` extra.
+Per-call arguments (``invoke``, ``ainvoke``, ``batch``, ``abatch``) override the
+constructor's: ``k`` (alias ``top_k``), ``filters``, ``graph_weight``,
+``min_relative_score`` and ``mode``; any other keyword raises :class:`TypeError`.
+
+``mode="local"`` (the default) returns hybrid-search passages: one ``Document`` per
+chunk, metadata holding the chunk id, document id, source, title, heading, fused score
+and namespace plus the document's own metadata. ``min_relative_score`` drops passages
+scoring below that fraction of the best one (fused scores mean nothing across queries).
+
+``mode="global"`` asks a corpus-wide question (map-reduce over the knowledge graph's
+community reports) and returns ONE ``Document``: the answer text, with metadata
+``{"mode": "global", "citations": [{id, kind, title, report_id, sources}], ...}``;
+``k`` does not apply. Needs the ``langchain`` extra.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import httpx
-from pydantic import ConfigDict, Field, SecretStr, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, SecretStr, model_validator
 
 from app.runtime import Runtime
 from lore.aio import run_sync
 from lore.errors import InvalidRequestError
 from lore.extras import missing_extra
+from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
 
 try:
@@ -31,18 +43,29 @@ try:
 except ModuleNotFoundError as exc:  # the one-line error that names the extra
     raise (missing_extra(exc, "the LangChain retriever") or exc) from exc
 
+CALL_ARGUMENTS = ("k", "top_k", "filters", "graph_weight", "min_relative_score", "mode")
+Mode = Literal["local", "global"]
+
 
 class LorekeeperRetriever(BaseRetriever):
-    """Hybrid search results as LangChain documents (give ``url`` or ``runtime``)."""
+    """Hybrid search results (or a global answer) as LangChain documents.
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    Give ``url`` (the HTTP API) or ``runtime`` (in-process).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
 
     url: str | None = Field(None, description="the HTTP API, e.g. http://localhost:8080")
     api_key: SecretStr | None = None
     namespaces: list[str] = Field(default_factory=list, description="default: the key's")
     runtime: Any = Field(None, description="a Runtime: search in-process instead of over HTTP")
-    top_k: int = Field(5, ge=1, le=100)
+    top_k: int = Field(5, ge=1, le=100, validation_alias=AliasChoices("top_k", "k"))
     filters: dict[str, Any] | None = None
+    graph_weight: float | None = Field(None, ge=0)
+    min_relative_score: float | None = Field(
+        None, gt=0, le=1, description="drop results below this fraction of the best score"
+    )
+    mode: Mode = "local"
     timeout_s: float = 30.0
     http_client: Any = Field(
         None, exclude=True, description="an httpx-style client to reuse (``post`` is called)"
@@ -59,47 +82,81 @@ class LorekeeperRetriever(BaseRetriever):
             raise ValueError("`runtime` must be an app.runtime.Runtime")
         return self
 
-    def _request(self, query: str) -> QueryRequest:
-        return QueryRequest(search_text=query, top_k=self.top_k, metadata_filter=self.filters)
+    # -- one call's arguments ----------------------------------------------------------------
+
+    def _call(
+        self, query: str, overrides: dict[str, Any]
+    ) -> tuple[Mode, QueryRequest | AskRequest]:
+        """The request for ``query`` with this call's ``overrides`` applied."""
+        unknown = sorted(set(overrides) - set(CALL_ARGUMENTS))
+        if unknown:
+            raise TypeError(
+                f"LorekeeperRetriever got unknown argument(s) {', '.join(unknown)}; "
+                f"it takes {', '.join(CALL_ARGUMENTS)}"
+            )
+        if "k" in overrides and "top_k" in overrides:
+            raise TypeError("give `k` or `top_k`, not both")
+        mode = overrides.get("mode", self.mode)
+        if mode not in ("local", "global"):
+            raise ValueError(f"mode must be 'local' or 'global', not {mode!r}")
+        filters = overrides.get("filters", self.filters)
+        if mode == "global":
+            return mode, AskRequest(question=query, mode="global", filters=filters)
+        return mode, QueryRequest(
+            search_text=query,
+            top_k=overrides.get("k", overrides.get("top_k", self.top_k)),
+            metadata_filter=filters,
+            graph_weight=overrides.get("graph_weight", self.graph_weight),
+            min_relative_score=overrides.get("min_relative_score", self.min_relative_score),
+        )
+
+    # -- the two paths, each over the Python API or HTTP -------------------------------------
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        mode, request = self._call(query, kwargs)
         if self.runtime is not None:
-            request = self._request(query)
-            return _documents(run_sync(lambda: self.runtime.query(request)))
+            return run_sync(lambda: self._in_process(mode, request))
         client = self.http_client or httpx.Client(base_url=str(self.url), timeout=self.timeout_s)
         try:
             reply = client.post(
-                "/v1/memory/query",
-                json=self._request(query).model_dump(mode="json", exclude_none=True),
+                _PATHS[mode],
+                json=request.model_dump(mode="json", exclude_none=True),
                 params=[("namespace", n) for n in self.namespaces],
                 headers=self._headers(),
             )
         finally:
             if self.http_client is None:
                 client.close()
-        return _documents(_parse(reply))
+        return _from_reply(mode, reply)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        mode, request = self._call(query, kwargs)
         if self.runtime is not None:
-            return _documents(await self.runtime.query(self._request(query)))
+            return await self._in_process(mode, request)
         client = self.async_http_client or httpx.AsyncClient(
             base_url=str(self.url), timeout=self.timeout_s
         )
         try:
             reply = await client.post(
-                "/v1/memory/query",
-                json=self._request(query).model_dump(mode="json", exclude_none=True),
+                _PATHS[mode],
+                json=request.model_dump(mode="json", exclude_none=True),
                 params=[("namespace", n) for n in self.namespaces],
                 headers=self._headers(),
             )
         finally:
             if self.async_http_client is None:
                 await client.aclose()
-        return _documents(_parse(reply))
+        return _from_reply(mode, reply)
+
+    async def _in_process(self, mode: Mode, request: QueryRequest | AskRequest) -> list[Document]:
+        runtime: Runtime = self.runtime
+        if isinstance(request, AskRequest):
+            return [answer_document(await runtime.ask(request))]
+        return search_documents(await runtime.query(request))
 
     def _headers(self) -> dict[str, str]:
         if self.api_key is None:
@@ -107,17 +164,23 @@ class LorekeeperRetriever(BaseRetriever):
         return {"Authorization": f"Bearer {self.api_key.get_secret_value()}"}
 
 
-def _parse(reply: Any) -> QueryResponse:
+_PATHS: dict[Mode, str] = {"local": "/v1/memory/query", "global": "/v1/ask"}
+
+
+def _from_reply(mode: Mode, reply: Any) -> list[Document]:
     if reply.status_code != 200:
         try:
             detail = reply.json().get("detail", reply.text)
         except ValueError:
             detail = reply.text
         raise InvalidRequestError(f"Lorekeeper answered {reply.status_code}: {detail}")
-    return QueryResponse.model_validate(reply.json())
+    if mode == "global":
+        return [answer_document(AskResponse.model_validate(reply.json()))]
+    return search_documents(QueryResponse.model_validate(reply.json()))
 
 
-def _documents(response: QueryResponse) -> list[Document]:
+def search_documents(response: QueryResponse) -> list[Document]:
+    """One ``Document`` per search result, the document's metadata plus where it came from."""
     return [
         Document(
             page_content=r.text,
@@ -128,9 +191,32 @@ def _documents(response: QueryResponse) -> list[Document]:
                 "document_id": r.document_id,
                 "source": r.source,
                 "title": r.title,
+                "heading": r.heading,
                 "score": r.rrf_score,
                 "namespace": r.namespace,
             },
         )
         for r in response.results
     ]
+
+
+def answer_document(response: AskResponse) -> Document:
+    """A global answer as one ``Document``: the text, its route and citations in metadata."""
+    return Document(
+        page_content=response.answer,
+        metadata={
+            "mode": response.mode,
+            "extractive": response.extractive,
+            "citations": [
+                {
+                    "id": c.id,
+                    "kind": c.kind,
+                    "title": c.title,
+                    "report_id": c.report_id,
+                    "sources": c.sources,
+                }
+                for c in response.citations
+            ],
+            "warnings": response.warnings,
+        },
+    )

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.browser.conftest import MISSING, new_driver
@@ -193,8 +194,19 @@ def test_with_auth_the_console_asks_for_a_key_and_keeps_namespaces_apart(
             visible(driver, "#key-dialog #key-input")
             assert "requires an API key" in visible(driver, "#key-message").text
             shoot(driver, screenshots, "7-auth-key-dialog")
+            # a wrong key is refused in the dialog itself, with the server's reason
+            fill(driver, "#key-input", "lk_not_a_real_key")
+            visible(driver, "#key-save").click()
+            message = visible(driver, "#key-message")
+            wait_for(driver, lambda d: "refused" in message.text)
+            assert driver.find_element(By.CSS_SELECTOR, "#key-dialog").is_displayed()
+            assert driver.execute_script("return sessionStorage.getItem('lore.apiKey')") is None
+            shoot(driver, screenshots, "7b-auth-wrong-key")
             fill(driver, "#key-input", key)
             visible(driver, "#key-save").click()
+            wait_for(
+                driver, lambda d: not d.find_element(By.CSS_SELECTOR, "#key-dialog").is_displayed()
+            )
             visible(driver, "#docs-list tr.doc-row")
             ids = [
                 r.get_attribute("data-id")
@@ -215,3 +227,104 @@ def test_with_auth_the_console_asks_for_a_key_and_keeps_namespaces_apart(
             assert not driver.find_elements(By.CSS_SELECTOR, ".result-source")
     finally:
         driver.quit()
+
+
+# -- issue 32: Markdown, highlighted matches, the community overview ------------------------
+
+
+def test_results_render_markdown_sanitised_with_matches_marked(
+    demo: str, driver: WebDriver, screenshots: Path
+) -> None:
+    hostile = {
+        "id": "console/hostile.md",
+        "text": "# Hostile note\n\nERR_HOSTILE_9 <script>window.pwned = 1</script> "
+        '<img src=x onerror="window.pwned = 2"> [click](javascript:window.pwned=3) **bold**',
+        "wait": True,
+    }
+    stored = httpx.post(f"{demo}/v1/documents", json=hostile, timeout=120)
+    assert stored.status_code in (200, 201, 202), stored.text
+    driver.get(f"{demo}/#search")
+    fill(driver, "#search-q", "HTTP 504 runbook")
+    fill(driver, "#search-filter", "env=staging")
+    visible(driver, "#search-go").click()
+    first = visible(driver, "#search-results li.result .result-text")
+    # Markdown became elements: no raw markers left, code spans and emphasis rendered
+    html = first.get_attribute("innerHTML") or ""
+    assert "<code>" in html or "<strong>" in html or "<h" in html, html[:300]
+    assert "**" not in first.text and "## " not in first.text
+    marks = [m.text for m in driver.find_elements(By.CSS_SELECTOR, "#search-results mark.hit")]
+    assert marks and {m.upper() for m in marks} <= {"HTTP", "504", "RUNBOOK"}, marks
+    assert any(m == "504" for m in marks)
+    shoot(driver, screenshots, "11-search-markdown")
+    fill(driver, "#search-filter", "")
+    fill(driver, "#search-q", "ERR_HOSTILE_9")
+    visible(driver, "#search-go").click()
+    result = visible(driver, "#search-results li.result .result-text")
+    wait_for(driver, lambda d: "ERR_HOSTILE_9" in result.text)
+    assert result.find_elements(By.CSS_SELECTOR, "strong")
+    assert not result.find_elements(By.CSS_SELECTOR, "script, img[onerror], [onerror]")
+    hrefs = [a.get_attribute("href") or "" for a in result.find_elements(By.CSS_SELECTOR, "a")]
+    assert not any(h.startswith("javascript:") for h in hrefs), hrefs
+    assert driver.execute_script("return window.pwned === undefined")
+    shoot(driver, screenshots, "12-search-hostile")
+
+
+def test_the_graph_opens_on_an_overview_of_top_level_communities(
+    demo: str, driver: WebDriver, screenshots: Path
+) -> None:
+    communities = httpx.get(f"{demo}/v1/communities", params={"reports": True}, timeout=60).json()
+    top = {c["id"]: c for c in communities if c["parent"] is None}
+    assert top
+    driver.get(f"{demo}/#graph")
+    drawn = wait_for(
+        driver,
+        lambda d: d.execute_script(
+            "const g = window.loreGraph; return g && g.nodes('.community.top').length > 0 && "
+            "g.nodes('.community.top').map(n => [n.data('community'), n.data('name'), "
+            "n.data('members'), n.data('level'), n.width()]);"
+        ),
+    )
+    assert {d[0] for d in drawn} == set(top)
+    assert len(driver.execute_script("return window.loreGraph.nodes()")) == len(top)
+    for community_id, name, members, level, _ in drawn:
+        report = top[community_id]["report"]
+        assert name == (report["title"] if report else community_id)
+        assert (members, level) == (top[community_id]["size"], top[community_id]["level"])
+    by_members = sorted(drawn, key=lambda d: d[2])
+    assert by_members[-1][4] >= by_members[0][4]  # sized by members
+    legend = visible(driver, "#graph-legend")
+    levels = {c["level"] for c in communities}
+    items = legend.find_elements(By.CSS_SELECTOR, ".legend-item[data-level]")
+    assert {int(i.get_attribute("data-level") or -1) for i in items} == levels
+    assert "size: members" in legend.text
+    shoot(driver, screenshots, "13-graph-overview")
+    biggest = by_members[-1][0]
+    driver.execute_script(
+        "window.loreGraph.getElementById(arguments[0]).emit('tap');", f"community:{biggest}"
+    )
+    members = wait_for(
+        driver,
+        lambda d: d.execute_script(
+            "const m = window.loreGraph.nodes('.member'); "
+            "return m.length > 0 && m.map(n => n.id());"
+        ),
+    )
+    assert set(members) <= set(top[biggest]["members"])
+    assert len(members) == min(40, len(top[biggest]["members"]))
+    children = [c["id"] for c in communities if c["parent"] == biggest]
+    drawn_children = driver.execute_script(
+        "return window.loreGraph.nodes('.community').not('.centre').map(n => n.data('community'));"
+    )
+    assert sorted(drawn_children) == sorted(children)
+    assert driver.execute_script("return window.loreGraph.edges().length") == len(members) + len(
+        children
+    )
+    visible(driver, "#entity-detail .report")
+    shoot(driver, screenshots, "14-graph-community")
+    visible(driver, "#graph-overview").click()
+    wait_for(
+        driver,
+        lambda d: (
+            d.execute_script("return window.loreGraph.nodes('.community.top').length") == len(top)
+        ),
+    )

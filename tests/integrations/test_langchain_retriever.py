@@ -131,3 +131,80 @@ def test_http_backend_sync_and_async_inside_and_outside_a_loop(
 
         assert asyncio.run(node()) == ("r.md", "r.md")
     namespaces.close()
+
+
+# -- per-call arguments (issue 32) -------------------------------------------------------
+
+
+def test_per_call_arguments_on_every_path(demo_runtime: Runtime) -> None:
+    """`invoke(query, k=…, filters=…)` is honoured on sync, async and batch paths."""
+    retriever = LorekeeperRetriever(runtime=demo_runtime, top_k=5)
+    staging = {"filters": {"env": "staging"}, "k": 2}
+    docs = retriever.invoke("HTTP 504", **staging)
+    assert len(docs) == 2 and all(d.metadata["env"] == "staging" for d in docs)
+    docs = asyncio.run(retriever.ainvoke("HTTP 504", **staging))
+    assert len(docs) == 2 and all(d.metadata["env"] == "staging" for d in docs)
+    for batch in (
+        retriever.batch(["HTTP 504", "ledger lock"], **staging),  # type: ignore[arg-type]
+        asyncio.run(retriever.abatch(["HTTP 504", "ledger lock"], **staging)),  # type: ignore[arg-type]
+    ):
+        assert [len(b) for b in batch] == [2, 2]
+        assert all(d.metadata["env"] == "staging" for b in batch for d in b)
+    assert len(retriever.invoke("HTTP 504", k=1)) == 1
+    assert len(retriever.invoke("HTTP 504", top_k=3)) == 3
+    assert len(retriever.invoke("HTTP 504")) == 5  # the constructor's default is untouched
+
+
+def test_unknown_arguments_raise(demo_runtime: Runtime) -> None:
+    retriever = LorekeeperRetriever(runtime=demo_runtime)
+    with pytest.raises(TypeError, match=r"unknown argument.*filtres.*it takes k, top_k, filters"):
+        retriever.invoke("HTTP 504", filtres={"env": "staging"})
+    with pytest.raises(TypeError, match="unknown argument"):
+        asyncio.run(retriever.ainvoke("HTTP 504", colour="red"))
+    with pytest.raises(ValueError, match="mode must be 'local' or 'global'"):
+        retriever.invoke("HTTP 504", mode="sideways")
+    with pytest.raises(ValidationError, match="less than or equal to 1000"):
+        retriever.invoke("HTTP 504", k=100000)
+
+
+def test_relative_score_cut_off_and_graph_weight(demo_runtime: Runtime) -> None:
+    retriever = LorekeeperRetriever(runtime=demo_runtime, top_k=20)
+    every = retriever.invoke("ledger lock timeout")
+    kept = retriever.invoke("ledger lock timeout", min_relative_score=0.8)
+    best = every[0].metadata["score"]
+    assert 0 < len(kept) < len(every)
+    assert all(d.metadata["score"] >= 0.8 * best - 1e-12 for d in kept)
+    assert [d.id for d in kept] == [d.id for d in every[: len(kept)]]
+    graphless = retriever.invoke("ledger lock timeout", graph_weight=0.0, k=3)
+    assert len(graphless) == 3 and "heading" in graphless[0].metadata
+
+
+def test_global_mode_returns_the_answer_as_one_document(demo_graph_runtime: Runtime) -> None:
+    retriever = LorekeeperRetriever(runtime=demo_graph_runtime)
+    [doc] = retriever.invoke("How do the services handle database timeouts?", mode="global")
+    assert doc.metadata["mode"] == "global" and doc.page_content
+    citations = doc.metadata["citations"]
+    assert citations and all(c["kind"] == "report" and c["report_id"] for c in citations)
+    assert f"[{citations[0]['id']}]" in doc.page_content
+
+
+def test_per_call_arguments_over_http(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    namespaces = Namespaces(settings, embedder=local_embedder)
+    namespaces.runtime("default").ingest(
+        [
+            SourceDocument(
+                f"{env}.md", f"{env}.md", f"HTTP 504 in {env}: restart", "", {"env": env}
+            )
+            for env in ("production", "staging")
+        ]
+    )
+    with TestClient(create_app(settings, namespaces)) as client:
+        retriever = LorekeeperRetriever(url="http://testserver", http_client=client)
+        [doc] = retriever.invoke("HTTP 504", filters={"env": "staging"})
+        assert doc.metadata["source"] == "staging.md"
+        assert len(retriever.invoke("HTTP 504", k=1)) == 1
+        assert len(retriever.invoke("HTTP 504")) == 2
+        with pytest.raises(TypeError, match="unknown argument"):
+            retriever.invoke("HTTP 504", filter={"env": "staging"})
+    namespaces.close()

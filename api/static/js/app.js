@@ -35,12 +35,32 @@ onUnauthorized((body) => {
     : "This server requires an API key (lore keys create).");
 });
 
-$("#key-form").addEventListener("submit", (event) => {
+// A key is tried on one cheap authenticated call before the dialog closes: a wrong key
+// is refused here, with the server's reason, not at the next action.
+async function tryKey(event) {
   event.preventDefault();
-  setKey($("#key-input").value.trim());
+  const previous = getKey();
+  const candidate = $("#key-input").value.trim();
+  const message = $("#key-message");
+  setKey(candidate);
+  message.textContent = "checking the key…";
+  message.classList.remove("error");
+  try {
+    await api("/v1/jobs", { query: { limit: 1 } });
+  } catch (err) {
+    if (err.status === 401) {
+      setKey(previous);
+      const detail = err.body && err.body.detail ? String(err.body.detail) : err.message;
+      askForKey(`That key was refused (${detail}). Enter another one.`);
+      message.classList.add("error");
+      return;
+    }
+  }
   $("#key-dialog").hidden = true;
   route();
-});
+}
+
+$("#key-form").addEventListener("submit", tryKey);
 $("#key-forget").addEventListener("click", () => { setKey(""); askForKey("Key forgotten. Enter a key to continue."); });
 $("#key-button").addEventListener("click", () => askForKey(getKey() ? "A key is set for this tab; enter another to replace it." : "Enter an API key."));
 $("#viewer-close").addEventListener("click", closeViewer);

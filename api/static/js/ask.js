@@ -1,6 +1,8 @@
-// Ask: POST /v1/ask; the route and its reasons, the answer with clickable [n] citations.
+// Ask: POST /v1/ask; the route and its reasons, the answer (Markdown) with clickable [n]
+// citations.
 
 import { api } from "./api.js";
+import { linkCitations, renderMarkdown } from "./markdown.js";
 import { $, clear, el, parseFilter, showChunk, showReport, status } from "./ui.js";
 
 let citations = new Map();
@@ -13,18 +15,9 @@ function openCitation(id) {
 }
 
 function answerNodes(text) {
-  const parts = [];
-  let last = 0;
-  for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    parts.push(text.slice(last, match.index));
-    const id = Number(match[1]);
-    parts.push(citations.has(id)
-      ? el("a", { class: "cite", href: "#ask", dataset: { cite: id }, onclick: (e) => { e.preventDefault(); openCitation(id); } }, match[0])
-      : match[0]);
-    last = match.index + match[0].length;
-  }
-  parts.push(text.slice(last));
-  return parts;
+  return linkCitations(renderMarkdown(text, "md"), (id, marker) => (citations.has(id)
+    ? el("a", { class: "cite", href: "#ask", dataset: { cite: id }, onclick: (e) => { e.preventDefault(); openCitation(id); } }, marker)
+    : document.createTextNode(marker)));
 }
 
 function citationItem(citation) {
@@ -57,7 +50,7 @@ async function run(event) {
       el("span", { class: "decision" }, `${response.mode}`),
       el("span", { class: "status" }, `routed ${route.decision} by ${route.classifier} · `),
       ...route.reasons.map((r) => el("span", { class: "reason" }, r)));
-    $("#ask-answer").append(...answerNodes(response.answer));
+    $("#ask-answer").append(answerNodes(response.answer));
     $("#ask-citations").append(...response.citations.map(citationItem));
     const writer = response.extractive ? "extractive" : response.details.answer_writer;
     const warnings = response.warnings.length ? ` · ${response.warnings.join("; ")}` : "";

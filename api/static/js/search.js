@@ -1,6 +1,8 @@
-// Search: POST /v1/memory/query with the form's options; each result shows why it won.
+// Search: POST /v1/memory/query with the form's options; each result shows why it won,
+// its text rendered as Markdown with the query's words marked.
 
 import { api, pathOf } from "./api.js";
+import { highlight, renderMarkdown } from "./markdown.js";
 import { $, clear, el, numberOrUndefined, parseFilter, showChunk, status } from "./ui.js";
 
 const ENGINES = ["sparse", "dense", "exact", "graph"];
@@ -22,7 +24,7 @@ function request() {
   };
 }
 
-function resultItem(result, index) {
+function resultItem(query, result, index) {
   const ranks = ENGINES.map((engine) => {
     const rank = result.ranks[engine];
     return el("span", { class: `rank rank-${engine}${rank ? " hit" : ""}`, title: `${engine} rank` },
@@ -38,7 +40,7 @@ function resultItem(result, index) {
         result.rrf_score.toFixed(4))),
     el("div", { class: "ranks" }, ranks,
       el("a", { class: "quiet", onclick: () => showChunk(result.chunk_id) }, "chunk")),
-    el("p", { class: "result-text" }, result.text));
+    highlight(renderMarkdown(result.text, "result-text md"), query));
 }
 
 async function run(event) {
@@ -54,7 +56,7 @@ async function run(event) {
     const ms = Math.round(performance.now() - started);
     const warnings = response.warnings.length ? ` · ${response.warnings.join("; ")}` : "";
     status(line, `${response.total_retrieved} results · ${response.fusion} · ${ms} ms${warnings}`);
-    list.append(...response.results.map(resultItem));
+    list.append(...response.results.map((r, i) => resultItem(body.search_text, r, i)));
   } catch (err) {
     status(line, err.message, true);
   }

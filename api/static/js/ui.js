@@ -1,6 +1,7 @@
 // Small DOM helpers shared by the pages, and the side viewer for chunks and reports.
 
 import { api, pathOf } from "./api.js";
+import { renderMarkdown } from "./markdown.js";
 
 export const $ = (selector) => document.querySelector(selector);
 
@@ -73,7 +74,7 @@ export async function showChunk(chunkId) {
     openViewer(chunk.source,
       el("p", {}, el("a", { class: "quiet open-document", href: `#documents/${pathOf(chunk.document_id)}` },
         "open the document"), "  ", chunk.heading ? el("span", { class: "status" }, chunk.heading) : null),
-      el("pre", { class: "chunk-text" }, chunk.text),
+      renderMarkdown(chunk.text, "chunk-text md"),
       metaTable(chunk.metadata));
   } catch (err) {
     openViewer(`chunk ${chunkId}`, el("p", { class: "error" }, String(err.message || err)));
