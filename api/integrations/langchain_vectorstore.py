@@ -68,7 +68,8 @@ class LorekeeperVectorStore(VectorStore):
             raise TypeError(f"unknown argument(s): {', '.join(sorted(kwargs))}")
         items = list(texts)
         metas = metadatas or [{} for _ in items]
-        chosen = [i or str(uuid.uuid4()) for i in (ids or [None] * len(items))]
+        given: list[str | None] = list(ids) if ids else [None] * len(items)
+        chosen = [i or str(uuid.uuid4()) for i in given]
         if not len(items) == len(metas) == len(chosen):
             raise ValueError("texts, metadatas and ids must have the same length")
         if not items:
