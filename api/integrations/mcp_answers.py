@@ -2,11 +2,12 @@
 
 A global answer with every citation in full runs to tens of kilobytes. The ``ask`` tool
 returns the answer cut at a token budget (at a paragraph or line break where one is
-near), compact citations (title, a few sources, counts) and an ``answer_id``; the
-``cited`` tool returns, for one citation id of that answer, the whole citation, every
-paragraph of the answer that cites it (also those past the cut) and the text it rests
-on (the community report, or the cited chunks). Recent answers are kept in memory,
-a bounded number of them, by the server process that gave them.
+near), compact citations of what the shown text cites (title, a few sources, counts)
+and an ``answer_id``; the ``cited`` tool returns, for any citation id of that answer,
+the whole citation, every paragraph of the answer that cites it (also those past the
+cut) and the text it rests on (the community report, or the cited chunks). Recent
+answers are kept in memory, a bounded number of them, by the server process that gave
+them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from retrieval.ask_contract import AskResponse, Citation
 
 CHARS_PER_TOKEN = 4  # the usual estimate for English text; the bound is approximate
 DEFAULT_ANSWER_TOKENS = 4000  # the quality issue's ask.answer_max_tokens default
-SOURCES_SHOWN = 3
+SOURCES_SHOWN = 2
 KEPT_ANSWERS = 64
 
 
@@ -93,6 +94,7 @@ class AnswerShelf:
 def shaped_answer(response: AskResponse, answer_id: str, max_tokens: int) -> dict[str, Any]:
     """The ``ask`` tool's reply: bounded answer, compact citations, the id for ``cited``."""
     bounded = bound_text(response.answer, max_tokens)
+    shown = cited_ids(bounded.text)
     return {
         "answer_id": answer_id,
         "mode": response.mode,
@@ -100,6 +102,14 @@ def shaped_answer(response: AskResponse, answer_id: str, max_tokens: int) -> dic
         "answer": bounded.text,
         "truncated": bounded.truncated,
         "answer_tokens_total": -(-len(response.answer) // CHARS_PER_TOKEN),
-        "citations": [compact_citation(c) for c in response.citations],
+        "citations": [compact_citation(c) for c in response.citations if c.id in shown],
+        "citations_total": len(response.citations),
         "warnings": response.warnings,
+    }
+
+
+def cited_ids(text: str) -> set[int]:
+    """The citation ids that ``[n]`` or ``[n, m]`` markers in ``text`` point to."""
+    return {
+        int(n) for group in re.findall(r"\[(\d+(?:,\s*\d+)*)\]", text) for n in group.split(",")
     }

@@ -285,7 +285,7 @@ def test_the_graph_opens_on_an_overview_of_top_level_communities(
         ),
     )
     assert {d[0] for d in drawn} == set(top)
-    assert len(driver.execute_script("return window.loreGraph.nodes()")) == len(top)
+    assert driver.execute_script("return window.loreGraph.nodes().length") == len(top)
     for community_id, name, members, level, _ in drawn:
         report = top[community_id]["report"]
         assert name == (report["title"] if report else community_id)
