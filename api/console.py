@@ -1,8 +1,9 @@
 """The web console at ``/`` and the API docs at ``/docs`` and ``/redoc``, from local files.
 
 Everything a browser loads comes from this package (``api/static``, with the graph
-library, the Markdown renderer and its sanitiser vendored under ``api/static/vendor``) or from the ``fastapi-offline`` package
-(Swagger UI and ReDoc): nothing is fetched from a CDN, so both work offline. The pages
+library, the Markdown renderer and its sanitiser vendored under ``api/static/vendor``)
+or from the ``fastapi-offline`` package (Swagger UI and ReDoc): nothing is fetched from
+a CDN, so both work offline. The pages
 themselves are public; every API call they make carries the key the person typed in
 (``Authorization: Bearer``), so auth is exactly the API's.
 """

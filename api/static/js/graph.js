@@ -165,7 +165,12 @@ export async function expand(name, { reset = false } = {}) {
   try {
     const response = await api(`/v1/entities/${encodeURIComponent(name)}`, { query: { limit: 25 } });
     const g = graph();
-    if (reset) { g.elements().remove(); expanded.clear(); }
+    if (reset) {
+      g.elements().remove();
+      expanded.clear();
+      clear($("#graph-legend")).append(el("span", { class: "legend-note" },
+        "entities coloured by type · size: mentions · ◱ overview for the communities"));
+    }
     const entity = response.entity;
     const centre = addNode(entity.key, entity.name, entity.mentions, entity.type);
     if (reset) centre.addClass("centre");

@@ -96,8 +96,8 @@ export function reportView(community) {
   return el("div", { class: "report" },
     el("p", {}, `level ${community.level} · ${community.size} members `,
       community.stale ? el("span", { class: "badge stale" }, "stale") : null),
-    report ? el("p", {}, report.summary) : el("p", { class: "status" }, "no report written yet"),
-    report ? el("ol", {}, report.findings.map((f) => el("li", {}, f.text, " ",
+    report ? renderMarkdown(report.summary, "md report-summary") : el("p", { class: "status" }, "no report written yet"),
+    report ? el("ol", {}, report.findings.map((f) => el("li", {}, renderMarkdown(f.text, "md finding"),
       f.chunks.slice(0, 3).map((c) => el("a", { class: "cite", onclick: () => showChunk(c) }, "[source]"))))) : null,
     el("p", { class: "members" }, "members: ",
       community.members.slice(0, 40).map((m) => el("a", { href: `#graph/${encodeURIComponent(m)}` }, m))));
