@@ -122,16 +122,18 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
         async def session() -> list[str]:
             async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=120) as c:
                 missing = payload(await c.call_tool("entity", {"name": "nothing-here"}))
-                assert missing == {"found": False, "name": "nothing-here"}
+                assert missing == {"found": False, "name": "nothing-here", "suggestions": []}
                 return sorted(t.name for t in (await c.list_tools()).tools)
 
         assert asyncio.run(session()) == [
             "ask",
+            "cited",
             "delete_document",
             "entity",
             "get_document",
             "ingest",
             "list_documents",
+            "list_metadata",
             "search",
         ]
     finally:
