@@ -32,9 +32,8 @@ function graph() {
       { selector: "node.expanded", style: { "border-width": 2, "border-color": "#1d2330" } },
       { selector: "node.centre", style: { "border-width": 4, "border-color": "#2d5bd7", "font-weight": "bold" } },
       { selector: "node.community", style: {
-        shape: "round-rectangle", "text-valign": "center", "text-halign": "center", color: "#fff",
-        "font-size": 10, "text-wrap": "wrap", "text-max-width": "data(size)", "text-outline-width": 1,
-        "text-outline-color": "data(colour)" } },
+        shape: "round-rectangle", "text-valign": "bottom", "text-halign": "center", color: "#1d2330",
+        "font-size": 11, "text-wrap": "wrap", "text-max-width": 170 } },
       { selector: "node.member", style: { "background-color": "#8ea3cf" } },
       { selector: "edge", style: { width: "data(width)", "line-color": "#c3cad8", "curve-style": "bezier", opacity: 0.85 } },
     ],
@@ -98,7 +97,7 @@ export async function overview() {
     expanded.clear();
     for (const c of top) addCommunity(c, "top");
     legend([...new Set([...all.values()].map((c) => c.level))].sort((a, b) => a - b));
-    g.layout({ name: "concentric", concentric: (n) => n.data("members"), levelWidth: () => 4, minNodeSpacing: 12, animate: false }).run();
+    g.layout({ name: "grid", avoidOverlap: true, avoidOverlapPadding: 60, sort: (a, b) => b.data("members") - a.data("members"), animate: false }).run();
     g.fit(undefined, 30);
     status(line, top.length
       ? `${top.length} top-level communities · ${all.size} in all`
