@@ -57,6 +57,10 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
         },
         "failed": problems["failed"],
         "skipped": problems["skipped"],
+        "rejected_replacements": [
+            {"id": d, "source": src, "reason": why, "at": at}
+            for d, src, why, at in store.rejected_replacements()
+        ],
     }
 
 
@@ -102,7 +106,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
     else:
         say("llm: none configured (offline extractor and extractive reports)")
     say(f"graph extractor: {llm['extractor']}, reports: {llm['reports']}")
-    for label, colour in (("failed", "red"), ("skipped", "yellow")):
+    for label, colour in (
+        ("failed", "red"),
+        ("skipped", "yellow"),
+        ("rejected_replacements", "yellow"),
+    ):
         items = info[label]
         for item in items[:LISTED]:
             say(f"  [{colour}]{label}[/] {item['id']}: {item['reason']}")

@@ -142,6 +142,18 @@ def run_inline(
     Documents are recorded in the job (status only) as the pipeline reaches them,
     unless ``staged`` says that was done already.
     """
+    with runtime.jobs().ends_on_error(job_id):  # never left running by an error
+        return _run_inline(runtime, job_id, items, progress, extract_graph, staged)
+
+
+def _run_inline(
+    runtime: Runtime,
+    job_id: str,
+    items: Items,
+    progress: Progress | None,
+    extract_graph: bool,
+    staged: bool,
+) -> IngestReport:
     jobs = runtime.jobs()
     chunked, finished = job_progress(runtime, jobs, job_id, progress)
     stored: list[str] = []

@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -32,6 +33,7 @@ from typing import Any
 from app.job_owners import HEARTBEAT_S, Heartbeat, gone_reason, this_process
 from lore.db import Database, Tables
 from lore.models import Rejected, Skipped, SourceDocument
+from lore.store import holdable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -132,6 +134,23 @@ class JobStore(Tables):
         self._heartbeat.stop()
         super().close()
 
+    @contextmanager
+    def ends_on_error(self, job_id: str) -> Iterator[None]:
+        """Run a job's work; should it raise, the job ends ``failed`` with the reason.
+
+        A request that fails half-way (a database error, a bug) must not leave its job
+        ``running``: its owner is alive, so the orphan sweep would never end it.
+        """
+        try:
+            yield
+        except BaseException as exc:
+            info = self.get(job_id)
+            if info is not None and info.state == "running":
+                self.update_job(
+                    job_id, state="failed", detail={"error": f"{type(exc).__name__}: {exc}"}
+                )
+            raise
+
     def heartbeat(self) -> int:
         """Mark this process's running in-process jobs alive now; how many there are."""
         with self._transaction() as db:
@@ -194,6 +213,8 @@ class JobStore(Tables):
 
     def get(self, job_id: str) -> JobInfo | None:
         """A job with its counts, or None."""
+        if not holdable(job_id):
+            return None
         found = self._jobs("WHERE id = ?", (job_id,))
         return found[0] if found else None
 

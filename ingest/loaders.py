@@ -34,7 +34,7 @@ from ingest.html import html_to_markdown
 from lore import jsonsafe
 from lore.errors import InvalidRequestError
 from lore.metadata import Metadata, normalize_metadata
-from lore.models import Rejected, Skipped, SourceDocument
+from lore.models import Rejected, Skipped, SourceDocument, document_problem, printable
 
 SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
 _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
@@ -216,15 +216,24 @@ def make_document(
     """
     size = len(text.encode("utf-8", "surrogatepass"))
     if max_bytes is not None and size > max_bytes:
-        return Rejected(doc_id, source, over_limit("text", size, max_bytes))
+        return Rejected(printable(doc_id), printable(source), over_limit("text", size, max_bytes))
     if "\x00" in text:
-        return Rejected(doc_id, source, "text contains NUL characters; only text is stored")
+        return Rejected(
+            printable(doc_id),
+            printable(source),
+            "text contains NUL characters; only text is stored",
+        )
     if not text.strip():
-        return Rejected(doc_id, source, "document is empty (no text after loading)")
+        return Rejected(
+            printable(doc_id), printable(source), "document is empty (no text after loading)"
+        )
     try:
         meta = normalize_metadata(metadata)
     except InvalidRequestError as exc:
-        return Rejected(doc_id, source, f"bad metadata: {exc}")
+        return Rejected(printable(doc_id), printable(source), f"bad metadata: {exc}")
+    problem = document_problem(doc_id, text, title, meta)
+    if problem is not None:
+        return Rejected(printable(doc_id), printable(source), problem)
     return SourceDocument(id=doc_id, source=source, text=text, title=title.strip(), metadata=meta)
 
 

@@ -53,3 +53,5 @@ def loads(text: str | bytes, *, what: str = "JSON", max_depth: int = MAX_JSON_DE
         raise InvalidRequestError(
             f"{what} is not valid JSON: {exc.msg} (at character {exc.pos})"
         ) from exc
+    except ValueError as exc:  # an integer of more digits than int() converts (4,300)
+        raise InvalidRequestError(f"{what} cannot be read: {exc}") from exc

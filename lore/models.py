@@ -8,10 +8,100 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from lore.metadata import Metadata
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Characters no backend can hold in text: NUL (PostgreSQL refuses it) and lone surrogates
+(not encodable as UTF-8)."""
+
+
+def unstorable(value: str, what: str) -> str | None:
+    """Why ``value`` (named ``what``) cannot be stored as text, or None when it can."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    name = "a NUL character" if char == "\x00" else "a lone surrogate"
+    return (
+        f"{what} contains {name} (U+{ord(char):04X}) at position {found.start()}, "
+        "which the store cannot hold as text"
+    )
+
+
+def printable(value: str) -> str:
+    """``value`` with unstorable and control characters escaped as Python does, for records."""
+    return "".join(
+        ascii(c)[1:-1] if _UNSTORABLE.match(c) or unicodedata.category(c) == "Cc" else c
+        for c in value
+    )
+
+
+def unaddressable(document_id: str) -> str | None:
+    """Why a document id could not be used in a URL path (GET/DELETE), or None.
+
+    Control characters (newline, tab…) and ``.``/``..`` path segments are refused when a
+    document is written: routes normalise or cannot carry them, so such a document could
+    be stored but never read back or deleted by its id.
+    """
+    problem = unstorable(document_id, "the id")
+    if problem is not None:
+        return problem
+    for position, char in enumerate(document_id):
+        if unicodedata.category(char) == "Cc":
+            return (
+                f"the id contains a control character (U+{ord(char):04X}) at position "
+                f"{position}; ids are used in URLs and must be printable"
+            )
+    if any(part in (".", "..") for part in document_id.split("/")):
+        return "the id has a `.` or `..` path segment, which URLs resolve away; rename it"
+    return None
+
+
+def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
+    """Why some metadata key or value cannot be stored as text (naming it), or None."""
+    for key, value in metadata.items():
+        problem = unstorable(str(key), f"metadata key {key!r}")
+        if problem is not None:
+            return problem
+        if isinstance(value, Mapping):
+            problem = metadata_problem(value)
+        else:
+            items = value if isinstance(value, list) else [value]
+            problem = next(
+                (
+                    p
+                    for item in items
+                    if isinstance(item, str)
+                    and (p := unstorable(item, f"metadata value of {key!r}")) is not None
+                ),
+                None,
+            )
+        if problem is not None:
+            return problem
+    return None
+
+
+def document_problem(
+    document_id: str, text: str, title: str = "", metadata: Mapping[str, Any] | None = None
+) -> str | None:
+    """The first reason a document cannot be stored and addressed (field named), or None.
+
+    Shared by the HTTP request models and :func:`ingest.loaders.make_document` (so CLI,
+    HTTP and MCP refuse the same inputs on every backend).
+    """
+    return (
+        unaddressable(document_id)
+        or unstorable(title, "the title")
+        or unstorable(text, "the text")
+        or metadata_problem(metadata or {})
+    )
 
 
 class DocumentStatus(StrEnum):

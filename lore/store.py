@@ -13,6 +13,7 @@ write and an index update loses nothing. A document's metadata is stored once, o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -27,7 +28,7 @@ import numpy.typing as npt
 from lore.db import Conn, Database, Tables, upsert_sql
 from lore.errors import EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from lore.metadata import Metadata, metadata_terms
-from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
+from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk, unstorable
 
 SCHEMA_VERSION = "1"
 NAMESPACE_KEY = "namespace"  # meta: the namespace a store belongs to (listing namespaces)
@@ -67,10 +68,17 @@ CREATE TABLE IF NOT EXISTS chunks (
     embedding BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks(document_id, ordinal);
+CREATE TABLE IF NOT EXISTS rejected_versions (
+    document_id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    rejected_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
-    row_id INTEGER NOT NULL
+    row_id INTEGER NOT NULL,
+    digest TEXT
 );
 """
 
@@ -116,6 +124,15 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def holdable(value: object) -> bool:
+    """False for a string no stored text can equal (a NUL…): looked up, it matches nothing.
+
+    PostgreSQL refuses such a parameter outright; SQLite would just find nothing. Lookups
+    answer "not found" for it on both, instead of a database error.
+    """
+    return not isinstance(value, str) or unstorable(value, "") is None
+
+
 _KEEP_FIRST = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING"
 
 
@@ -133,6 +150,16 @@ class Store(Tables):
                 columns = {str(r[1]) for r in db.execute("PRAGMA table_info(documents)")}
                 if "text" not in columns:  # stores made before documents kept their text
                     db.execute("ALTER TABLE documents ADD COLUMN text TEXT")
+                columns = {str(r[1]) for r in db.execute("PRAGMA table_info(changes)")}
+                if "digest" not in columns:  # stores made before the change log was chained
+                    db.execute("ALTER TABLE changes ADD COLUMN digest TEXT")
+            else:
+                found = db.execute(  # looked up first: ALTER TABLE waits for every reader
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                    "current_schema() AND table_name = 'changes' AND column_name = 'digest'"
+                ).fetchone()
+                if found is None:
+                    db.execute("ALTER TABLE changes ADD COLUMN IF NOT EXISTS digest TEXT")
 
     # -- settings recorded with the data ------------------------------------------------
 
@@ -167,6 +194,8 @@ class Store(Tables):
 
     def get_document(self, document_id: str) -> DocumentInfo | None:
         """Return a document row, or None."""
+        if not holdable(document_id):
+            return None
         with self._read() as db:
             row = db.execute(
                 "SELECT id, source, title, metadata, content_hash, status, error, chunk_count, "
@@ -208,6 +237,8 @@ class Store(Tables):
         if status is not None:
             where.append("status = ?")
             args.append(status.value)
+        if not holdable(prefix):
+            return 0, []
         if prefix:
             where.append(_PREFIX)
             args.extend([len(prefix), prefix])
@@ -245,6 +276,8 @@ class Store(Tables):
 
     def document_text(self, document_id: str) -> str | None:
         """The text a document was stored with (None: unknown, or stored before texts were kept)."""
+        if not holdable(document_id):
+            return None
         with self._read() as db:
             row = db.execute("SELECT text FROM documents WHERE id = ?", (document_id,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
@@ -255,6 +288,8 @@ class Store(Tables):
         A source that several documents share names none of them: that is an
         ``InvalidRequestError`` listing their ids (a delete must never guess).
         """
+        if not holdable(ref):
+            return None
         with self._read() as db:
             rows = db.execute(
                 "SELECT id, 0 AS pick FROM documents WHERE id = ? UNION ALL "
@@ -299,11 +334,13 @@ class Store(Tables):
                 return False
             self.database.lock_change_log(db)  # held to commit: seqs become visible in order
             self._delete_chunks(db, doc.id)
+            db.execute("DELETE FROM rejected_versions WHERE document_id = ?", (doc.id,))
             db.execute("DELETE FROM doc_meta WHERE document_id = ?", (doc.id,))
             db.executemany(
                 "INSERT INTO doc_meta(key, value, document_id) VALUES (?, ?, ?)",
                 [(k, v, doc.id) for k, v in metadata_terms(doc.metadata)],
             )
+            logged: list[tuple[str, int, str]] = []
             for chunk in chunks:
                 row_id = db.execute(
                     "INSERT INTO chunks(id, document_id, ordinal, text, heading, token_count, "
@@ -319,7 +356,8 @@ class Store(Tables):
                         np.ascontiguousarray(chunk.embedding, dtype=np.float32).tobytes(),
                     ),
                 ).fetchone()[0]
-                db.execute("INSERT INTO changes(op, row_id) VALUES ('upsert', ?)", (row_id,))
+                logged.append(("upsert", int(row_id), chunk.id))
+            _log_changes(db, logged)
             db.execute(
                 "INSERT INTO documents(id, source, title, metadata, content_hash, status, error, "
                 "chunk_count, updated_at, text) VALUES (?, ?, ?, ?, ?, 'done', NULL, ?, ?, ?) "
@@ -352,16 +390,28 @@ class Store(Tables):
         """Record that a document failed; a previous good version stays searchable.
 
         A stored document from another source is left alone: the failed input only
-        claimed its id (the failure is the job's to report, not that document's).
+        claimed its id (the failure is the job's to report, not that document's). A
+        rejected replacement of a stored, done document leaves it ``done`` with its stored
+        version; the attempt is recorded apart (:meth:`rejected_replacements`).
         """
         with self._transaction() as db:
             row = db.execute(
-                "SELECT chunk_count, source FROM documents WHERE id = ?", (document_id,)
+                "SELECT chunk_count, source, status FROM documents WHERE id = ?", (document_id,)
             ).fetchone()
             if row is not None and int(row[0]) > 0 and str(row[1]) != source:
                 return
             if row is not None and int(row[0]) > 0:
                 reason = f"{reason} (the previous version, {row[0]} chunks, is kept)"
+            if row is not None and int(row[0]) > 0 and str(row[2]) == "done":
+                db.execute(
+                    upsert_sql(
+                        "rejected_versions",
+                        ("document_id", "source", "reason", "rejected_at"),
+                        ("document_id",),
+                    ),
+                    (document_id, source, reason, _now()),
+                )
+                return
             db.execute(
                 "INSERT INTO documents(id, source, title, metadata, status, error, updated_at) "
                 "VALUES (?, ?, ?, ?, 'failed', ?, ?) ON CONFLICT(id) DO UPDATE SET "
@@ -410,6 +460,8 @@ class Store(Tables):
 
     def delete_document(self, document_id: str) -> int:
         """Delete a document and its chunks; return how many chunks went."""
+        if not holdable(document_id):
+            raise NotFoundError(f"no document with id {document_id!r}")
         with self._transaction() as db:
             exists = db.execute("SELECT 1 FROM documents WHERE id = ?", (document_id,)).fetchone()
             if exists is None:
@@ -417,6 +469,7 @@ class Store(Tables):
             self.database.lock_change_log(db)  # held to commit: seqs become visible in order
             removed = self._delete_chunks(db, document_id)
             db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
+            db.execute("DELETE FROM rejected_versions WHERE document_id = ?", (document_id,))
             db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
         return removed
 
@@ -424,11 +477,9 @@ class Store(Tables):
     def _delete_chunks(db: Conn, document_id: str) -> int:
         """Delete a document's chunks, logging a change for each (the caller holds the lock)."""
         rows = db.execute(
-            "SELECT row_id FROM chunks WHERE document_id = ? ORDER BY row_id", (document_id,)
+            "SELECT row_id, id FROM chunks WHERE document_id = ? ORDER BY row_id", (document_id,)
         ).fetchall()
-        db.executemany(
-            "INSERT INTO changes(op, row_id) VALUES ('delete', ?)", [(int(r[0]),) for r in rows]
-        )
+        _log_changes(db, [("delete", int(r[0]), str(r[1])) for r in rows])
         db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
         return len(rows)
 
@@ -439,6 +490,20 @@ class Store(Tables):
         with self._read() as db:
             row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
         return int(row[0])
+
+    def digest_at(self, seq: int) -> str | None:
+        """The change log's rolling digest at ``seq`` ('' at 0; None past the log's end).
+
+        Each entry's digest hashes the previous one with its own operation, row id and
+        chunk id, so two logs agree at ``seq`` only if their whole histories up to it are
+        the same: an index built from this store can tell it from a restored backup or
+        another store that reached the same sequence number by different writes.
+        """
+        if seq == 0:
+            return ""
+        with self._read() as db:
+            row = db.execute("SELECT digest FROM changes WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0] or "")
 
     def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
         """Changes after ``seq`` in order, at most ``limit``."""
@@ -498,6 +563,7 @@ class Store(Tables):
     def _lookup(self, sql: str, values: Sequence[object]) -> list[tuple[Any, ...]]:
         """Run ``sql`` (with one ``{marks}`` IN-list) over ``values`` in batches of 500."""
         rows: list[tuple[Any, ...]] = []
+        values = [v for v in values if holdable(v)]
         with self._read() as db:
             for start in range(0, len(values), _IN_BATCH):
                 batch = list(values[start : start + _IN_BATCH])
@@ -571,6 +637,9 @@ class Store(Tables):
         """Row ids of chunks whose document matches every clause (key in exact values)."""
         if not clauses:
             return set(self.all_row_ids())
+        if not all(holdable(key) for key in clauses):
+            return set()  # no stored key holds a NUL
+        clauses = {key: [v for v in values if holdable(v)] for key, values in clauses.items()}
         if any(not values for values in clauses.values()):
             return set()
         if sum(len(values) for values in clauses.values()) > _IN_BATCH:
@@ -604,6 +673,19 @@ class Store(Tables):
 
     # -- status --------------------------------------------------------------------------
 
+    def rejected_replacements(self) -> list[tuple[str, str, str, str]]:
+        """Each stored document's last rejected replacement: (id, source, reason, when).
+
+        A document that kept its version stays ``done``; the row goes when a new version
+        is stored or the document is deleted.
+        """
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT document_id, source, reason, rejected_at FROM rejected_versions "
+                "ORDER BY document_id"
+            ).fetchall()
+        return [(str(d), str(s), str(r), str(t)) for d, s, r, t in rows]
+
     def counts(self) -> dict[str, int]:
         """Documents per status, chunks and the last change sequence."""
         with self._read() as db:
@@ -611,8 +693,29 @@ class Store(Tables):
             chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         out = {f"documents_{k}": int(v) for k, v in by_status.items()}
         out["chunks"] = int(chunks)
+        with self._read() as db:
+            rejected = db.execute("SELECT COUNT(*) FROM rejected_versions").fetchone()[0]
+        if rejected:
+            out["replacements_rejected"] = int(rejected)
         out["last_seq"] = self.last_seq()
         return out
+
+
+def _log_changes(db: Conn, entries: Sequence[tuple[str, int, str]]) -> None:
+    """Append (op, row id, chunk id) entries to the change log, chaining their digests.
+
+    The caller holds the change-log lock, so the last digest read here is the one the
+    new entries follow.
+    """
+    if not entries:
+        return
+    row = db.execute("SELECT digest FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
+    digest = "" if row is None or row[0] is None else str(row[0])
+    values: list[tuple[str, int, str]] = []
+    for op, row_id, chunk in entries:
+        digest = hashlib.sha256(f"{digest}|{op}|{row_id}|{chunk}".encode()).hexdigest()[:24]
+        values.append((op, row_id, digest))
+    db.executemany("INSERT INTO changes(op, row_id, digest) VALUES (?, ?, ?)", values)
 
 
 def _document_info(row: Sequence[object]) -> DocumentInfo:

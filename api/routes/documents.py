@@ -20,7 +20,14 @@ from app.readback import document_page
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
-from lore.models import DocumentInfo, DocumentStatus, Loaded
+from lore.models import (
+    DocumentInfo,
+    DocumentStatus,
+    Loaded,
+    metadata_problem,
+    unaddressable,
+    unstorable,
+)
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -30,19 +37,41 @@ MetadataValue = str | int | float | bool | list[str] | list[int] | list[float]
 def _not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("an id must have a character that is not whitespace")
+    problem = unaddressable(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _storable(value: str) -> str:
+    problem = unstorable(value, "the value")
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _storable_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    problem = metadata_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
 DocumentIdIn = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_not_blank)]
+TextIn = Annotated[str, Field(max_length=50_000_000), AfterValidator(_storable)]
+TitleIn = Annotated[str, Field(max_length=1000), AfterValidator(_storable)]
+MetadataIn = Annotated[
+    dict[str, MetadataValue], Field(max_length=200), AfterValidator(_storable_metadata)
+]
 
 
 class DocumentIn(BaseModel):
     """One document to store (the same id again replaces it)."""
 
     id: DocumentIdIn
-    text: str = Field(max_length=50_000_000)
-    title: str = Field("", max_length=1000)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
+    text: TextIn
+    title: TitleIn = ""
+    metadata: MetadataIn = Field(default_factory=dict)
 
 
 class IngestRequest(BaseModel):
@@ -62,9 +91,9 @@ class IngestRequest(BaseModel):
     }
 
     id: DocumentIdIn | None = None
-    text: str | None = Field(None, max_length=50_000_000)
-    title: str = Field("", max_length=1000)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=200)
+    text: TextIn | None = None
+    title: TitleIn = ""
+    metadata: MetadataIn = Field(default_factory=dict)
     documents: list[DocumentIn] | None = Field(None, min_length=1)
     wait: bool = Field(False, description="answer once the documents are searchable")
 

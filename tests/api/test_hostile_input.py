@@ -140,8 +140,8 @@ def test_4_json_documents_honour_max_document_bytes(
 
 def test_9_nul_only_text_is_refused(client: TestClient) -> None:
     body = {"id": "nul.md", "text": "\x00\x00\x00", "wait": True}
-    status, reason = statuses(client.post("/v1/documents", json=body).json())["nul.md"]
-    assert status == "failed" and "NUL" in str(reason)
+    reply = client.post("/v1/documents", json=body)  # issue 31: 422 naming the field
+    assert reply.status_code == 422 and "NUL" in reply.text and "text" in reply.text
 
 
 def test_9_a_whitespace_id_is_422(client: TestClient) -> None:
