@@ -171,8 +171,8 @@ class Runtime:
         sparse, dense = self.indexes.open()
         head = self.store.last_seq()
 
-        def health(index: object) -> str:
-            reason = getattr(index, "repaired", None)  # only on-disk indexes check files
+        def health(name: str, index: object) -> str:
+            reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
             return f"rebuilt from the store: {reason}" if reason else "ok"
 
         return {
@@ -180,12 +180,12 @@ class Runtime:
             "sparse": {
                 "engine": self.settings.sparse.engine,
                 "applied_seq": sparse.applied_seq,
-                "health": health(sparse),
+                "health": health("sparse", sparse),
             },
             "dense": {
                 "engine": "hnswlib",
                 "applied_seq": dense.applied_seq,
-                "health": health(dense),
+                "health": health("dense", dense),
             },
             "current": sparse.applied_seq == head and dense.applied_seq == head,
         }
@@ -200,7 +200,7 @@ class Runtime:
         self.sync_indexes()
         out: dict[str, str] = {}
         for name, index in (("sparse", sparse), ("dense", dense)):
-            reason = getattr(index, "repaired", None)  # only on-disk indexes check files
+            reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
             out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
         return out
 

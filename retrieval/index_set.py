@@ -3,27 +3,41 @@
 :class:`IndexSet` opens the sparse and dense indexes on first use, marks them with the
 id of the store they are built from (index files of another store — the database was
 replaced — start empty and are rebuilt), catches them up with the store's change
-sequence and resets them for a full rebuild. Index files are written under a file lock,
-so two processes never write them at once; inside a process a readers-writer lock
-(``guard``, shared with the searcher) keeps searches off an index being updated.
+sequence and resets them for a full rebuild.
+
+The id and the sequence number alone cannot tell a store restored from a backup (same
+id, and later writes reach the same sequence numbers again) from the one the indexes
+saw. So each index's watermark (``indexes.watermark.json``) also records the change
+log's rolling digest at the sequence it applied (:meth:`lore.store.Store.digest_at`):
+when the store's digest there differs, that index is rebuilt, and :attr:`IndexSet.rebuilt`
+says why (``lore status``, ``/readyz``). Index files removed under a running process are
+noticed before the next search or catch-up and rebuilt from the store.
+
+Index files are written under a file lock, so two processes never write them at once;
+inside a process a readers-writer lock (``guard``, shared with the searcher) keeps
+searches off an index being updated.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lore.db import ensure_dir
 from lore.settings import DenseSettings, SparseSettings
 from lore.store import Store
 from retrieval.analyzer import Analyzer
 from retrieval.dense import DenseIndex, open_dense_index
-from retrieval.indexes import catch_up, index_lock
+from retrieval.indexes import DerivedIndex, catch_up, index_lock
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
 
 MARKER = "indexes.store-id"
 LOCK = "indexes.lock"
+WATERMARK = "indexes.watermark.json"
 
 
 @dataclass
@@ -41,6 +55,9 @@ class IndexSet:
     _sparse: SparseIndex | None = field(default=None, init=False)
     _dense: DenseIndex | None = field(default=None, init=False)
     _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _on_disk: set[str] = field(default_factory=set, init=False)
+    rebuilt: dict[str, str] = field(default_factory=dict, init=False)
+    """Index name → why it was last rebuilt from the store by this process."""
 
     def open(self) -> tuple[SparseIndex, DenseIndex]:
         """Both indexes, opened (and checked against the store's id) on first use."""
@@ -49,8 +66,13 @@ class IndexSet:
                 with index_lock(self.data_dir / LOCK):
                     sparse, dense = self._open_sparse(), self._open_dense()
                     self._check_marker(sparse, dense)
+                    self._check_watermark({"sparse": sparse, "dense": dense})
+                    self._on_disk = {n for n, d in self._directories().items() if d.is_dir()}
                 self._sparse, self._dense = sparse, dense
             return self._sparse, self._dense
+
+    def _sparse_dir(self) -> Path:
+        return self.data_dir / f"sparse-{self.sparse_settings.engine}-{self.analyzer.config.key()}"
 
     def _open_sparse(self) -> SparseIndex:
         cfg = self.sparse_settings
@@ -63,8 +85,7 @@ class IndexSet:
                 "epsilon": cfg.epsilon,
                 "delta": cfg.delta,
             }
-        directory = self.data_dir / f"sparse-{cfg.engine}-{self.analyzer.config.key()}"
-        return open_sparse_index(cfg.engine, directory, self.analyzer, **options)
+        return open_sparse_index(cfg.engine, self._sparse_dir(), self.analyzer, **options)
 
     def _open_dense(self) -> DenseIndex:
         cfg = self.dense_settings
@@ -91,11 +112,85 @@ class IndexSet:
             index.commit(0)
         marker.write_text(store_id)
 
+    def _check_watermark(self, indexes: dict[str, DerivedIndex]) -> None:
+        """Reset each index whose recorded digest differs from the store's at its seq.
+
+        The caller holds the index lock. An index without a recorded watermark (made
+        before watermarks) is trusted once and recorded at the next catch-up.
+        """
+        recorded = self._read_watermark()
+        for name, index in indexes.items():
+            mark = recorded.get(name)
+            if index.applied_seq == 0 or not isinstance(mark, list) or len(mark) != 2:
+                continue
+            seq, digest = int(mark[0]), str(mark[1])
+            if seq > index.applied_seq:  # files older than their watermark: trust the files
+                continue
+            actual = self.store.digest_at(seq)
+            if actual != digest:
+                why = (
+                    "the store's change log at seq "
+                    f"{seq} is not the one this index was built from (the store was restored "
+                    "from a backup or replaced)"
+                )
+                index.reset()
+                index.commit(0)
+                self.rebuilt[name] = why
+
+    def _read_watermark(self) -> dict[str, object]:
+        path = self.data_dir / WATERMARK
+        try:
+            loaded = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def _write_watermark(self, indexes: dict[str, DerivedIndex]) -> None:
+        """Record each index's applied seq and the store's digest there (under the lock)."""
+        marks = {
+            name: [i.applied_seq, self.store.digest_at(i.applied_seq)]
+            for name, i in indexes.items()
+        }
+        path = self.data_dir / WATERMARK
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(marks))
+        os.replace(tmp, path)
+
+    def _vanished(self) -> dict[str, str]:
+        """Indexes whose files were removed under this process (name → what is missing)."""
+        out: dict[str, str] = {}
+        for name, directory in self._directories().items():
+            if name in self._on_disk and not directory.is_dir():
+                out[name] = f"its directory {directory.name} was removed while serving"
+        return out
+
+    def _directories(self) -> dict[str, Path]:
+        return {"sparse": self._sparse_dir(), "dense": self.data_dir / "dense-hnswlib"}
+
+    def heal(self) -> dict[str, str]:
+        """Rebuild from the store any index whose files vanished; name → reason (or {})."""
+        if self._sparse is None or self._dense is None or not self._vanished():
+            return {}
+        with self._open_lock, index_lock(self.data_dir / LOCK), self.guard.write():
+            gone = self._vanished()
+            by_name: dict[str, DerivedIndex] = {"sparse": self._sparse, "dense": self._dense}
+            for name, why in gone.items():
+                index = by_name[name]
+                ensure_dir(self._directories()[name])
+                getattr(index, "recreate", index.reset)()  # tantivy reopens its directory
+                catch_up(self.store, index)
+                self.rebuilt[name] = why
+            if gone:
+                (self.data_dir / MARKER).write_text(self.store.get_meta("store_id") or "")
+                self._write_watermark(by_name)
+            return gone
+
     def behind(self) -> bool:
         """True when an index is not open yet or has not applied the store's last change."""
         head = self.store.last_seq()
         return (
-            self._sparse is None
+            bool(self._vanished())
+            or self._sparse is None
             or self._dense is None
             or self._sparse.applied_seq != head
             or self._dense.applied_seq != head
@@ -104,15 +199,22 @@ class IndexSet:
     def catch_up(self) -> dict[str, int]:
         """Catch both indexes up with the store; return the changes each applied."""
         sparse, dense = self.open()
+        self.heal()
         if not self.behind():
             return {"sparse": 0, "dense": 0}
         with index_lock(self.data_dir / LOCK), self.guard.write():
-            return {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
+            self._check_watermark({"sparse": sparse, "dense": dense})
+            done = {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
+            self._write_watermark({"sparse": sparse, "dense": dense})
+            return done
 
     def reset(self) -> dict[str, int]:
         """Rebuild both indexes from the stored chunks."""
         sparse, dense = self.open()
+        self.heal()
         with index_lock(self.data_dir / LOCK), self.guard.write():
             sparse.reset()
             dense.reset()
-            return {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
+            done = {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
+            self._write_watermark({"sparse": sparse, "dense": dense})
+            return done

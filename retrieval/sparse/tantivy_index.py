@@ -134,6 +134,13 @@ class TantivyIndex:
             },
         )
 
+    def recreate(self) -> None:
+        """Start an empty index in a new directory (the old one was removed under us)."""
+        self._writer = None
+        ensure_dir(self._dir)
+        self._index = tantivy.Index(self._schema, path=str(self._dir), reuse=True)
+        self._applied = 0
+
     def reset(self) -> None:
         """Delete every document."""
         self._w().delete_all_documents()
