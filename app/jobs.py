@@ -422,6 +422,15 @@ class JobStore(Tables):
                 ],
             )
 
+    def forget_documents(self, document_ids: Sequence[str]) -> None:
+        """Drop deleted documents' staged text from every job (their statuses stay)."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE job_documents SET payload = NULL WHERE document_id = ? "
+                "AND payload IS NOT NULL",
+                [(d,) for d in document_ids],
+            )
+
     def fail(self, job_id: str, document_id: str, reason: str) -> None:
         """Record that a document failed for good."""
         self.advance(job_id, [document_id], JobStatus.FAILED, error=reason)

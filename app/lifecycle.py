@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.builders import build_extractor, build_llm_client, build_report_writer
+from app.builders import build_extractor, build_llm_client, build_report_writer, database_for
 from app.jobs import JobInfo, follow
 from graph.cascade import (
     REEXTRACT_META,
@@ -31,12 +32,14 @@ from graph.reports import ExtractiveWriter, ReportWriter
 from ingest.graph_build import pending_chunks
 from ingest.graph_cost import BuildEstimate
 from ingest.graph_cost import estimate_build as estimate
+from lore.db import checkpoint
 from lore.errors import (
     ConfigurationError,
     LLMUnavailableError,
     NotFoundError,
     PermanentError,
 )
+from lore.llm import ReplyCache
 
 if TYPE_CHECKING:
     from app.jobs import JobStore
@@ -67,7 +70,33 @@ def delete_documents(
         removed += runtime.store.delete_document(document_id)
     if sync_indexes:
         runtime.sync_indexes()
-    return DeletionReport(ids, removed, forget(runtime, lost))
+    report = DeletionReport(ids, removed, forget(runtime, lost))
+    forget_text(runtime, ids, lost)
+    return report
+
+
+def forget_text(runtime: Runtime, document_ids: Sequence[str], chunk_ids: Sequence[str]) -> None:
+    """Remove deleted documents' text from the tables beside the store.
+
+    The LLM replies whose prompts held the chunks, the text staged in job records; then
+    each embedded SQLite file's WAL is checkpointed (every connection deletes with
+    ``secure_delete``), so the deleted text is in no file of the data directory.
+    """
+    settings = runtime.settings
+    cache_at = database_for(settings, "llm-cache")
+    if not isinstance(cache_at, Path) or cache_at.exists():  # never create an unused cache
+        cache = ReplyCache(cache_at)
+        try:
+            cache.forget_chunks(chunk_ids)
+            checkpoint(cache.database)
+        finally:
+            cache.close()
+    jobs = runtime.jobs()
+    jobs.forget_documents(document_ids)
+    graph = runtime.graph()
+    for database in (runtime.store.database, jobs.database, getattr(graph, "database", None)):
+        if database is not None:
+            checkpoint(database)
 
 
 def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:

@@ -56,7 +56,7 @@ class LLMExtractor:
 
     def prompt(self, chunk: ChunkInput) -> ChatPrompt[extract_graph.Reply]:
         """The prompt one chunk is extracted with (also what a dry run counts)."""
-        return extract_graph.render(chunk.text, chunk.title, self.entity_types)
+        return extract_graph.render(chunk.text, chunk.title, self.entity_types, chunk.chunk_id)
 
     async def _one(self, chunk: ChunkInput) -> Extraction | Quarantined:
         prompt = self.prompt(chunk)

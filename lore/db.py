@@ -166,6 +166,7 @@ def connect_sqlite(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=30000")
+        db.execute("PRAGMA secure_delete=ON")  # deleted text is overwritten, not left in pages
     except sqlite3.DatabaseError as exc:
         db.close()
         raise damaged(path, exc) from exc
@@ -232,6 +233,11 @@ class SQLiteDatabase:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the file and truncate it (after a delete: no old pages linger)."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------
@@ -503,6 +509,12 @@ class Tables:
 
     def _generation(self) -> tuple[int, int]:
         return self.database.generation()
+
+
+def checkpoint(database: Database) -> None:
+    """Checkpoint an embedded SQLite file's WAL (PostgreSQL: nothing to do)."""
+    if isinstance(database, SQLiteDatabase):
+        database.checkpoint()
 
 
 def close_all_postgres() -> None:

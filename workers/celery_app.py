@@ -17,7 +17,8 @@ from typing import Any
 
 from celery import Celery
 
-from lore.errors import ConfigurationError
+from lore.db import redact
+from lore.errors import BackendUnavailableError, ConfigurationError
 from lore.settings import Settings, load_settings
 
 TASKS_MODULE = "workers.tasks"
@@ -88,11 +89,18 @@ def broker_epoch(settings: Settings) -> str:
 
     if not settings.broker.url:
         return ""
-    client = redis.Redis.from_url(settings.broker.url)
+    client = redis.Redis.from_url(
+        settings.broker.url, socket_connect_timeout=5.0, socket_timeout=30.0
+    )
     try:
         key = f"{settings.broker.key_prefix}epoch"
         client.set(key, uuid.uuid4().hex, nx=True)
         value = client.get(key)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise BackendUnavailableError(
+            f"the broker at {redact(settings.broker.url)} does not answer ({exc}); start it, "
+            "or unset LORE_BROKER__URL to run everything in this process"
+        ) from None
     finally:
         client.close()
     return value.decode() if isinstance(value, bytes) else str(value)

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import models_json_schema
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.deps import IngestRuntimeDep, RuntimeDep, SettingsDep
 from api.routes.jobs import JobOut, job_out
@@ -264,6 +265,15 @@ async def _parse(request: Request, max_bytes: int) -> tuple[list[Loaded], bool]:
     return docs, body.wait
 
 
+def _first_http_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The HTTP error (e.g. the body limit's 413) inside an exception group, else the group."""
+    matched, _ = group.split(StarletteHTTPException)
+    found: BaseException | None = matched
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return group if found is None else found
+
+
 @router.post(
     "/documents",
     response_model=JobOut,
@@ -278,7 +288,10 @@ async def post_documents(
     background: BackgroundTasks,
 ) -> Any:
     """Store documents (JSON, or files as multipart); returns the job, or waits for it."""
-    items, wait = await _parse(request, settings.ingest.max_document_bytes)
+    try:
+        items, wait = await _parse(request, settings.ingest.max_document_bytes)
+    except BaseExceptionGroup as group:  # a streamed body over the limit, read through
+        raise _first_http_error(group) from None  # a middleware's task group: its 413
     if len(items) > settings.api.max_batch_documents:
         raise InvalidRequestError(
             f"{len(items)} documents in one request; the limit is "

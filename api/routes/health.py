@@ -1,4 +1,4 @@
-"""``GET /healthz`` (the process is up) and ``GET /readyz`` (its store answers)."""
+"""``GET /healthz`` (the process is up) and ``GET /readyz`` (its store and broker answer)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from api.deps import NamespacesDep
 from lore import __version__
+from lore.db import redact
 
 router = APIRouter(tags=["health"])
 
@@ -19,6 +20,22 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok", "version": __version__}
 
 
+def _broker_check(url: str | None) -> str | None:
+    """``ok`` when the broker answers a ping, else why not; None without a broker."""
+    if not url:
+        return None
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=2.0)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        return f"the broker at {redact(url)} does not answer: {exc}"
+    finally:
+        client.close()
+    return "ok"
+
+
 @router.get("/readyz", response_model=None)
 async def readyz(namespaces: NamespacesDep) -> JSONResponse:
     """Readiness: the store answers, the indexes are caught up, the embedder is loaded.
@@ -27,6 +44,9 @@ async def readyz(namespaces: NamespacesDep) -> JSONResponse:
     first query pays for it.
     """
     default = namespaces.settings.auth.default_namespace
+    broker = await asyncio.to_thread(_broker_check, namespaces.settings.broker.url)
+    if broker is not None and broker != "ok":
+        return JSONResponse({"status": "not ready", "checks": {"broker": broker}}, status_code=503)
     try:
         runtime = await asyncio.to_thread(namespaces.runtime, default)
         indexes = await asyncio.to_thread(runtime.index_health)
@@ -37,5 +57,7 @@ async def readyz(namespaces: NamespacesDep) -> JSONResponse:
             status_code=503,
         )
     checks = {"store": "ok", "indexes": "caught up", "embedder": runtime.embedder.name}
+    if broker is not None:
+        checks["broker"] = broker
     checks.update({f"{name}_index": state for name, state in indexes.items()})
     return JSONResponse({"status": "ready", "checks": checks})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from lore.db import Database, Tables, upsert_sql
@@ -11,13 +12,21 @@ _REPLIES = (
     "key TEXT NOT NULL UNIQUE, model TEXT NOT NULL, task TEXT NOT NULL, reply TEXT NOT NULL)"
 )
 _BY_TASK = "CREATE INDEX IF NOT EXISTS llm_replies_by_task ON llm_replies(model, task, id)"
+_SOURCES = """
+CREATE TABLE IF NOT EXISTS llm_reply_chunks (
+    chunk_id TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (chunk_id, key)
+);
+CREATE INDEX IF NOT EXISTS llm_reply_chunks_by_key ON llm_reply_chunks(key)
+"""
 
 
 class ReplyCache(Tables):
     """Valid replies by prompt hash (a SQLite file or PostgreSQL; safe across processes).
 
     ``id`` numbers replies in the order they were first stored (a replaced reply keeps
-    its place), so :meth:`replies` can return the latest ones on either engine.
+    its place), so :meth:`replies` can return the latest ones on either engine. Each
+    reply whose prompt held stored chunks is mapped to them (``llm_reply_chunks``), so
+    deleting a document forgets the replies made from its text (:meth:`forget_chunks`).
     """
 
     COMPONENT = "llm_replies"
@@ -28,6 +37,7 @@ class ReplyCache(Tables):
         if self.database.kind == "sqlite":
             self._number_rows()
         self.database.apply_schema(self.COMPONENT, self.VERSION, _BY_TASK)
+        self.database.apply_schema("llm_reply_chunks", 1, _SOURCES)
 
     def _number_rows(self) -> None:
         """A cache made before replies had ids: copy it, numbered in rowid order."""
@@ -58,10 +68,37 @@ class ReplyCache(Tables):
             ).fetchall()
         return [str(r[0]) for r in rows]
 
-    def put(self, key: str, model: str, task: str, reply: str) -> None:
-        """Remember a reply that validated."""
+    def put(
+        self, key: str, model: str, task: str, reply: str, *, chunk_ids: Sequence[str] = ()
+    ) -> None:
+        """Remember a reply that validated (and the stored chunks its prompt held)."""
         with self._transaction() as db:
             db.execute(
                 upsert_sql("llm_replies", ("key", "model", "task", "reply"), ("key",)),
                 (key, model, task, reply),
             )
+            db.executemany(
+                "INSERT INTO llm_reply_chunks(chunk_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(chunk_id, key) for chunk_id in chunk_ids],
+            )
+
+    def forget_chunks(self, chunk_ids: Sequence[str]) -> int:
+        """Delete the replies whose prompts held any of ``chunk_ids``; how many went."""
+        removed = 0
+        with self._transaction() as db:
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                keys = [
+                    str(r[0])
+                    for r in db.execute(
+                        f"SELECT DISTINCT key FROM llm_reply_chunks WHERE chunk_id IN ({marks})",
+                        batch,
+                    )
+                ]
+                for key in keys:
+                    removed += int(
+                        db.execute("DELETE FROM llm_replies WHERE key = ?", (key,)).rowcount
+                    )
+                    db.execute("DELETE FROM llm_reply_chunks WHERE key = ?", (key,))
+        return removed

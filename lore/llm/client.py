@@ -32,6 +32,8 @@ class ChatPrompt(Generic[ReplyT]):
     system: str
     user: str
     reply: type[ReplyT]
+    chunk_ids: tuple[str, ...] = ()
+    """The stored chunks whose text the prompt holds: deleting one forgets the reply."""
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages to send."""
@@ -261,7 +263,7 @@ class LLMClient:
         if repaired:
             self.stats.repaired += 1
         if self._cache is not None:
-            self._cache.put(key, self.model, prompt.task, text)
+            self._cache.put(key, self.model, prompt.task, text, chunk_ids=prompt.chunk_ids)
         return reply
 
     async def _complete(self, messages: list[dict[str, str]]) -> str:

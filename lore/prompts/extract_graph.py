@@ -65,11 +65,14 @@ Reply with one JSON object and nothing else:
 If the text names nothing worth keeping, reply {{"entities": [], "relations": []}}."""
 
 
-def render(text: str, title: str, entity_types: Sequence[str]) -> ChatPrompt[Reply]:
+def render(
+    text: str, title: str, entity_types: Sequence[str], chunk_id: str = ""
+) -> ChatPrompt[Reply]:
     """The prompt for one chunk (the document title gives context)."""
     return ChatPrompt(
         task=TASK,
         system=SYSTEM.format(types=", ".join(entity_types)),
         user=f"Document: {title}\n\nText:\n{text}",
         reply=Reply,
+        chunk_ids=(chunk_id,) if chunk_id else (),
     )

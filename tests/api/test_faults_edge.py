@@ -121,3 +121,50 @@ def test_an_upload_with_nul_in_its_metadata_fails_and_ends_its_job(client: TestC
     job = reply.json()
     assert job["state"] == "failed"
     assert "NUL" in json.dumps(job)
+
+
+def test_a_chunked_body_over_the_limit_is_413(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    app = create_app(settings, Namespaces(settings, embedder=local_embedder))
+
+    def body() -> Iterator[bytes]:  # no Content-Length: sent chunked
+        yield b'{"id": "big.md", "text": "'
+        for _ in range(11):
+            yield b"x" * 1_000_000
+        yield b'"}'
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for kind in ("application/json", "multipart/form-data; boundary=xyz"):
+            reply = client.post("/v1/documents", content=body(), headers={"content-type": kind})
+            assert reply.status_code == 413, reply.text
+            assert "LORE_API__MAX_BODY_BYTES" in reply.text
+
+
+DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+
+
+def test_an_unreachable_broker_is_503_and_readyz_says_so(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    settings = load_settings(data_dir=tmp_path, broker={"url": DEAD_BROKER})
+    app = create_app(settings, Namespaces(settings, embedder=local_embedder))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        reply = client.post("/v1/documents", json={"id": "b.md", "text": "E_BROKER", "wait": True})
+        assert reply.status_code == 503, reply.text
+        assert "broker" in reply.text and "127.0.0.1:1" in reply.text
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and "broker" in ready.json()["checks"]
+        assert client.get("/v1/jobs", params={"state": "running"}).json()["jobs"] == []
+
+
+def test_the_cli_names_an_unreachable_broker_without_a_traceback(tmp_path: Path) -> None:
+    from tests.e2e.test_cli import lore
+
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\nE_CLI_BROKER text\n")
+    done = lore(tmp_path / "data", "ingest", str(doc), LORE_BROKER__URL=DEAD_BROKER)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
+    assert "broker" in done.stdout + done.stderr
