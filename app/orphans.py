@@ -75,8 +75,10 @@ class OrphanSweep(Periodic):
                 self._launch()
 
     def step(self) -> bool:
-        """One sweep."""
+        """One sweep (and index files removed under this process rebuilt from the store)."""
         ended = end_orphaned_jobs(self._runtime)
         if ended:
             log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))
+        for name, why in self._runtime.indexes.heal().items():
+            log.warning("rebuilt the %s index from the store: %s", name, why)
         return True

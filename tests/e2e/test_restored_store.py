@@ -100,3 +100,20 @@ def test_index_directories_removed_under_a_live_server_heal(
         assert ready.status_code == 200, ready.text
         assert "removed while serving" in ready.text
         assert any(tmp_path.glob("sparse-*/meta.json"))  # written again
+
+
+def test_the_periodic_sweep_rebuilds_removed_index_directories(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    from app.orphans import OrphanSweep
+
+    runtime = make_runtime(tmp_path, local_embedder)
+    runtime.ingest(_batch("SWEEP"), extract_graph=False)
+    assert _hits(runtime, _token("SWEEP", 1))[0] == "SWEEP-1.md"
+    for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
+        shutil.rmtree(directory)
+    assert OrphanSweep(runtime, 0).step()  # no read or write in between
+    assert any(tmp_path.glob("sparse-*/meta.json")) and any(tmp_path.glob("dense-*/index.bin"))
+    assert "removed while serving" in runtime.index_state()["dense"]["health"]  # type: ignore[index]
+    assert _hits(runtime, _token("SWEEP", 2))[0] == "SWEEP-2.md"
+    runtime.close()
