@@ -28,6 +28,7 @@ from graph.cascade import (
 )
 from graph.refresh import Summarizer
 from graph.reports import ExtractiveWriter, ReportWriter
+from graph.upkeep_lock import upkeep_lock
 from ingest.graph_build import pending_chunks
 from ingest.graph_cost import BuildEstimate
 from ingest.graph_cost import estimate_build as estimate
@@ -95,6 +96,7 @@ def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:
         Summarizer(writer, runtime.store.texts_by_chunk_ids),
         max_cluster_size=cfg.max_cluster_size,
         seed=cfg.seed,
+        lock=upkeep_lock(runtime.store.database),
     )
     report.warnings += warnings
     return report

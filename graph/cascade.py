@@ -23,6 +23,7 @@ has done them all.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,14 +109,21 @@ def forget_chunks(
     *,
     max_cluster_size: int = 10,
     seed: int = 42,
+    lock: AbstractContextManager[None] | None = None,
 ) -> CascadeReport:
-    """Remove these chunks' contributions and rewrite the reports that relied on them."""
-    removal = remove_contributions(graph, chunk_ids)
-    released = quarantine.release(sorted(set(chunk_ids))) if chunk_ids else 0
-    report = CascadeReport(removal, released)
-    if removal.chunks and graph.communities():
-        plan = plan_refresh(graph, max_cluster_size=max_cluster_size, seed=seed)
-        report.refresh = run_plan(graph, summarizer, plan)
+    """Remove these chunks' contributions and rewrite the reports that relied on them.
+
+    Under ``lock`` (:func:`graph.upkeep_lock.upkeep_lock`) when given: two cascades, or a
+    cascade and a build, then run one after the other; the second plans on the marks the
+    first left, so both changes reach the reports.
+    """
+    with lock or nullcontext():
+        removal = remove_contributions(graph, chunk_ids)
+        released = quarantine.release(sorted(set(chunk_ids))) if chunk_ids else 0
+        report = CascadeReport(removal, released)
+        if removal.chunks and graph.communities():
+            plan = plan_refresh(graph, max_cluster_size=max_cluster_size, seed=seed)
+            report.refresh = run_plan(graph, summarizer, plan)
     return report
 
 

@@ -158,3 +158,42 @@ def _leiden(
         labels[node] = spare
         spare += 1
     return labels
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How far the kept top-level partition has drifted from what Leiden finds afresh.
+
+    ``kept`` and ``fresh`` are modularities of the same graph: the first of the
+    incremental hierarchy's level 0, the second of a fresh seeded Leiden run.
+    """
+
+    kept: float
+    fresh: float
+    margin: float
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether the kept partition fell more than ``margin`` (a share) below the fresh."""
+        return self.kept < self.fresh - self.margin * abs(self.fresh)
+
+
+def measure_drift(
+    edges: Iterable[Edge], communities: Sequence[Community], *, margin: float, seed: int = 42
+) -> Drift | None:
+    """Modularity of ``communities``' level 0 against a fresh Leiden run (None: no edges)."""
+    import graspologic_native as gn
+
+    merged = merge_edges(edges)
+    if not merged:
+        return None
+    nodes = {n for a, b, _ in merged for n in (a, b)}
+    top = {n: c.cluster for c in communities if c.level == 0 for n in c.members if n in nodes}
+    spare = max(top.values(), default=-1) + 1
+    for node in sorted(nodes - top.keys()):
+        top[node] = spare
+        spare += 1
+    _, fresh_partition = gn.leiden(merged, seed=seed)
+    kept = float(gn.modularity(merged, top))
+    fresh = float(gn.modularity(merged, {str(n): int(c) for n, c in fresh_partition.items()}))
+    return Drift(round(kept, 6), round(fresh, 6), margin)

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.communities import Community
-from graph.incremental import update_hierarchy
+from graph.communities import Community, hierarchical_communities
+from graph.incremental import measure_drift, update_hierarchy
 from graph.models import CommunityReport
 from graph.reports import ChunkTexts, ReportJob, ReportWriter, community_chunks, fingerprint
 from graph.staleness import stale_communities_for
@@ -61,6 +61,26 @@ class Summarizer:
 
 
 @dataclass
+class Clustering:
+    """How a refresh clustered: ``incremental`` (pinned), ``rebuild`` (asked) or ``drift``.
+
+    ``drift``: the pinned partition's modularity (``kept_modularity``) fell more than
+    ``margin`` below a fresh Leiden run's (``fresh_modularity``), so the hierarchy was
+    computed afresh. The modularities are None when drift was not measured (nothing
+    touched, a rebuild asked, or a cascade, which never measures it).
+    """
+
+    mode: str
+    margin: float | None = None
+    kept_modularity: float | None = None
+    fresh_modularity: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+@dataclass
 class RefreshPlan:
     """What a refresh has to summarise: stale ids per level, deepest level first."""
 
@@ -68,6 +88,9 @@ class RefreshPlan:
     stale: int
     levels: list[list[str]] = field(default_factory=list)
     largest: int = 1
+    clustering: Clustering = field(default_factory=lambda: Clustering("incremental"))
+    gone: list[str] = field(default_factory=list)
+    """Ids of communities the re-clustering removed (their reports went with them)."""
 
 
 @dataclass
@@ -79,28 +102,69 @@ class RefreshReport:
     refreshed: int = 0
     unchanged: int = 0
     llm_calls: int = 0
+    clustering: Clustering = field(default_factory=lambda: Clustering("incremental"))
+    written: list[str] = field(default_factory=list)
+    """Ids of the communities whose reports were (re)written."""
 
     def as_dict(self) -> dict[str, int]:
-        """JSON-ready counts."""
-        return asdict(self)
+        """JSON-ready counts (:attr:`clustering` has its own :meth:`Clustering.as_dict`)."""
+        return {
+            "communities": self.communities,
+            "stale": self.stale,
+            "refreshed": self.refreshed,
+            "unchanged": self.unchanged,
+            "llm_calls": self.llm_calls,
+        }
 
 
-def plan_refresh(graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 42) -> RefreshPlan:
-    """Mark stale communities, re-cluster keeping stable ids, list what to summarise."""
+def plan_refresh(
+    graph: GraphStore,
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 42,
+    rebuild: bool = False,
+    drift_margin: float | None = None,
+) -> RefreshPlan:
+    """Mark stale communities, re-cluster keeping stable ids, list what to summarise.
+
+    The hierarchy is updated in place (:func:`graph.incremental.update_hierarchy`)
+    unless ``rebuild`` asks for a fresh one, or — with ``drift_margin`` and something
+    touched — the updated partition's modularity fell more than that share below a fresh
+    Leiden run's (:func:`graph.incremental.measure_drift`). After a fresh clustering
+    every community is stale; a report whose fingerprint still matches is kept.
+    """
     previous = graph.communities()
     touched = graph.touched_entities()
-    graph.mark_stale(sorted(stale_communities_for(previous, touched)))
-    current = update_hierarchy(
-        graph.edges(), previous, touched, max_cluster_size=max_cluster_size, seed=seed
-    )
+    edges = graph.edges()
+    clustering = Clustering(mode="rebuild" if rebuild else "incremental", margin=drift_margin)
+    if rebuild:
+        current = hierarchical_communities(edges, max_cluster_size=max_cluster_size, seed=seed)
+    else:
+        graph.mark_stale(sorted(stale_communities_for(previous, touched)))
+        current = update_hierarchy(
+            edges, previous, touched, max_cluster_size=max_cluster_size, seed=seed
+        )
+        if drift_margin is not None and touched and previous:
+            drift = measure_drift(edges, current, margin=drift_margin, seed=seed)
+            if drift is not None:
+                clustering.kept_modularity = drift.kept
+                clustering.fresh_modularity = drift.fresh
+                if drift.exceeded:
+                    clustering.mode = "drift"
+                    current = hierarchical_communities(
+                        edges, max_cluster_size=max_cluster_size, seed=seed
+                    )
     graph.replace_communities(current)
     graph.clear_touched(sorted(touched))
-    before = {c.id: c.members for c in previous}
-    reported = {r.community_id for r in graph.reports()}
-    marked = graph.stale_communities()
     ids = {c.id for c in current}
-    changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
-    stale = _with_ancestors(current, (marked & ids) | changed)
+    marked = graph.stale_communities()
+    if clustering.mode == "incremental":
+        before = {c.id: c.members for c in previous}
+        reported = {r.community_id for r in graph.reports()}
+        changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
+        stale = _with_ancestors(current, (marked & ids) | changed)
+    else:
+        stale = set(ids)
     graph.clear_stale(sorted(marked - ids))
     graph.mark_stale(sorted(stale))
     by_level: dict[int, list[str]] = {}
@@ -113,6 +177,8 @@ def plan_refresh(graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 4
         stale=len(stale),
         levels=[by_level[level] for level in sorted(by_level, reverse=True)],
         largest=max(1, largest),
+        clustering=clustering,
+        gone=sorted({c.id for c in previous} - ids),
     )
 
 
@@ -181,12 +247,15 @@ def store_reports(
 def run_plan(graph: GraphStore, summarizer: Summarizer, plan: RefreshPlan) -> RefreshReport:
     """Summarise a plan's stale communities level by level, a level at a time."""
     calls_before = summarizer.llm_calls
-    report = RefreshReport(communities=plan.communities, stale=plan.stale)
+    report = RefreshReport(
+        communities=plan.communities, stale=plan.stale, clustering=plan.clustering
+    )
     for level in plan.levels:
         jobs = report_jobs(graph, level, plan.largest)
         written = summarizer.write_level(graph, jobs)
         store_reports(graph, written, level)
         report.refreshed += len(written)
+        report.written += [r.community_id for r in written]
     report.unchanged = report.communities - report.refreshed
     report.llm_calls = summarizer.llm_calls - calls_before
     return report
@@ -215,6 +284,8 @@ def plan_from_dict(data: Mapping[str, Any]) -> RefreshPlan:
         stale=int(data["stale"]),
         levels=[list(level) for level in data["levels"]],
         largest=int(data["largest"]),
+        clustering=Clustering(**data.get("clustering", {"mode": "incremental"})),
+        gone=list(data.get("gone", [])),
     )
 
 

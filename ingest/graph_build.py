@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from graph.cascade import extractor_warning, record_extractor, reextracting
 from graph.communities import Community, hierarchical_communities
@@ -49,6 +50,8 @@ class GraphBuildReport:
     budget_reached: bool = False
     warnings: list[str] = field(default_factory=list)
     llm: LLMStats = field(default_factory=LLMStats)
+    clustering: dict[str, Any] = field(default_factory=dict)
+    """How the hierarchy was updated (``graph.refresh.Clustering.as_dict``)."""
 
 
 def store_extractions(

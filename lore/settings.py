@@ -294,6 +294,13 @@ class GraphSettings(Section):
         min_length=1,
         description="neo4j backend: tag on every node; one per data directory sharing a server",
     )
+    recluster_margin: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="a build or refresh keeps the communities it can and re-clusters from "
+        "scratch only when their modularity falls this share below a fresh Leiden run's",
+    )
 
     @model_validator(mode="after")
     def _neo4j_needs_uri(self) -> GraphSettings:
