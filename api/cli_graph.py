@@ -34,12 +34,25 @@ def graph() -> None:
     is_flag=True,
     help="print what would be sent to the LLM (calls, cache hits, tokens, cost); change nothing",
 )
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="re-cluster from scratch (reports whose inputs are unchanged are still kept)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the build report as JSON")
 @click.pass_context
 def build(
-    ctx: click.Context, retry_quarantined: bool, reextract: bool, dry_run: bool, as_json: bool
+    ctx: click.Context,
+    retry_quarantined: bool,
+    reextract: bool,
+    dry_run: bool,
+    rebuild: bool,
+    as_json: bool,
 ) -> None:
-    """Extract entities from new chunks, drop what is gone, recompute communities.
+    """Extract entities from new chunks, drop what is gone, update the communities.
+
+    Only communities whose inputs changed get a new report; the hierarchy is computed
+    afresh with --rebuild, or when it drifted (graph.recluster_margin).
 
     With an LLM configured its endpoint is probed first; an unreachable or refusing one
     fails the build (exit 1) before anything changes. An extractor change keeps the
@@ -63,7 +76,7 @@ def build(
             bar.update(done, total)
 
         report, communities = runtime.build_graph(
-            progress, retry_quarantined=retry_quarantined, reextract=reextract
+            progress, retry_quarantined=retry_quarantined, reextract=reextract, rebuild=rebuild
         )
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})

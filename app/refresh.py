@@ -2,11 +2,15 @@
 
 Before planning, the graph catches up with the store (new chunks extracted, chunks of
 changed or deleted documents removed); those writes leave the touched marks the plan
-turns into stale communities. ``rebuild`` recomputes the hierarchy from scratch first
-and marks every community stale (a report whose inputs are unchanged is kept); a plain
-refresh keeps unaffected communities as they are (:mod:`graph.incremental`).
+turns into stale communities. Every path — ``lore graph build``, ``lore graph refresh``,
+the workers and the delete cascade — keeps unaffected communities as they are
+(:mod:`graph.incremental`) and rewrites only the reports whose inputs changed.
+``rebuild`` (``--rebuild``) recomputes the hierarchy from scratch and marks every
+community stale (a report whose inputs are unchanged is still kept); so does a build or
+refresh whose kept partition drifted more than ``graph.recluster_margin`` below a fresh
+Leiden run's modularity (the build report's ``clustering`` says which happened).
 
-``lore graph build`` is :func:`refresh_in_process` with ``rebuild``; ``lore graph
+``lore graph build`` is :func:`refresh_in_process`; ``lore graph
 refresh`` without a broker is the same function recorded as a job
 (:func:`refresh_inline`); the workers run :func:`prepare_refresh` and fan each level's
 summaries out as tasks (``workers.tasks``).
@@ -22,8 +26,9 @@ from app.builders import build_extractor, build_llm_client, build_report_writer
 from app.jobs import JobStore
 from app.ratelimit import build_rate_limiter
 from graph.refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, run_plan
+from graph.upkeep_lock import upkeep_lock
 from ingest.extraction import Extractor
-from ingest.graph_build import GraphBuildReport, build_communities, build_graph
+from ingest.graph_build import GraphBuildReport, build_graph
 from lore.llm import LLMClient, LLMStats
 
 if TYPE_CHECKING:
@@ -81,28 +86,45 @@ def prepare_refresh(
     hierarchy and its reports are then left as they were (an empty plan) until a run
     completes.
     """
-    graph = runtime.graph()
-    extractor = extractor or extractor_for(runtime)
+    caught_up = catch_up(runtime, extractor, progress, reextract=reextract)
+    if caught_up.budget_reached:
+        return RefreshPlan(communities=len(runtime.graph().communities()), stale=0), caught_up
+    with upkeep_lock(runtime.store.database):
+        plan = _plan(runtime, rebuild=rebuild)
+    return plan, caught_up
+
+
+def catch_up(
+    runtime: Runtime,
+    extractor: Extractor | None,
+    progress: Callable[[int, int], None] | None,
+    *,
+    reextract: bool,
+) -> GraphBuildReport:
+    """Extract new chunks and drop gone ones (the graph catches up with the store)."""
     budget = runtime.settings.llm.budget_tokens_per_run
-    caught_up = build_graph(
+    return build_graph(
         runtime.store,
-        graph,
-        extractor,
+        runtime.graph(),
+        extractor or extractor_for(runtime),
         runtime.quarantine(),
         progress,
         batch=runtime.settings.llm.max_concurrency if budget is not None else 64,
         reextract=reextract,
         budget_tokens=budget,
     )
-    if caught_up.budget_reached:
-        return RefreshPlan(communities=len(graph.communities()), stale=0), caught_up
+
+
+def _plan(runtime: Runtime, *, rebuild: bool) -> RefreshPlan:
+    """Re-cluster (pinned, or afresh when asked or on drift) and plan; hold the lock."""
     cfg = runtime.settings.graph
-    if rebuild:
-        build_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
-        graph.clear_touched(sorted(graph.touched_entities()))
-        graph.mark_stale([c.id for c in graph.communities()])
-    plan = plan_refresh(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
-    return plan, caught_up
+    return plan_refresh(
+        runtime.graph(),
+        max_cluster_size=cfg.max_cluster_size,
+        seed=cfg.seed,
+        rebuild=rebuild,
+        drift_margin=cfg.recluster_margin,
+    )
 
 
 def refresh_in_process(
@@ -124,14 +146,20 @@ def refresh_in_process(
         roles.client.probe()
     if retry_quarantined:
         runtime.quarantine().release()
-    plan, built = prepare_refresh(
-        runtime, rebuild=rebuild, extractor=roles.extractor, progress=progress, reextract=reextract
-    )
-    refreshed = run_plan(runtime.graph(), roles.summarizer, plan)
-    runtime.embed_reports()  # report vectors are written with the reports
+    built = catch_up(runtime, roles.extractor, progress, reextract=reextract)
+    graph = runtime.graph()
+    if built.budget_reached:  # the hierarchy and its reports stay as they were
+        refreshed = RefreshReport(communities=len(graph.communities()))
+    else:
+        with upkeep_lock(runtime.store.database):  # one upkeep at a time (graph.upkeep_lock)
+            plan = _plan(runtime, rebuild=rebuild)
+            refreshed = run_plan(graph, roles.summarizer, plan)
+            # report vectors are written with the reports, for those reports only
+            runtime.report_vectors().update(graph.reports_by_id(refreshed.written), plan.gone)
     built.reports_written = refreshed.refreshed
     built.report_writer = roles.summarizer.name
     built.llm = roles.llm
+    built.clustering = refreshed.clustering.as_dict()
     return built, refreshed
 
 

@@ -297,16 +297,18 @@ class Runtime:
         *,
         retry_quarantined: bool = False,
         reextract: bool = False,
+        rebuild: bool = False,
     ) -> tuple[GraphBuildReport, int]:
         """A full refresh in this process (``app.refresh.refresh_in_process``).
 
-        Extracts what is new, drops what is gone, recomputes the communities from
-        scratch and rewrites the reports whose inputs changed. Returns the build report
-        and the number of communities. ``reextract`` extracts every chunk again.
+        Extracts what is new, drops what is gone, updates the communities (from scratch
+        with ``rebuild`` or on drift) and rewrites the reports whose inputs changed.
+        Returns the build report and the number of communities. ``reextract`` extracts
+        every chunk again.
         """
         report, refreshed = refresh_in_process(
             self,
-            rebuild=True,
+            rebuild=rebuild,
             progress=progress,
             retry_quarantined=retry_quarantined,
             reextract=reextract,

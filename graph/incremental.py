@@ -59,9 +59,14 @@ def update_hierarchy(
     nodes = {n for a, b, _ in merged for n in (a, b)}
     out: list[Community] = []
 
+    placed = {n for c in previous for n in c.members}
+
     def descend(members: set[str], level: int, parent: str | None) -> None:
+        before = children.get(parent, [])
+        if parent is not None and not before and free.isdisjoint(members) and members <= placed:
+            return  # a leaf whose members are all as they were stays a leaf
         sub = merged if parent is None else _induced(members, adjacency)
-        groups = _split(members, sub, children.get(parent, []), free, seed)
+        groups = _split(members, sub, before, free, seed)
         if parent is not None and len(groups) == 1:
             return  # Leiden cannot split it further: it stays a leaf
         for known, group in groups:

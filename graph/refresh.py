@@ -64,7 +64,8 @@ class Summarizer:
 class Clustering:
     """How a refresh clustered: ``incremental`` (pinned), ``rebuild`` (asked) or ``drift``.
 
-    ``drift``: the pinned partition's modularity (``kept_modularity``) fell more than
+    ``rebuild`` also names the first clustering. ``drift``: the pinned partition's
+    modularity (``kept_modularity``) fell more than
     ``margin`` below a fresh Leiden run's (``fresh_modularity``), so the hierarchy was
     computed afresh. The modularities are None when drift was not measured (nothing
     touched, a rebuild asked, or a cascade, which never measures it).
@@ -136,7 +137,8 @@ def plan_refresh(
     previous = graph.communities()
     touched = graph.touched_entities()
     edges = graph.edges()
-    clustering = Clustering(mode="rebuild" if rebuild else "incremental", margin=drift_margin)
+    fresh = rebuild or not previous  # asked, or the first clustering
+    clustering = Clustering(mode="rebuild" if fresh else "incremental", margin=drift_margin)
     if rebuild:
         current = hierarchical_communities(edges, max_cluster_size=max_cluster_size, seed=seed)
     else:
@@ -158,11 +160,14 @@ def plan_refresh(
     graph.clear_touched(sorted(touched))
     ids = {c.id for c in current}
     marked = graph.stale_communities()
+    kept_sizes: dict[str, int] = {}  # chunks of each top-level community, from its report
     if clustering.mode == "incremental":
         before = {c.id: c.members for c in previous}
-        reported = {r.community_id for r in graph.reports()}
+        reports = graph.reports()
+        reported = {r.community_id for r in reports}
         changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
         stale = _with_ancestors(current, (marked & ids) | changed)
+        kept_sizes = {r.community_id: len(r.chunk_ids) for r in reports if r.level == 0}
     else:
         stale = set(ids)
     graph.clear_stale(sorted(marked - ids))
@@ -171,7 +176,15 @@ def plan_refresh(
     for community in current:
         if community.id in stale:
             by_level.setdefault(community.level, []).append(community.id)
-    largest = max((len(community_chunks(graph, c)) for c in current), default=1)
+    # the largest community is a top-level one; an unchanged one's chunks are its report's
+    largest = max(
+        (
+            len(community_chunks(graph, c)) if c.id in stale else kept_sizes.get(c.id, 0)
+            for c in current
+            if c.level == 0
+        ),
+        default=1,
+    )
     return RefreshPlan(
         communities=len(current),
         stale=len(stale),

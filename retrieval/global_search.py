@@ -26,6 +26,7 @@ text the map step read, ``reduce_tokens`` the key points the reduce step kept.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -203,6 +204,29 @@ class GlobalSearcher:
         default_factory=dict, init=False
     )
     _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
+    _view: tuple[object, list[CommunityReport], dict[int, list[CommunityReport]]] | None = field(
+        default=None, init=False
+    )
+    _view_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def reports_view(self) -> tuple[list[CommunityReport], dict[int, list[CommunityReport]], bool]:
+        """Every report and the level views, read once per graph generation.
+
+        A store that tells its generation (``generation()``, the local store) is read
+        again only after a write; the third value says whether it was (report vectors
+        then catch up). A store that does not is read per question.
+        """
+        tell = getattr(self.graph, "generation", None)
+        generation = tell() if tell is not None else None
+        with self._view_lock:
+            if generation is not None and self._view is not None and self._view[0] == generation:
+                return self._view[1], self._view[2], False
+        reports = self.graph.reports()
+        views = level_views(reports, self.graph.communities()) if reports else {}
+        if generation is not None:
+            with self._view_lock:
+                self._view = (generation, reports, views)
+        return reports, views, True
 
     def report_tokens(self, report: CommunityReport) -> int:
         """Tokens of a report's text (cached by its fingerprint)."""
@@ -252,10 +276,9 @@ class GlobalSearcher:
         allowed_chunks: set[str] | None = None,
     ) -> GlobalResult:
         """Map-reduce the relevant reports of one level (see the module docstring)."""
-        reports = self.graph.reports()
+        reports, views, changed = self.reports_view()
         if not reports:
             return GlobalResult(None, [], 0, 0, 0, 0, 0, ["the graph has no community reports"])
-        views = level_views(reports, self.graph.communities())
         if level is not None and level not in views:
             raise InvalidRequestError(
                 f"no community reports at level {level}; levels: {sorted(views)}"
@@ -265,7 +288,7 @@ class GlobalSearcher:
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
         loop = asyncio.get_running_loop()
-        if self.vectors is not None:
+        if self.vectors is not None and changed:
             await loop.run_in_executor(self.executor, self.vectors.catch_up, reports)
         scorer, bm25, matrix = await loop.run_in_executor(self.executor, self.scorer, view)
         ranked = await loop.run_in_executor(

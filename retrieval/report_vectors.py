@@ -78,6 +78,22 @@ class ReportVectorStore(Tables):
             rows = db.execute("SELECT community_id, content_hash FROM report_vectors")
             return {str(c): str(h) for c, h in rows}
 
+    def hashes_of(self, community_ids: Sequence[str]) -> dict[str, str]:
+        """Community id → content hash for these ids only (an indexed read)."""
+        out: dict[str, str] = {}
+        ids = sorted(set(community_ids))
+        with self._read() as db:
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                rows = db.execute(
+                    "SELECT community_id, content_hash FROM report_vectors "
+                    f"WHERE community_id IN ({marks})",
+                    part,
+                )
+                out.update({str(c): str(h) for c, h in rows})
+        return out
+
     def load(self) -> dict[str, tuple[str, Matrix]]:
         """Community id → (content hash, vectors) for every stored report."""
         with self._read() as db:
@@ -147,6 +163,32 @@ class ReportVectorIndex:
         for cid in gone:
             self._vectors.pop(cid, None)
         return len(stale)
+
+    def update(self, written: Sequence[CommunityReport], gone: Sequence[str]) -> int:
+        """Embed only these new or rewritten reports and drop ``gone``; return embedded.
+
+        A refresh's cost: the stored hashes of just these ids are read (a report whose
+        statements are unchanged is not embedded again), nothing else. The in-memory view
+        is updated for them; another process's writes are still seen by the next
+        :meth:`catch_up`.
+        """
+        with self._lock:
+            model = self.embedder.name
+            wanted = {r.community_id: statements(r) for r in written}
+            digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
+            stored = self.store.hashes_of(list(wanted))
+            stale = [cid for cid in sorted(wanted) if stored.get(cid) != digests[cid]]
+            known = self._reusable(wanted, digests, {t for cid in stale for t in wanted[cid]})
+            missing = list(dict.fromkeys(t for cid in stale for t in wanted[cid] if t not in known))
+            if missing:
+                known.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+            rows = [(cid, digests[cid], model, self._matrix(wanted[cid], known)) for cid in stale]
+            self.store.put(rows, list(gone))
+            for cid, digest, _, matrix in rows:
+                self._vectors[cid] = (digest, matrix)
+            for cid in gone:
+                self._vectors.pop(cid, None)
+            return len(stale)
 
     def _matrix(self, texts: Sequence[str], known: dict[str, Matrix]) -> Matrix:
         if not texts:

@@ -78,6 +78,7 @@ _KEYS = {
     "relation_mentions": ("source_key", "target_key", "chunk_id"),
     "extracted_chunks": ("chunk_id",),
     "community_reports": ("community_id",),
+    "communities": ("id",),
 }
 
 
@@ -104,6 +105,14 @@ class LocalGraphStore(Tables):
             raise TypeError("LocalGraphStore needs a path or a Database")
         super().__init__(target, _SCHEMA)
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None
+
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever the graph (or anything else in its database) was written.
+
+        Readers that cache a view of the reports (global search) re-read only when it
+        changed, by this or another process.
+        """
+        return self._generation()
 
     @contextmanager
     def _write(self) -> Iterator[Conn]:
@@ -287,10 +296,18 @@ class LocalGraphStore(Tables):
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy and drop the reports of communities not in it, atomically."""
-        rows = [(c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities]
-        with self._write() as db:
-            db.execute("DELETE FROM communities")
-            db.executemany(_insert("communities"), rows)
+        rows = {
+            c.id: (c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities
+        }
+        with self._write() as db:  # writes only what differs: a small change, a few rows
+            stored = {
+                str(row[0]): tuple(row)
+                for row in db.execute("SELECT id, level, cluster, parent, members FROM communities")
+            }
+            gone = [(cid,) for cid in sorted(stored.keys() - rows.keys())]
+            db.executemany("DELETE FROM communities WHERE id = ?", gone)
+            changed = [row for cid, row in sorted(rows.items()) if stored.get(cid) != row]
+            db.executemany(_upsert("communities"), changed)
             db.execute(
                 "DELETE FROM community_reports "
                 "WHERE community_id NOT IN (SELECT id FROM communities)"

@@ -1,0 +1,151 @@
+"""Whether graph operations cost what their change costs, at three corpus sizes.
+
+``python -m bench.scale --base 40`` (sizes 40, 160 and 640 documents)
+
+The corpus: the ops runbooks (``ops_runbooks/docs.jsonl``) and the SciFact abstracts
+(``scifact/corpus.jsonl``) interleaved, first record of each first; past what they hold,
+documents are made by recombining their paragraphs (seeded: two paragraphs of two random
+real documents under a new id), so a larger size is a superset of a smaller one with the
+same kind of text. Each size runs in a fresh data directory, in a child process of its
+own (peak memory is that process's), and prints one JSON line: ingest chunks/s, the
+``graph build`` seconds and peak RSS, then the cost of a one-document edit (re-ingest and
+build), a delete, a global question cold (a fresh runtime) and warm, and listing the
+level-0 communities with their reports; each also as the ratio to the smallest size. The
+same operation on a bigger corpus should cost about the same: the change is the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine, read_documents, runtime_for
+from lore.models import SourceDocument
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+QUESTION = "What recurring causes and remedies show up across these documents?"
+
+
+def corpus(count: int, data: Path = DATA) -> list[SourceDocument]:
+    """``count`` documents: real ones interleaved, then recombined paragraphs (seeded)."""
+    ops = read_documents(data / "ops_runbooks" / "docs.jsonl", count)
+    sci = read_documents(data / "scifact" / "corpus.jsonl", count)
+    real = [d for pair in zip(ops, sci, strict=False) for d in pair]
+    real += ops[len(sci) :] + sci[len(ops) :]
+    docs = real[:count]
+    rng = random.Random(7)
+    paragraphs = [[p for p in d.text.split("\n\n") if len(p) > 80] or [d.text] for d in real]
+    while len(docs) < count:
+        a, b = rng.sample(range(len(real)), 2)
+        text = rng.choice(paragraphs[a]) + "\n\n" + rng.choice(paragraphs[b])
+        n = len(docs)
+        docs.append(SourceDocument(f"mix-{n}", f"mix/{n}", text, f"Mix {n}", {}))
+    return docs
+
+
+def _rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def one_size(count: int, scratch: Path) -> dict[str, Any]:
+    """Every figure for one size (run in its own process)."""
+    docs = corpus(count)
+    runtime = runtime_for(scratch / "data")
+    start = time.perf_counter()
+    ingested = runtime.ingest(docs, extract_graph=False)
+    ingest_s = time.perf_counter() - start
+    chunks = len(list(runtime.store.chunk_refs()))
+    start = time.perf_counter()
+    built, communities = runtime.build_graph()
+    build_s = time.perf_counter() - start
+    build_rss = _rss_mb()
+
+    target = docs[len(docs) // 2]
+    edited = SourceDocument(
+        target.id,
+        target.source,
+        target.text + "\n\nSince the scale run, E_SCALE_CANARY pages the on-call engineer.\n",
+        target.title,
+        dict(target.metadata),
+    )
+    start = time.perf_counter()
+    runtime.ingest([edited], extract_graph=False)
+    edit, _ = runtime.build_graph()
+    edit_s = time.perf_counter() - start
+
+    victim = docs[len(docs) // 3].id
+    start = time.perf_counter()
+    deleted = runtime.delete_documents([victim])
+    delete_s = time.perf_counter() - start
+    runtime.close()
+
+    fresh = runtime_for(scratch / "data")
+    start = time.perf_counter()
+    asyncio.run(fresh.ask(QUESTION, mode="global"))
+    cold_s = time.perf_counter() - start
+    start = time.perf_counter()
+    asyncio.run(fresh.ask(QUESTION, mode="global"))
+    warm_s = time.perf_counter() - start
+    start = time.perf_counter()
+    level0 = fresh.graph().communities(level=0)
+    fresh.graph().reports_by_id([c.id for c in level0])
+    list_s = time.perf_counter() - start
+    fresh.close()
+    return {
+        "documents": count,
+        "chunks": chunks,
+        "documents_done": len(ingested.done),
+        "ingest_chunks_per_s": round(chunks / ingest_s, 1),
+        "build_s": round(build_s, 2),
+        "build_peak_rss_mb": build_rss,
+        "communities": communities,
+        "build_reports_written": built.reports_written,
+        "edit_s": round(edit_s, 2),
+        "edit_reports_written": edit.reports_written,
+        "edit_clustering": edit.clustering,
+        "delete_s": round(delete_s, 2),
+        "delete_reports_refreshed": deleted.graph.as_dict()["reports_refreshed"],
+        "global_cold_s": round(cold_s, 2),
+        "global_warm_s": round(warm_s, 3),
+        "communities_level0_s": round(list_s, 3),
+    }
+
+
+RATIOS = ("build_s", "edit_s", "delete_s", "global_cold_s", "global_warm_s", "communities_level0_s")
+
+
+def main() -> None:
+    """Run the three sizes (each in a child process) and print JSON lines."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", type=int, default=40, help="documents at the smallest size")
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--scratch", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(one_size(args.one, args.scratch)))
+        return
+    print(json.dumps({"machine": machine()}))
+    smallest: dict[str, Any] | None = None
+    for count in (args.base, 4 * args.base, 16 * args.base):
+        with tempfile.TemporaryDirectory(prefix="lore-scale-") as scratch:
+            child = [sys.executable, "-m", "bench.scale", "--one", str(count), "--scratch", scratch]
+            done = subprocess.run(child, capture_output=True, text=True, check=True)
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        smallest = smallest or row
+        row["ratio_to_smallest"] = {
+            k: round(row[k] / smallest[k], 2) if smallest[k] else None for k in RATIOS
+        }
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""``lore graph build`` after a small change rewrites only what the change touched.
+
+Through ``lore`` subprocesses on a copy of the demo store with its graph built: one
+sentence ingested, then a build. Before one refresh path, ``graph build`` re-clustered
+from scratch and rewrote 96 of 96 reports for a one-line note.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from app.runtime import Runtime
+from tests.e2e.test_graph_lifecycle import lore, ok
+
+
+def copy_store(runtime: Runtime, data: Path) -> None:
+    """A consistent copy of ``runtime``'s SQLite store (its indexes rebuild from it)."""
+    data.mkdir(parents=True)
+    source = sqlite3.connect(runtime.data_dir / "lore.sqlite3")
+    target = sqlite3.connect(data / "lore.sqlite3")
+    with target:
+        source.backup(target)
+    source.close()
+    target.close()
+
+
+def report_rows(data: Path) -> dict[str, tuple[str, str]]:
+    """Community id → (fingerprint, report vector hash) as stored."""
+    db = sqlite3.connect(data / "lore.sqlite3")
+    try:
+        reports = dict(db.execute("SELECT community_id, fingerprint FROM community_reports"))
+        vectors = dict(db.execute("SELECT community_id, content_hash FROM report_vectors"))
+    finally:
+        db.close()
+    return {cid: (str(fp), str(vectors.get(cid))) for cid, fp in reports.items()}
+
+
+def test_a_build_after_one_sentence_rewrites_few_reports_and_keeps_the_rest(
+    demo_graph_runtime: Runtime, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    copy_store(demo_graph_runtime, data)
+    before = report_rows(data)
+    # one identifier the demo graph knows (its leaf community far from the split size; a
+    # note joining a community of 9 makes it split in three: two more new reports)
+    (tmp_path / "note.md").write_text(
+        "AUTH-1005 means the session token expired, so the user signs in again.\n"
+    )
+    ok(lore(tmp_path, data, "ingest", "note.md"))
+
+    built = json.loads(ok(lore(tmp_path, data, "graph", "build", "--json")))
+
+    assert built["clustering"]["mode"] == "incremental"
+    assert built["clustering"]["margin"] == 0.05
+    kept, fresh = built["clustering"]["kept_modularity"], built["clustering"]["fresh_modularity"]
+    assert kept >= fresh * 0.95
+    assert 0 < built["reports_written"] <= 0.05 * built["communities"]
+    after = report_rows(data)
+    untouched = [cid for cid in before if cid in after and after[cid] == before[cid]]
+    assert len(untouched) >= len(after) - built["reports_written"]  # same id, report, vector
+
+    again = json.loads(ok(lore(tmp_path, data, "graph", "build", "--json")))
+    assert again["reports_written"] == 0 and again["clustering"]["mode"] == "incremental"
+
+    rebuilt = json.loads(ok(lore(tmp_path, data, "graph", "build", "--rebuild", "--json")))
+    assert rebuilt["clustering"]["mode"] == "rebuild"

@@ -1,0 +1,47 @@
+"""A global question reads the reports once per graph generation, not once per question.
+
+Counted as SQL statements on the graph store's own SQLite connection: the first question
+reads every report and community (a view, cached), the second reads none of them; a
+write to the graph makes the next one read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+from app.runtime import Runtime
+
+
+def _statements(runtime: Runtime) -> list[str]:
+    seen: list[str] = []
+    connection: sqlite3.Connection = runtime.graph().database._db  # type: ignore[attr-defined]
+    connection.set_trace_callback(seen.append)
+    return seen
+
+
+def _reads_of_reports(seen: list[str]) -> int:
+    tables = ("FROM community_reports", "FROM communities")
+    return sum(1 for s in seen if any(t in s.split("WHERE")[0] for t in tables))
+
+
+def test_the_second_global_question_does_not_read_every_report(
+    demo_graph_runtime: Runtime,
+) -> None:
+    runtime = demo_graph_runtime
+    question = "How do the services handle database timeouts?"
+    seen = _statements(runtime)
+    try:
+        first = asyncio.run(runtime.ask(question, mode="global"))
+        assert first.answer and _reads_of_reports(seen) >= 1
+        seen.clear()
+        second = asyncio.run(runtime.ask(question, mode="global"))
+        assert second.answer == first.answer
+        assert _reads_of_reports(seen) == 0, seen
+        runtime.graph().mark_stale([])  # no write: still cached
+        runtime.graph().clear_touched(["no-such-entity"])  # a write: read again
+        seen.clear()
+        asyncio.run(runtime.ask(question, mode="global"))
+        assert _reads_of_reports(seen) >= 1
+    finally:
+        runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
