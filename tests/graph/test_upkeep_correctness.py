@@ -69,7 +69,7 @@ def test_random_edits_and_deletes_keep_reports_marks_and_modularity_right(
     rng = random.Random(11)
     graph = open_graph_store("local", path=tmp_path / "g.sqlite3")
     graph.put_chunks([_chunk(rng, f"c{i}", 300) for i in range(120)])
-    assert _refresh(graph) == "incremental"  # the first build (nothing before it)
+    assert _refresh(graph) == "rebuild"  # the first build clusters from scratch
     live = [f"c{i}" for i in range(120)]
     modes = []
     for step in range(25):
