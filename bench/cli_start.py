@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -27,21 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import machine
+
 HERE = Path(__file__).resolve().parent.parent
 CORPUS = HERE / "examples" / "corpus" / "production"
 MODEL_ONLY = (
     "from lore.embedders import LocalEmbedder; LocalEmbedder().embed_query('HTTP 504 gateway')"
 )
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "processor": platform.processor() or platform.machine(),
-    }
 
 
 def cpu_of_children() -> float:
