@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.security import CONSOLE
 from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.settings import load_settings
@@ -27,7 +28,7 @@ def client(
 ) -> Iterator[TestClient]:
     settings = load_settings(data_dir=tmp_path, store={"url": store_url})
     app = create_app(settings, Namespaces(settings, embedder=local_embedder))
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, headers=CONSOLE) as c:
         yield c
 
 
@@ -135,7 +136,7 @@ def test_a_chunked_body_over_the_limit_is_413(
             yield b"x" * 1_000_000
         yield b'"}'
 
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, headers=CONSOLE) as client:
         for kind in ("application/json", "multipart/form-data; boundary=xyz"):
             reply = client.post("/v1/documents", content=body(), headers={"content-type": kind})
             assert reply.status_code == 413, reply.text
@@ -150,7 +151,7 @@ def test_an_unreachable_broker_is_503_and_readyz_says_so(
 ) -> None:
     settings = load_settings(data_dir=tmp_path, broker={"url": DEAD_BROKER})
     app = create_app(settings, Namespaces(settings, embedder=local_embedder))
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, headers=CONSOLE) as client:
         reply = client.post("/v1/documents", json={"id": "b.md", "text": "E_BROKER", "wait": True})
         assert reply.status_code == 503, reply.text
         assert "broker" in reply.text and "127.0.0.1:1" in reply.text

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.cli_status import status_info
+from api.security import CONSOLE
 from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
@@ -27,7 +28,7 @@ def client(
 ) -> Iterator[TestClient]:
     settings = load_settings(data_dir=tmp_path, store={"url": store_url})
     app = create_app(settings, Namespaces(settings, embedder=local_embedder))
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, headers=CONSOLE) as c:
         yield c
 
 
