@@ -3,8 +3,9 @@
 Each chunk is one ``extract_graph`` prompt (``lore/prompts/extract_graph.py``); the
 client validates, repairs, re-prompts once and caches (``lore/llm.py``). A chunk whose
 reply stays invalid, or whose endpoint keeps failing, is quarantined with the reason.
-Relations naming an entity the reply did not list keep that entity (typed ``concept``)
-rather than being dropped.
+A valid reply is still checked against the chunk: entities with placeholder names
+(``...``) or names the chunk text does not contain are dropped, and so are relations
+naming an entity the reply did not keep; both are counted in :class:`LLMStats`.
 """
 
 from __future__ import annotations
@@ -65,28 +66,48 @@ class LLMExtractor:
         except (LLMReplyError, TransientError) as exc:
             # about this chunk, or an endpoint that stayed down; bad settings propagate
             return Quarantined(f"{type(exc).__name__}: {exc}")
-        return to_mentions(reply, chunk.text)
+        return to_mentions(reply, chunk.text, self.client.stats)
 
 
-def to_mentions(reply: extract_graph.Reply, text: str) -> Extraction:
-    """Mentions from a validated reply; counts are occurrences in the chunk (at least 1)."""
-    lowered = text.lower()
+# names a small model copies from the prompt's example instead of the text
+_PLACEHOLDERS = frozenset({"name", "entity", "source", "target", "none", "null", "n/a", "unknown"})
+
+
+def _normal(text: str) -> str:
+    """Lower case, backticks removed, whitespace runs made one space."""
+    return " ".join(text.replace("`", "").lower().split())
+
+
+def is_placeholder(name: str) -> bool:
+    """A name with no letter or digit (``...``, ``[*]``) or a template word (``name``)."""
+    return not any(ch.isalnum() for ch in name) or _normal(name) in _PLACEHOLDERS
+
+
+def to_mentions(reply: extract_graph.Reply, text: str, stats: LLMStats | None = None) -> Extraction:
+    """Mentions from a validated reply; counts are occurrences in the chunk (at least 1).
+
+    Entities that are placeholders or that the chunk does not name are dropped, as are
+    relations whose ends are not kept entities; ``stats`` counts both.
+    """
+    stats = stats if stats is not None else LLMStats()
+    lowered = _normal(text)
     entities: dict[str, EntityMention] = {}
     for item in reply.entities:
         name = item.name.strip()
         key = entity_key(name)
-        if not key or key in entities:
+        if key in entities:
             continue
-        count = max(1, len(re.findall(re.escape(name.lower()), lowered)))
-        entities[key] = EntityMention(name, item.type, item.description.strip(), count)
+        found = len(re.findall(re.escape(_normal(name)), lowered))
+        if not key or is_placeholder(name) or not found:
+            stats.dropped_entities += 1
+            continue
+        entities[key] = EntityMention(name, item.type, item.description.strip(), found)
     relations: list[RelationMention] = []
     for rel in reply.relations:
         ends = [rel.source.strip(), rel.target.strip()]
         keys = [entity_key(e) for e in ends]
-        if not all(keys) or keys[0] == keys[1]:
+        if not all(k in entities for k in keys) or keys[0] == keys[1]:
+            stats.dropped_relations += 1
             continue
-        for name, key in zip(ends, keys, strict=True):
-            if key not in entities:
-                entities[key] = EntityMention(name, "concept", "", 1)
         relations.append(RelationMention(ends[0], ends[1], rel.strength, rel.description.strip()))
     return Extraction(list(entities.values()), relations)

@@ -52,7 +52,19 @@ _NAME = re.compile(
     r"`([^`\n]{2,60})`|\b([A-Z][\w-]*[A-Z0-9_-][\w-]*|[A-Z][a-z]{2,}(?: [A-Z][a-z]+)*)"
 )
 _LABEL = re.compile(r"^([ERCS]\d+)\b", re.MULTILINE)
-CHAT_BEHAVIOURS = ("good", "fenced", "malformed", "invalid", "empty", "timeout", "429", "500")
+CHAT_BEHAVIOURS = (
+    "good",
+    "fenced",
+    "malformed",
+    "invalid",
+    "wrong_shape",
+    "empty",
+    "timeout",
+    "429",
+    "500",
+)
+# a real SmolLM2-135M reply to the extraction prompt: JSON, but not the asked-for object
+WRONG_SHAPE = {"type": "json", "data": {"entities": [{"name": "ledger-db"}]}}
 
 
 def extraction_reply(user: str) -> dict[str, Any]:
@@ -225,6 +237,8 @@ class OpenAITestServer:
                     content = "I could not find any entities worth listing, sorry."
                 elif behaviour == "invalid":  # JSON of the wrong shape
                     content = json.dumps({"entities": [{"kind": "x"}], "title": None})
+                elif behaviour == "wrong_shape":  # valid JSON, another top level
+                    content = json.dumps(WRONG_SHAPE)
                 elif behaviour == "empty":
                     content = ""
                 words = sum(server.count_tokens(m["content"]) for m in messages)

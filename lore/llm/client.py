@@ -52,6 +52,8 @@ class LLMStats:
     repaired: int = 0
     reprompts: int = 0
     failures: int = 0
+    dropped_entities: int = 0  # placeholders or names the chunk does not contain
+    dropped_relations: int = 0  # an end that is not a kept entity
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from lore.llm import ChatPrompt
 
@@ -22,7 +22,9 @@ class Point(BaseModel):
 class Reply(BaseModel):
     """The key points (possibly none)."""
 
-    points: list[Point] = Field(default_factory=list, max_length=20)
+    model_config = ConfigDict(extra="forbid")  # a reply of another shape is invalid
+
+    points: list[Point] = Field(max_length=20)  # required: none is said as []
 
 
 SYSTEM = """TASK: answer_global_map

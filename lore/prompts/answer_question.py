@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from lore.llm import ChatPrompt
 
@@ -13,6 +13,8 @@ TASK = "answer_question"
 
 class Reply(BaseModel):
     """The answer text with [n] markers."""
+
+    model_config = ConfigDict(extra="forbid")  # a reply of another shape is invalid
 
     answer: str = Field(min_length=1, max_length=20_000)
     cited: list[int] = Field(default_factory=list, description="the evidence numbers used")

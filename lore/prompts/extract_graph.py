@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lore.llm import ChatPrompt
 
@@ -41,8 +41,11 @@ class ExtractedRelation(BaseModel):
 class Reply(BaseModel):
     """The whole reply."""
 
-    entities: list[ExtractedEntity] = Field(default_factory=list)
-    relations: list[ExtractedRelation] = Field(default_factory=list)
+    model_config = ConfigDict(extra="forbid")  # a reply of another shape is invalid
+
+    # required: an empty extraction must say so ({"entities": [], "relations": []})
+    entities: list[ExtractedEntity]
+    relations: list[ExtractedRelation]
 
 
 SYSTEM = """TASK: extract_graph

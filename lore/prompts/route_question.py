@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from lore.llm import ChatPrompt
 
@@ -13,6 +13,8 @@ TASK = "route_question"
 
 class Reply(BaseModel):
     """The decision and why."""
+
+    model_config = ConfigDict(extra="forbid")  # a reply of another shape is invalid
 
     decision: Literal["local", "global", "both"]
     reason: str = Field("", max_length=500)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lore.llm import ChatPrompt
 
@@ -23,6 +23,8 @@ class ReportFinding(BaseModel):
 
 class Reply(BaseModel):
     """The whole reply."""
+
+    model_config = ConfigDict(extra="forbid")  # a reply of another shape is invalid
 
     title: str = Field(min_length=1, max_length=200)
     summary: str = Field(min_length=1, max_length=4000)

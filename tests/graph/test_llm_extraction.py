@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.extract_llm import LLMExtractor
+from ingest.extract_llm import LLMExtractor, to_mentions
 from ingest.extraction import ChunkInput, Extraction, Quarantined
 from lore.errors import BackendUnavailableError, ConfigurationError, LLMReplyError
-from lore.llm import LLMClient, ReplyCache
+from lore.llm import LLMClient, LLMStats, ReplyCache
 from lore.prompts import extract_graph
 from tests.openai_test_server import OpenAITestServer
 from tests.tables import tables_at
@@ -129,3 +129,39 @@ def test_the_extractor_quarantines_what_stays_invalid(server: OpenAITestServer) 
     names = {e.name for e in second.entities}
     assert {"Orders Service", "payments-api"} <= names
     assert [(r.source, r.target) for r in second.relations] == [("Orders Service", "payments-api")]
+
+
+def test_a_reply_of_another_shape_is_re_prompted_then_quarantined(
+    server: OpenAITestServer,
+) -> None:
+    # issue 28: this validated as an empty extraction, so the chunk was silently empty
+    server.chat_next("wrong_shape", "wrong_shape")
+    extractor = LLMExtractor(client_for(server, max_concurrency=1), ["service"])
+    [result] = extractor.extract_batch([ChunkInput("c1", "d1", TEXT, "Payments")])
+    assert isinstance(result, Quarantined)
+    assert "LLMReplyError" in result.reason and "Extra inputs are not permitted" in result.reason
+    assert extractor.stats.reprompts == 1 and extractor.stats.calls == 2
+
+
+def test_names_the_chunk_does_not_contain_are_dropped_and_counted() -> None:
+    reply = extract_graph.Reply.model_validate(
+        {
+            "entities": [
+                {"name": "payments-api", "type": "service"},
+                {"name": "...", "type": "concept"},
+                {"name": "[*]"},
+                {"name": "Billing Gateway"},  # not in TEXT
+                {"name": "`PAY-5031`", "type": "error"},
+            ],
+            "relations": [
+                {"source": "payments-api", "target": "PAY-5031", "strength": 8},
+                {"source": "payments-api", "target": "Ledger Database"},  # not listed
+                {"source": "...", "target": "payments-api"},
+            ],
+        }
+    )
+    stats = LLMStats()
+    mentions = to_mentions(reply, TEXT, stats)
+    assert [e.name for e in mentions.entities] == ["payments-api", "`PAY-5031`"]
+    assert [(r.source, r.target) for r in mentions.relations] == [("payments-api", "PAY-5031")]
+    assert stats.dropped_entities == 3 and stats.dropped_relations == 2

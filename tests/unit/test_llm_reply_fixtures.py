@@ -86,14 +86,41 @@ def wrong_shape_replies() -> list[str]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28: a reply of the wrong shape validates as an empty extraction "
-    "(both lists default to empty, unknown keys are ignored)",
-)
 @pytest.mark.parametrize("content", wrong_shape_replies())
 def test_a_reply_of_the_wrong_shape_is_invalid(content: str) -> None:
     from lore.prompts import extract_graph
 
     with pytest.raises(ValueError):
         parse_reply(content, extract_graph.Reply)
+
+
+@pytest.mark.parametrize("path", EXTRACTIONS, ids=ids(EXTRACTIONS))
+def test_no_recorded_json_object_reply_passes_as_an_extraction(path: Path) -> None:
+    from lore.prompts import extract_graph
+
+    with pytest.raises(ValueError, match="does not match Reply"):
+        parse_reply(load(path)["content"], extract_graph.Reply)
+
+
+def test_an_empty_extraction_is_valid_only_when_said() -> None:
+    from lore.prompts import extract_graph
+
+    said, _ = parse_reply('{"entities": [], "relations": []}', extract_graph.Reply)
+    assert said.entities == [] and said.relations == []
+    for unsaid in ("{}", '{"entities": []}', '{"entities": [], "relations": [], "x": 1}'):
+        with pytest.raises(ValueError):
+            parse_reply(unsaid, extract_graph.Reply)
+
+
+@pytest.mark.parametrize(
+    ("task", "content"),
+    [
+        ("route_question", '{"decision": "local", "answer": "x"}'),
+        ("answer_question", '{"answer": "yes", "cited": [], "sources": []}'),
+        ("answer_global_map", '{"type": "json"}'),
+        ("summarize_community", '{"title": "t", "summary": "s", "data": {}}'),
+    ],
+)
+def test_every_prompt_refuses_unknown_top_level_keys(task: str, content: str) -> None:
+    with pytest.raises(ValueError, match="does not match Reply"):
+        parse_reply(content, reply_model(task))
