@@ -167,6 +167,7 @@ def build_llm_client(
         max_tokens=cfg.max_tokens,
         temperature=cfg.temperature,
         json_mode=cfg.json_mode,
+        structured_output=cfg.structured_output,
         cache=ReplyCache(database_for(settings, "llm-cache")) if cfg.cache else None,
         limiter=limiter,
     )

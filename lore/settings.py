@@ -228,7 +228,9 @@ class LLMSettings(Section):
         le=2,
         description="sampling temperature (0 = as deterministic as the model allows)",
     )
-    json_mode: bool = Field(True, description="ask for response_format=json_object")
+    json_mode: bool = Field(
+        True, description="deprecated: false means llm.structured_output = none"
+    )
     cache: bool = Field(True, description="reuse replies for identical model + prompt")
     budget_tokens_per_run: int | None = Field(
         None,
@@ -247,6 +249,11 @@ class LLMSettings(Section):
         gt=0,
         description="dry-run estimates count the packaged model's word pieces times this "
         "(no tokenizer of the LLM is available offline)",
+    )
+    structured_output: Literal["auto", "json_schema", "json_object", "none"] = Field(
+        "auto",
+        description="response_format sent: auto tries the reply's JSON schema (OpenAI "
+        "json_schema, then llama.cpp json_object + schema), then plain json_object",
     )
 
 

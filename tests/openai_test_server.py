@@ -157,6 +157,8 @@ class OpenAITestServer:
         self.requests: list[dict[str, Any]] = []
         self.chat_outcomes: list[str] = []
         self.poison: tuple[str, ...] = ()
+        # response_format types answered 500 naming it, as llama-cpp-python does json_schema
+        self.refused_formats: set[str] = set()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -217,6 +219,11 @@ class OpenAITestServer:
                 )
 
             def _chat(self, body: dict[str, Any]) -> None:
+                kind = (body.get("response_format") or {}).get("type")
+                if kind in server.refused_formats:
+                    message = f"response_format type {kind!r} is not supported"
+                    self._send(500, {"error": {"message": message}})
+                    return
                 behaviour = server.next_chat_behaviour()
                 if any(needle in json.dumps(body) for needle in server.poison):
                     behaviour = "malformed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -22,6 +23,8 @@ from lore.errors import (
 )
 from lore.llm.cache import ReplyCache
 from lore.llm.repair import ReplyT, parse_reply
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class LLMClient:
         max_tokens: int = 2000,
         temperature: float = 0.0,
         json_mode: bool = True,
+        structured_output: str = "auto",
         cache: ReplyCache | None = None,
         limiter: Callable[[], RateLimiter | None] | None = None,
     ) -> None:
@@ -104,7 +108,8 @@ class LLMClient:
         self._backoff_max_s = backoff_max_s
         self._max_tokens = max_tokens
         self._temperature = temperature
-        self._json_mode = json_mode
+        # json_mode=False is the deprecated spelling of structured_output="none"
+        self._forms = list(_FORMS[structured_output if json_mode else "none"])
         self._cache = cache
         self._limiter_factory = limiter
         self._limiter: RateLimiter | None = None
@@ -241,7 +246,7 @@ class LLMClient:
                 self.stats.cache_hits += 1
                 return reply
         messages = prompt.messages()
-        text = await self._complete(messages)
+        text = await self._complete(messages, prompt)
         try:
             reply, repaired = parse_reply(text, prompt.reply)
         except ValueError as first:
@@ -254,7 +259,7 @@ class LLMClient:
                     "the JSON object described above, nothing before or after it.",
                 },
             ]
-            text = await self._complete(messages)
+            text = await self._complete(messages, prompt)
             try:
                 reply, repaired = parse_reply(text, prompt.reply)
             except ValueError as second:
@@ -268,16 +273,56 @@ class LLMClient:
             self._cache.put(key, self.model, prompt.task, text, chunk_ids=prompt.chunk_ids)
         return reply
 
-    async def _complete(self, messages: list[dict[str, str]]) -> str:
+    @property
+    def structured_output(self) -> str:
+        """The response_format form calls use now (``auto`` settles on the first one honoured)."""
+        return self._forms[0]
+
+    def _response_format(self, prompt: ChatPrompt[Any]) -> dict[str, Any] | None:
+        form = self._forms[0]
+        if form == "none":
+            return None
+        if form == "json_object":
+            return {"type": "json_object"}
+        schema = prompt.reply.model_json_schema()
+        if form == "json_object_schema":  # llama.cpp's grammar-constrained JSON
+            return {"type": "json_object", "schema": schema}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": prompt.task, "schema": schema, "strict": False},
+        }
+
+    def _downgrade(self, exc: Any) -> bool:
+        """Drop a response_format the endpoint refuses (once per form); False if none left."""
+        if len(self._forms) < 2 or "response_format" not in f"{exc.message} {exc.body}":
+            return False
+        refused = self._forms.pop(0)
+        log.warning(
+            "LLM endpoint %s refused response_format %s (%s): using %s from now on",
+            self.base_url,
+            refused,
+            exc.status_code,
+            self._forms[0],
+        )
+        return True
+
+    async def _complete(
+        self, messages: list[dict[str, str]], prompt: ChatPrompt[Any] | None = None
+    ) -> str:
         import openai
 
         if self._client is None or self._semaphore is None:
             raise RuntimeError("LLMClient.ask outside `async with client.connected()`")
-        options: dict[str, Any] = {"max_tokens": self._max_tokens, "temperature": self._temperature}
-        if self._json_mode:
-            options["response_format"] = {"type": "json_object"}
         delay = self._backoff_s
-        for attempt in range(self._max_retries + 1):
+        attempt = -1
+        while attempt < self._max_retries:
+            attempt += 1
+            options: dict[str, Any] = {
+                "max_tokens": self._max_tokens,
+                "temperature": self._temperature,
+            }
+            if prompt is not None and (form := self._response_format(prompt)) is not None:
+                options["response_format"] = form
             wait = min(delay, self._backoff_max_s) * (0.5 + random.random() / 2)
             async with self._semaphore:
                 if self._limiter is not None:
@@ -290,6 +335,9 @@ class LLMClient:
                 except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                     error: Exception = exc
                 except openai.APIStatusError as exc:
+                    if exc.status_code >= 400 and self._downgrade(exc):
+                        attempt -= 1  # not a retry: the same call in a form it takes
+                        continue
                     if exc.status_code in (401, 403, 404):
                         raise ConfigurationError(
                             f"LLM endpoint {self.base_url} refused the call "
@@ -320,6 +368,15 @@ class LLMClient:
             self.stats.prompt_tokens += int(usage.prompt_tokens or 0)
             self.stats.completion_tokens += int(usage.completion_tokens or 0)
         return str(text)
+
+
+# the response_format forms tried in order; ``auto`` keeps the first the endpoint honours
+_FORMS: dict[str, tuple[str, ...]] = {
+    "auto": ("json_schema", "json_object_schema", "json_object", "none"),
+    "json_schema": ("json_schema", "json_object", "none"),
+    "json_object": ("json_object", "none"),
+    "none": ("none",),
+}
 
 
 def _retry_after(exc: Any) -> float:

@@ -49,7 +49,9 @@ def test_a_good_reply_is_validated_and_tokens_counted(server: OpenAITestServer) 
     assert reply.relations and client.stats.calls == 1
     assert client.stats.prompt_tokens > 20 and client.stats.completion_tokens > 5
     sent = server.requests[-1]["body"]
-    assert sent["response_format"] == {"type": "json_object"} and sent["temperature"] == 0.0
+    form = sent["response_format"]
+    assert form["type"] == "json_schema" and sent["temperature"] == 0.0
+    assert form["json_schema"]["schema"]["required"] == ["entities", "relations"]
 
 
 @pytest.mark.parametrize("failure", ["429", "500", "timeout"])
@@ -165,3 +167,27 @@ def test_names_the_chunk_does_not_contain_are_dropped_and_counted() -> None:
     assert [e.name for e in mentions.entities] == ["payments-api", "`PAY-5031`"]
     assert [(r.source, r.target) for r in mentions.relations] == [("payments-api", "PAY-5031")]
     assert stats.dropped_entities == 3 and stats.dropped_relations == 2
+
+
+def test_a_refused_response_format_is_downgraded_once_not_retried(
+    server: OpenAITestServer,
+) -> None:
+    server.refused_formats = {"json_schema"}
+    client = client_for(server)
+    assert ask(client).entities
+    assert client.stats.retries == 0 and client.structured_output == "json_object_schema"
+    assert ask(client, TEXT + " Also Billing Gateway.").entities
+    forms = [r["body"]["response_format"] for r in server.requests if "messages" in r["body"]]
+    assert [f["type"] for f in forms] == ["json_schema", "json_object", "json_object"]
+    assert forms[1]["schema"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("options", "sent"),
+    [({"structured_output": "json_object"}, {"type": "json_object"}), ({"json_mode": False}, None)],
+)
+def test_the_form_can_be_chosen(
+    server: OpenAITestServer, options: dict[str, object], sent: object
+) -> None:
+    ask(client_for(server, None, **options))
+    assert server.requests[-1]["body"].get("response_format") == sent
