@@ -286,7 +286,7 @@ class LLMClient:
             return {"type": "json_object"}
         schema = prompt.reply.model_json_schema()
         if form == "json_object_schema":  # llama.cpp's grammar-constrained JSON
-            return {"type": "json_object", "schema": schema}
+            return {"type": "json_object", "schema": _plain_schema(schema, schema.get("$defs", {}))}
         return {
             "type": "json_schema",
             "json_schema": {"name": prompt.task, "schema": schema, "strict": False},
@@ -377,6 +377,26 @@ _FORMS: dict[str, tuple[str, ...]] = {
     "json_object": ("json_object", "none"),
     "none": ("none",),
 }
+
+
+# keywords llama-cpp-python's schema-to-grammar converter turns into rules it cannot parse
+_UNGRAMMATICAL = {"maxLength", "minLength", "maxItems", "minItems", "title", "description"}
+
+
+def _plain_schema(node: Any, defs: dict[str, Any]) -> Any:
+    """The schema with references inlined and length bounds dropped (validation keeps them)."""
+    if isinstance(node, list):
+        return [_plain_schema(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _plain_schema(defs[ref.removeprefix("#/$defs/")], defs)
+    return {
+        k: _plain_schema(v, defs)
+        for k, v in node.items()
+        if k not in _UNGRAMMATICAL and k != "$defs"
+    }
 
 
 def _retry_after(exc: Any) -> float:
