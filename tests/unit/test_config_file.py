@@ -119,8 +119,10 @@ def test_progress_lines_off_a_terminal() -> None:
             now[0] = done * 1.0
             bar.update(done, 30)
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "ingest: 10/30 (33%), 1.0/s, ETA 20s"
-    assert lines[1] == "ingest: 20/30 (67%), 1.0/s, ETA 10s"
+    # a line as soon as the work starts, then one every interval_s, then the end
+    assert lines[0] == "ingest: 1/30 (3%), 1.0/s, ETA 29s"
+    assert lines[1] == "ingest: 11/30 (37%), 1.0/s, ETA 19s"
+    assert lines[2] == "ingest: 21/30 (70%), 1.0/s, ETA 9s"
     assert lines[-1] == "ingest: 30/30 (100%), 1.0/s, done in 30s"
 
 
