@@ -98,6 +98,7 @@ def main(
     ctx.obj = {"settings": settings, "root": root, "config_file": config_file}
     ctx.obj["overrides"] = overrides
     ctx.obj["root_settings"] = root_settings  # before --namespace: keys span namespaces
+    ctx.obj["namespace"] = namespace  # queued work carries it to the workers
     ctx.obj["quiet"] = quiet
     ctx.obj["json"] = as_json
 

@@ -122,7 +122,7 @@ def runtime_context(ctx: click.Context, *, create: bool = False) -> Iterator[Run
     if not create:
         require_store(settings_of(ctx))
     try:
-        runtime = open_runtime(settings_of(ctx))
+        runtime = open_runtime(settings_of(ctx), namespace=ctx.obj.get("namespace"))
         end_orphaned_jobs(runtime)  # a job whose process died never reads "running"
     except LoreError as exc:
         raise CliError.of(exc) from exc

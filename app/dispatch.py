@@ -39,10 +39,14 @@ class Dispatcher(Protocol):
         ...
 
 
-def dispatcher_for(settings: Settings) -> Dispatcher | None:
-    """The dispatcher the settings name, or None (no broker: everything runs inline)."""
+def dispatcher_for(settings: Settings, namespace: str | None = None) -> Dispatcher | None:
+    """The dispatcher the settings name, or None (no broker: everything runs inline).
+
+    ``namespace`` travels with every task it sends, so a worker runs the job in the
+    namespace that queued it (None: the default namespace, the data directory itself).
+    """
     if not settings.broker.url:
         return None
     factory = resolve_backend(DISPATCHERS, "celery", "dispatcher")
-    dispatcher: Dispatcher = factory(settings)
+    dispatcher: Dispatcher = factory(settings, namespace)
     return dispatcher

@@ -72,7 +72,7 @@ class Namespaces:
             if found is not None:
                 return found
             settings = namespace_settings(self.settings, namespace)
-            runtime = open_runtime(settings, self.embedder)  # one loaded model per process
+            runtime = open_runtime(settings, self.embedder, namespace)  # one model per process
             self.embedder = runtime.embedder
             if runtime.store.get_meta(NAMESPACE_KEY) != namespace:
                 runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
@@ -112,6 +112,13 @@ class Namespaces:
         if root.is_dir():
             names.update(p.name for p in root.iterdir() if (p / "lore.sqlite3").exists())
         return sorted(names)
+
+    def stop_sweeps(self) -> None:
+        """Stop the orphan sweeps (a process shutting down); the runtimes stay open."""
+        with self._lock:
+            for sweep in self._sweeps:
+                sweep.stop()
+            self._sweeps.clear()
 
     def close(self) -> None:
         """Stop the sweeps, then close every runtime."""

@@ -337,11 +337,14 @@ class Runtime:
         self.store.close()
 
 
-def open_runtime(settings: Settings, embedder: Embedder | None = None) -> Runtime:
+def open_runtime(
+    settings: Settings, embedder: Embedder | None = None, namespace: str | None = None
+) -> Runtime:
     """Open the data directory named in ``settings`` (created when missing).
 
     ``embedder`` shares a model already loaded (namespaces, tests); it must be the one
-    the data directory was embedded with.
+    the data directory was embedded with. ``namespace`` names the namespace these
+    settings belong to (``app.namespaces``), for the work it queues.
     """
     ensure_dir(settings.data_dir)
     store = open_store(settings)
@@ -360,5 +363,5 @@ def open_runtime(settings: Settings, embedder: Embedder | None = None) -> Runtim
         embedder=embedder,
         analyzer=analyzer,
         indexes=build_index_set(settings, store, analyzer, embedder),
-        dispatcher=dispatcher_for(settings),
+        dispatcher=dispatcher_for(settings, namespace),
     )

@@ -3,7 +3,9 @@
 The application layer queues work through ``app.dispatch.Dispatcher``;
 :class:`CeleryDispatcher` sends the named tasks through an app built from the settings,
 so no task code is imported on this side. Documents are staged in the job by the caller
-(so a worker needs only ids).
+(so a worker needs only ids). Every task carries the namespace that queued it (a keyword
+argument, absent for a runtime opened outside ``app.namespaces``): the worker opens that
+namespace's store, so a job queued in one namespace is run there and nowhere else.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from workers.celery_app import broker_epoch, create_app
 class CeleryDispatcher:
     """Queues jobs on the broker named in the settings (``broker.url``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, namespace: str | None = None) -> None:
         self.settings = settings
+        self.namespace = namespace
 
     def epoch(self) -> str:
         """The broker's epoch (see :func:`workers.celery_app.broker_epoch`)."""
@@ -27,9 +30,10 @@ class CeleryDispatcher:
 
     def _send(self, calls: Sequence[tuple[str, tuple[object, ...]]]) -> int:
         app = create_app(self.settings)
+        kwargs = {} if self.namespace is None else {"namespace": self.namespace}
         try:
             for name, args in calls:
-                app.send_task(name, args=args, queue=self.settings.broker.queue)
+                app.send_task(name, args=args, kwargs=kwargs, queue=self.settings.broker.queue)
             return len(calls)
         finally:
             app.close()

@@ -27,12 +27,12 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from app.builders import database_for
 from app.jobs import JobStore
 from app.lifecycle import run_delete
-from app.orphans import OrphanSweep, end_orphaned_jobs
+from app.namespaces import Namespaces
+from app.orphans import end_orphaned_jobs
 from app.refresh import prepare_refresh, summarizer_for
-from app.runtime import Runtime, open_runtime
+from app.runtime import Runtime
 from app.steps import extract_documents, fail_documents, ingest_documents, resume
 from graph.models import CommunityReport
 from graph.refresh import (
@@ -54,21 +54,26 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
 
-def worker_state() -> tuple[Settings, Runtime, JobStore]:
-    """The settings, runtime and job store of this worker process (built once).
-
-    The runtime is swept for orphaned jobs every ``jobs.orphan_sweep_s`` seconds from
-    then on (``app.orphans``), until the process shuts down.
-    """
+def _namespaces() -> tuple[Settings, Namespaces]:
     with _lock:
-        if "runtime" not in _state:
+        if "namespaces" not in _state:
             settings = load_settings()
             _state["settings"] = settings
-            _state["runtime"] = open_runtime(settings)
-            _state["jobs"] = JobStore(database_for(settings, "lore"))
-            _state["sweep"] = OrphanSweep(_state["runtime"])
-            _state["sweep"].start()
-    return _state["settings"], _state["runtime"], _state["jobs"]
+            _state["namespaces"] = Namespaces(settings)
+    return _state["settings"], _state["namespaces"]
+
+
+def worker_state(namespace: str | None = None) -> tuple[Settings, Runtime, JobStore]:
+    """The settings, and the runtime and job store of ``namespace`` in this process.
+
+    ``None`` is the default namespace (the data directory itself). Runtimes are opened
+    on first use and kept (one loaded model for all of them, ``app.namespaces``); each
+    is swept for orphaned jobs every ``jobs.orphan_sweep_s`` seconds (``app.orphans``)
+    until the process shuts down. A task runs in the namespace that queued it.
+    """
+    settings, namespaces = _namespaces()
+    runtime = namespaces.runtime(namespace or settings.auth.default_namespace)
+    return settings, runtime, runtime.jobs()
 
 
 def _task(
@@ -111,16 +116,16 @@ def _resume_on_start(**kwargs: Any) -> None:
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _stop_sweep(**kwargs: Any) -> None:
-    """A pool child (prefork) or the worker itself (solo, threads) ends its sweep."""
+    """A pool child (prefork) or the worker itself (solo, threads) ends its sweeps."""
     with _lock:
-        sweep = _state.get("sweep")
-    if sweep is not None:
-        sweep.stop()
+        namespaces = _state.get("namespaces")
+    if namespaces is not None:
+        namespaces.stop_sweeps()
 
 
 def _retry(task: Any, exc: Exception, give_up: Callable[[str], None]) -> None:
     """Retry ``task`` later, or call ``give_up`` with the reason once retries run out."""
-    settings, _, _ = worker_state()
+    settings, _ = _namespaces()
     cfg = settings.workers
     retries = int(task.request.retries)
     if retries >= cfg.max_retries:
@@ -131,23 +136,27 @@ def _retry(task: Any, exc: Exception, give_up: Callable[[str], None]) -> None:
 
 
 @_task("lore.ingest_documents", bind=True)
-def ingest_documents_task(self: Any, job_id: str, document_ids: list[str]) -> dict[str, int]:
+def ingest_documents_task(
+    self: Any, job_id: str, document_ids: list[str], namespace: str | None = None
+) -> dict[str, int]:
     """Load (from the job), chunk, embed and store documents; then queue extraction."""
-    _, runtime, jobs = worker_state()
+    _, runtime, jobs = worker_state(namespace)
     try:
         report, ready = ingest_documents(runtime, jobs, job_id, document_ids, retry_transient=True)
     except RETRYABLE as exc:
         _retry(self, exc, lambda why: fail_documents(runtime, jobs, job_id, document_ids, why))
         return {"done": 0, "ready": 0}
     if ready:
-        extract_chunks_task.apply_async((job_id, ready))
+        extract_chunks_task.apply_async((job_id, ready), _in(namespace))
     return {"done": len(report.done), "ready": len(ready)}
 
 
 @_task("lore.extract_chunks", bind=True)
-def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
+def extract_chunks_task(
+    self: Any, job_id: str, document_ids: list[str], namespace: str | None = None
+) -> int:
     """Extract entities and relations from the documents' chunks not yet extracted."""
-    _, runtime, jobs = worker_state()
+    _, runtime, jobs = worker_state(namespace)
     try:
         return extract_documents(runtime, jobs, job_id, document_ids)
     except RETRYABLE as exc:
@@ -156,9 +165,11 @@ def extract_chunks_task(self: Any, job_id: str, document_ids: list[str]) -> int:
 
 
 @_task("lore.delete_documents", bind=True)
-def delete_documents_task(self: Any, job_id: str, document_ids: list[str]) -> None:
+def delete_documents_task(
+    self: Any, job_id: str, document_ids: list[str], namespace: str | None = None
+) -> None:
     """Delete documents from the store and cascade into the graph (``app.lifecycle``)."""
-    _, runtime, jobs = worker_state()
+    _, runtime, jobs = worker_state(namespace)
     try:
         run_delete(runtime, jobs, job_id, document_ids, sync_indexes=False)
     except RETRYABLE as exc:
@@ -169,41 +180,67 @@ def delete_documents_task(self: Any, job_id: str, document_ids: list[str]) -> No
         return  # the job records why
 
 
+def _in(namespace: str | None) -> dict[str, str]:
+    """The keyword arguments that send a task to ``namespace`` (none for the default)."""
+    return {} if namespace is None else {"namespace": namespace}
+
+
 @_task("lore.resume_jobs")
 def resume_jobs() -> dict[str, int]:
-    """Re-enqueue unfinished documents of jobs whose tasks a broker restart lost."""
-    settings, runtime, jobs = worker_state()
-    end_orphaned_jobs(runtime)
-    return resume(
-        jobs,
-        broker_epoch(settings),
-        lambda job_id, ids: ingest_documents_task.apply_async((job_id, ids)),
-        lambda job_id, ids: extract_chunks_task.apply_async((job_id, ids)),
-        settings.workers.ingest_batch_documents,
-    )
+    """Re-enqueue unfinished documents of jobs whose tasks a broker restart lost.
+
+    Every namespace with a store is looked at, and its jobs are sent back to it.
+    """
+    settings, namespaces = _namespaces()
+    out: dict[str, int] = {}
+    for name in namespaces.existing():
+        runtime = namespaces.runtime(name)
+        end_orphaned_jobs(runtime)
+        out |= resume(
+            runtime.jobs(),
+            broker_epoch(settings),
+            _sender(ingest_documents_task, name),
+            _sender(extract_chunks_task, name),
+            settings.workers.ingest_batch_documents,
+        )
+    return out
+
+
+def _sender(task: Any, namespace: str) -> Callable[[str, list[str]], None]:
+    """Sends ``task`` for a job's documents to ``namespace``."""
+
+    def send(job_id: str, document_ids: list[str]) -> None:
+        task.apply_async((job_id, document_ids), _in(namespace))
+
+    return send
 
 
 # -- communities and their summaries ---------------------------------------------------
 
 
-def _refresh_lock(settings: Settings) -> Any:
+def _refresh_lock(settings: Settings, namespace: str | None) -> Any:
+    """Redis and the key of the one refresh that may run at a time in a namespace."""
     import redis
 
-    return redis.Redis.from_url(
-        settings.broker.url or ""
-    ), f"{settings.broker.key_prefix}lock:refresh"
+    key = f"{settings.broker.key_prefix}lock:refresh"
+    if namespace is not None and namespace != settings.auth.default_namespace:
+        key += f":{namespace}"
+    return redis.Redis.from_url(settings.broker.url or ""), key
 
 
 @_task("lore.refresh_stale")
 def refresh_stale(
-    job_id: str | None = None, rebuild: bool = False, reextract: bool = False
+    job_id: str | None = None,
+    rebuild: bool = False,
+    reextract: bool = False,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     """Catch the graph up, re-cluster, then summarise stale communities level by level."""
-    settings, runtime, jobs = worker_state()
+    settings, runtime, jobs = worker_state(namespace)
     job_id = job_id or jobs.create(
         "refresh", epoch=broker_epoch(settings), detail={"rebuild": rebuild}
     )
-    client, key = _refresh_lock(settings)
+    client, key = _refresh_lock(settings, namespace)
     try:
         expiry = int(settings.workers.task_time_limit_s * 4)
         if not client.set(key, job_id, nx=True, ex=expiry) and client.get(key) != job_id.encode():
@@ -213,38 +250,52 @@ def refresh_stale(
         client.close()
     plan, _ = prepare_refresh(runtime, rebuild=rebuild, reextract=reextract)
     jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
-    _next_level(job_id, plan_to_dict(plan), 0, 0, 0)
+    _next_level(job_id, plan_to_dict(plan), 0, 0, 0, namespace)
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}
 
 
 @_task("lore.build_communities")
-def build_communities_task(job_id: str | None = None) -> dict[str, Any]:
+def build_communities_task(
+    job_id: str | None = None, namespace: str | None = None
+) -> dict[str, Any]:
     """Recompute the whole hierarchy from scratch, then summarise what changed."""
-    result: dict[str, Any] = refresh_stale(job_id, rebuild=True)
+    result: dict[str, Any] = refresh_stale(job_id, rebuild=True, namespace=namespace)
     return result
 
 
-def _next_level(job_id: str, plan: dict[str, Any], index: int, refreshed: int, calls: int) -> None:
+def _next_level(
+    job_id: str,
+    plan: dict[str, Any],
+    index: int,
+    refreshed: int,
+    calls: int,
+    namespace: str | None,
+) -> None:
     levels = plan["levels"]
     if index >= len(levels):
-        settings, _, jobs = worker_state()
+        settings, _, jobs = worker_state(namespace)
         counts = report_from(plan_from_dict(plan), refreshed, calls)
         jobs.update_job(job_id, state="done", detail=counts)
-        client, key = _refresh_lock(settings)
+        client, key = _refresh_lock(settings, namespace)
         try:
             if client.get(key) == job_id.encode():
                 client.delete(key)
         finally:
             client.close()
         return
-    header = group(summarize_community_task.si(cid, plan["largest"]) for cid in levels[index])
-    chord(header)(store_level.s(job_id, plan, index, refreshed, calls))
+    kwargs = _in(namespace)
+    header = group(
+        summarize_community_task.si(cid, plan["largest"], **kwargs) for cid in levels[index]
+    )
+    chord(header)(store_level.s(job_id, plan, index, refreshed, calls, **kwargs))
 
 
 @_task("lore.summarize_community", bind=True, keep_result=True)
-def summarize_community_task(self: Any, community_id: str, largest: int) -> dict[str, Any]:
+def summarize_community_task(
+    self: Any, community_id: str, largest: int, namespace: str | None = None
+) -> dict[str, Any]:
     """Write-free: the new report of one community (None if its inputs are unchanged)."""
-    _, runtime, _ = worker_state()
+    _, runtime, _ = worker_state(namespace)
     summarizer = summarizer_for(runtime)
     failed: list[str] = []
     try:
@@ -268,13 +319,14 @@ def store_level(
     index: int,
     refreshed: int,
     calls: int,
+    namespace: str | None = None,
 ) -> int:
     """Store one level's reports (children are stored before parents are summarised)."""
-    _, runtime, _ = worker_state()
+    _, runtime, _ = worker_state(namespace)
     written = [CommunityReport.from_json(r["report"]) for r in results if r["report"]]
     checked = [str(r["id"]) for r in results if not r["failed"]]
     store_reports(runtime.graph(), written, checked)
     runtime.embed_reports()
     used = sum(int(r["llm_calls"]) for r in results)
-    _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used)
+    _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used, namespace)
     return len(written)
