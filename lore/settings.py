@@ -427,6 +427,14 @@ class WorkerSettings(Section):
     resume_interval_s: float = Field(
         30.0, gt=0, description="beat: re-enqueue unfinished jobs after a broker restart"
     )
+    heartbeat_s: float = Field(
+        5.0, gt=0, description="a worker process marks itself alive and sweeps this often"
+    )
+    heartbeat_ttl_s: float = Field(
+        20.0,
+        gt=0,
+        description="a worker process silent this long is dead: its tasks are sent again",
+    )
     llm_rate_per_s: float = Field(5.0, gt=0, description="LLM calls per second, all workers")
     llm_burst: int = Field(10, ge=1, description="LLM calls allowed at once after a pause")
 

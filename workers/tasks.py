@@ -13,6 +13,7 @@ catches those up from the store's change sequence.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
 import threading
@@ -21,6 +22,8 @@ from typing import Any
 
 from celery import chord, group
 from celery.signals import (
+    task_postrun,
+    task_prerun,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
@@ -45,6 +48,7 @@ from graph.refresh import (
 from lore.errors import PermanentError, TransientError
 from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
+from workers.heartbeat import Heartbeat, Resend, resend_of
 
 log = logging.getLogger(__name__)
 # PostgreSQL unreachable, a pool timeout, a deadlock or serialization failure: lore.db
@@ -108,19 +112,63 @@ def _warm_up(**kwargs: Any) -> None:
     threading.Thread(target=_warm, name="lore-warm-up", daemon=True).start()
 
 
+def _send_again(task: Resend) -> None:
+    settings, _ = _namespaces()
+    app.send_task(task.name, args=task.args, kwargs=task.kwargs, queue=settings.broker.queue)
+
+
+def heartbeat() -> Heartbeat:
+    """The heartbeat of this process (``workers.heartbeat``), started on first use.
+
+    A forked pool child builds its own: the parent's thread did not survive the fork.
+    """
+    with _lock:
+        beat = _state.get("heartbeat")
+        if beat is None or _state.get("heartbeat_pid") != os.getpid():
+            settings = _state.get("settings") or load_settings()
+            beat = Heartbeat(settings, _send_again)
+            beat.start()
+            _state["heartbeat"], _state["heartbeat_pid"] = beat, os.getpid()
+    return beat
+
+
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def _resume_on_start(**kwargs: Any) -> None:
+    heartbeat()
     resume_jobs.apply_async()
+
+
+@task_prerun.connect  # type: ignore[untyped-decorator]
+def _claim(task_id: str, task: Any, args: Any = (), kwargs: Any = None, **_: Any) -> None:
+    """Record the task as this process's, so it is sent again if the process dies."""
+    resend = resend_of(str(task.name), tuple(args or ()), dict(kwargs or {}))
+    if resend is not None:
+        try:
+            heartbeat().claim(task_id, resend)
+        except Exception:  # the broker away: the task still runs, unclaimed
+            log.warning("could not record the claim of %s", task_id, exc_info=True)
+
+
+@task_postrun.connect  # type: ignore[untyped-decorator]
+def _release(task_id: str, **_: Any) -> None:
+    """The task ended here (a retry is claimed again when it runs)."""
+    try:
+        heartbeat().release(task_id)
+    except Exception:
+        log.warning("could not release the claim of %s", task_id, exc_info=True)
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
 def _stop_sweep(**kwargs: Any) -> None:
-    """A pool child (prefork) or the worker itself (solo, threads) ends its sweeps."""
+    """A pool child (prefork) or the worker itself (solo, threads) ends its sweeps and beat."""
     with _lock:
         namespaces = _state.get("namespaces")
+        beat = _state.pop("heartbeat", None) if _state.get("heartbeat_pid") == os.getpid() else None
     if namespaces is not None:
         namespaces.stop_sweeps()
+    if beat is not None:
+        beat.stop()
 
 
 def _retry(task: Any, exc: Exception, give_up: Callable[[str], None]) -> None:
@@ -285,16 +333,24 @@ def _next_level(
         return
     kwargs = _in(namespace)
     header = group(
-        summarize_community_task.si(cid, plan["largest"], **kwargs) for cid in levels[index]
+        summarize_community_task.si(cid, plan["largest"], job_id=job_id, **kwargs)
+        for cid in levels[index]
     )
     chord(header)(store_level.s(job_id, plan, index, refreshed, calls, **kwargs))
 
 
 @_task("lore.summarize_community", bind=True, keep_result=True)
 def summarize_community_task(
-    self: Any, community_id: str, largest: int, namespace: str | None = None
+    self: Any,
+    community_id: str,
+    largest: int,
+    namespace: str | None = None,
+    job_id: str | None = None,
 ) -> dict[str, Any]:
-    """Write-free: the new report of one community (None if its inputs are unchanged)."""
+    """Write-free: the new report of one community (None if its inputs are unchanged).
+
+    ``job_id`` names the refresh it belongs to (sent again if this process dies).
+    """
     _, runtime, _ = worker_state(namespace)
     summarizer = summarizer_for(runtime)
     failed: list[str] = []
