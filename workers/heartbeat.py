@@ -28,6 +28,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -133,8 +134,11 @@ class Heartbeat:
         """
         self.client.set(f"{self.alive_prefix}{self.owner}", "1", ex=max(1, round(self.ttl_s)))
         sent = self.sweep()
+        # the epoch is set here when missing (as every sender does), so a restart after it
+        # was first seen always reads as a new one
+        self.client.set(self.epoch_key, uuid.uuid4().hex, nx=True)
         found = self.client.get(self.epoch_key)
-        epoch = found if isinstance(found, bytes) else b""  # b"": gone, nobody set it yet
+        epoch = found if isinstance(found, bytes) else b""
         if self._epoch is not None and epoch != self._epoch:
             log.warning("the broker lost its data (a new epoch): resuming unfinished jobs")
             self.send(Resend("lore.resume_jobs", (), {}))

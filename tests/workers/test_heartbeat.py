@@ -82,6 +82,7 @@ def test_a_new_epoch_resumes_the_jobs(settings: Settings, client: redis.Redis) -
     beat.beat()
     beat.beat()
     assert [s.name for s in sent] == ["lore.resume_jobs"]
+    assert client.get(epoch) not in (None, b"first")  # the beat set a new one
     beat.client.close()
 
 
