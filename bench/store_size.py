@@ -94,6 +94,7 @@ def corpus_report(corpus: Path, data: Path) -> dict[str, Any]:
             failed + len(report.failed),
             chunks + report.chunks,
         )
+    open_files = files_of(data)  # while the runtime is open: the WAL as a server has it
     runtime.close()
     files = files_of(data)
     stored = sum(files.values())
@@ -109,6 +110,8 @@ def corpus_report(corpus: Path, data: Path) -> dict[str, Any]:
         "failed": failed,
         "chunks": chunks,
         "data_dir_bytes": stored,
+        "data_dir_bytes_while_open": sum(open_files.values()),
+        "wal_bytes_while_open": open_files.get("lore.sqlite3-wal", 0),
         "ratio": round(stored / input_bytes, 2),
         "files": files,
         "sqlite_tables": {
