@@ -73,6 +73,9 @@ class IndexSet:
 
     def open(self) -> tuple[SparseIndex, DenseIndex]:
         """Both indexes, opened (and checked against the store's id) on first use."""
+        sparse, dense = self._sparse, self._dense
+        if sparse is not None and dense is not None:  # never waits for a rebuild under way
+            return sparse, dense
         with self._open_lock:
             if self._sparse is None or self._dense is None:
                 with index_lock(self.data_dir / LOCK):
