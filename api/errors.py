@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lore.errors import (
     EmbeddingMismatchError,
     ForbiddenError,
+    IndexRebuildingError,
     InvalidRequestError,
     LoreError,
     NotFoundError,
@@ -96,7 +97,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int | None = None) -> N
         if status == 500:
             return internal_error(request, exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        if isinstance(exc, TooManyRequestsError):
+        if isinstance(exc, TooManyRequestsError | IndexRebuildingError):
             headers = {"Retry-After": str(exc.retry_after_s)}
         return JSONResponse(
             error_body(type(exc).__name__, str(exc), request_id(request)),

@@ -55,7 +55,7 @@ from retrieval.ask import Asker
 from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
-from retrieval.index_set import IndexSet
+from retrieval.index_set import REBUILDING, IndexSet
 from retrieval.queries import QueryService
 from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 from retrieval.router import Mode
@@ -195,13 +195,16 @@ class Runtime:
         return self.indexes.catch_up()
 
     def index_health(self) -> dict[str, str]:
-        """Each index's state after a catch-up: ``ok``, or why it was rebuilt at open."""
+        """Each index's state after a catch-up: ``ok``, why it was rebuilt, or is being."""
         sparse, dense = self.indexes.open()
         self.sync_indexes()
         out: dict[str, str] = {}
+        rebuilding = self.indexes.rebuilding()
         for name, index in (("sparse", sparse), ("dense", dense)):
             reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
             out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
+            if name in rebuilding:
+                out[name] = f"{REBUILDING}: {rebuilding[name]}"
         return out
 
     def reindex(self) -> dict[str, int]:
@@ -327,6 +330,7 @@ class Runtime:
 
     def close(self) -> None:
         """Stop the search threads and release the stores."""
+        self.indexes.wait_rebuilt()
         if self._queries is not None:
             self._queries.close()
         for opened in (self._graph, self._quarantine, self._jobs):

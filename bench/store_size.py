@@ -1,23 +1,35 @@
-"""Store bytes per request byte for documents that carry heavy metadata.
+"""Storage per input byte: heavy-metadata synthetic documents, or a real corpus.
 
     python -m bench.store_size [--docs 20] [--paragraphs 80] [--tags 250]
+    python -m bench.store_size --corpus examples/corpus [--keep DIR]
 
-Ingests ``--docs`` synthetic documents of ``--paragraphs`` paragraphs (one chunk each,
-roughly) whose metadata holds a list of ``--tags`` 60-character tags (~15 KB, under the
-per-list limit), through ``Runtime.ingest``, with a tiny deterministic 8-d embedder so
-that the figure is about text and metadata, not vectors. Prints the request's JSON
-size, the store's size after a WAL checkpoint and their ratio. Metadata stored once per
-document (now) against once per chunk (before) is the difference this measures.
+``--corpus DIR``: ingests each subfolder of ``DIR`` (the ops corpus ``examples/corpus``:
+``production/`` and ``staging/``, with ``env=<folder>`` as ``lore ingest --meta`` would)
+with the configured embedder (by default the packaged 384-d all-MiniLM-L6-v2, read from
+its package: nothing downloads), then prints the input bytes, the data directory's bytes
+after the runtime closed, their ratio, a per-file breakdown and the SQLite tables' share
+(``dbstat``), with the machine and its load. ``--keep DIR`` ingests into ``DIR`` (which
+must not exist) and leaves it there for inspection.
+
+Without ``--corpus``: ingests ``--docs`` synthetic documents of ``--paragraphs``
+paragraphs (one chunk each, roughly) whose metadata holds a list of ``--tags``
+60-character tags (~15 KB, under the per-list limit), through ``Runtime.ingest``, with
+a tiny deterministic 8-d embedder so that the figure is about text and metadata, not
+vectors. Prints the request's JSON size, the store's size after a WAL checkpoint and
+their ratio. Metadata stored once per document (now) against once per chunk (before) is
+the difference this measures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +53,88 @@ class FlatEmbedder:
         return np.full(8, 8**-0.5, dtype=np.float32)
 
 
+def files_of(directory: Path) -> dict[str, int]:
+    """Every file under ``directory`` with its size, by path relative to it."""
+    return {
+        str(path.relative_to(directory)): path.stat().st_size
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def sqlite_tables(path: Path) -> dict[str, int]:
+    """Bytes of pages per table or index of an SQLite file (its ``dbstat`` view)."""
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute(
+            "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        db.close()
+    tables = {str(name): int(size) for name, size in rows}
+    tables["(free pages)"] = int(free) * int(page)
+    return tables
+
+
+def corpus_report(corpus: Path, data: Path) -> dict[str, Any]:
+    """Ingest each subfolder of ``corpus`` into ``data``; what the data directory holds."""
+    folders = sorted(p for p in corpus.iterdir() if p.is_dir()) or [corpus]
+    inputs = {
+        str(p.relative_to(corpus)): p.stat().st_size for p in corpus.rglob("*") if p.is_file()
+    }
+    runtime = runtime_for(data)
+    done = failed = chunks = 0
+    embedder = runtime.embedder
+    for folder in folders:
+        report = runtime.ingest_paths([folder], {"env": folder.name} if folder != corpus else None)
+        done, failed, chunks = (
+            done + len(report.done),
+            failed + len(report.failed),
+            chunks + report.chunks,
+        )
+    open_files = files_of(data)  # while the runtime is open: the WAL as a server has it
+    runtime.close()
+    files = files_of(data)
+    stored = sum(files.values())
+    input_bytes = sum(inputs.values())
+    return {
+        "machine": machine(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "corpus": str(corpus),
+        "embedder": {"name": embedder.name, "dimension": embedder.dimension},
+        "input_files": len(inputs),
+        "input_bytes": input_bytes,
+        "documents": done,
+        "failed": failed,
+        "chunks": chunks,
+        "data_dir_bytes": stored,
+        "data_dir_bytes_while_open": sum(open_files.values()),
+        "wal_bytes_while_open": open_files.get("lore.sqlite3-wal", 0),
+        "ratio": round(stored / input_bytes, 2),
+        "files": files,
+        "sqlite_tables": {
+            name: sqlite_tables(data / name) for name in files if name.endswith(".sqlite3")
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=20)
     parser.add_argument("--paragraphs", type=int, default=80)
     parser.add_argument("--tags", type=int, default=250)
+    parser.add_argument("--corpus", type=Path, help="a real corpus folder (examples/corpus)")
+    parser.add_argument("--keep", type=Path, help="--corpus: ingest into this new folder")
     args = parser.parse_args()
+    if args.corpus is not None:
+        if args.keep is not None:
+            print(json.dumps(corpus_report(args.corpus, args.keep), indent=2))
+            return
+        with tempfile.TemporaryDirectory(prefix="lore-size-") as tmp:
+            print(json.dumps(corpus_report(args.corpus, Path(tmp) / "data"), indent=2))
+        return
     tags = [f"tag-{i:03d}-" + "x" * 50 for i in range(args.tags)]
     text = "\n\n".join(
         f"Paragraph {i} about the ledger service and error E_{i:04d}. " * 12

@@ -21,6 +21,8 @@ class to one HTTP status (``api/errors.py``)::
     │                                   one re-prompt (the chunk is quarantined)
     └── TransientError                  may succeed later (HTTP 503)
         ├── TooManyRequestsError        a namespace's share of ingest is used (HTTP 429)
+        ├── IndexRebuildingError        a search index is being rebuilt from the store
+        │                               (HTTP 503 with Retry-After)
         └── BackendUnavailableError     a server (embedding endpoint, broker) did not answer
             └── LLMUnavailableError     the LLM endpoint failed its probe (nothing was
                                         written; documents stay searchable)
@@ -102,6 +104,14 @@ class LLMUnavailableError(BackendUnavailableError):
 
 class TooManyRequestsError(TransientError):
     """A namespace holds its share of the ingest queue; retry after ``retry_after_s``."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class IndexRebuildingError(TransientError):
+    """A search index is being rebuilt from the store; retry after ``retry_after_s``."""
 
     def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
         super().__init__(message)

@@ -11,7 +11,11 @@ saw. So each index's watermark (``indexes.watermark.json``) also records the cha
 log's rolling digest at the sequence it applied (:meth:`lore.store.Store.digest_at`):
 when the store's digest there differs, that index is rebuilt, and :attr:`IndexSet.rebuilt`
 says why (``lore status``, ``/readyz``). Index files removed under a running process are
-noticed before the next search or catch-up and rebuilt from the store.
+noticed before the next search or catch-up (and by the periodic sweep) and rebuilt from
+the store on a background thread (:meth:`IndexSet.heal_in_background`): meanwhile
+searches are refused with :class:`~lore.errors.IndexRebuildingError` (HTTP 503 with
+``Retry-After``) instead of waiting inside the request, and writes are stored without
+touching the indexes (the rebuild, or the next catch-up, applies them).
 
 Index files are written under a file lock, so two processes never write them at once;
 inside a process a readers-writer lock (``guard``, shared with the searcher) keeps
@@ -21,6 +25,7 @@ searches off an index being updated.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -35,9 +40,13 @@ from retrieval.indexes import DerivedIndex, catch_up, index_lock
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
 
+log = logging.getLogger("lore.indexes")
+
 MARKER = "indexes.store-id"
 LOCK = "indexes.lock"
 WATERMARK = "indexes.watermark.json"
+REBUILDING = "rebuilding from the store"  # what health says during a background rebuild
+REBUILD_RETRY_AFTER_S = 2  # rebuilding ~10k chunks takes seconds; a client retries soon
 
 
 @dataclass
@@ -56,11 +65,17 @@ class IndexSet:
     _dense: DenseIndex | None = field(default=None, init=False)
     _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _on_disk: set[str] = field(default_factory=set, init=False)
+    _rebuilding: dict[str, str] = field(default_factory=dict, init=False)
+    _heal_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _heal_thread: threading.Thread | None = field(default=None, init=False)
     rebuilt: dict[str, str] = field(default_factory=dict, init=False)
     """Index name → why it was last rebuilt from the store by this process."""
 
     def open(self) -> tuple[SparseIndex, DenseIndex]:
         """Both indexes, opened (and checked against the store's id) on first use."""
+        sparse, dense = self._sparse, self._dense
+        if sparse is not None and dense is not None:  # never waits for a rebuild under way
+            return sparse, dense
         with self._open_lock:
             if self._sparse is None or self._dense is None:
                 with index_lock(self.data_dir / LOCK):
@@ -167,9 +182,70 @@ class IndexSet:
     def _directories(self) -> dict[str, Path]:
         return {"sparse": self._sparse_dir(), "dense": self.data_dir / "dense-hnswlib"}
 
+    def rebuilding(self) -> dict[str, str]:
+        """The indexes being rebuilt from the store right now (name → why; {}: none)."""
+        with self._heal_lock:
+            return dict(self._rebuilding)
+
+    def heal_in_background(self) -> dict[str, str]:
+        """Start rebuilding vanished indexes on a thread; what is being rebuilt ({}: none).
+
+        Returns at once: the caller answers "not now" (503) instead of waiting for it.
+        """
+        with self._heal_lock:
+            if self._rebuilding:
+                return dict(self._rebuilding)
+            if self._sparse is None or self._dense is None:
+                return {}
+            gone = self._vanished()
+            if not gone:
+                return {}
+            self._rebuilding = dict(gone)
+            self._heal_thread = threading.Thread(
+                target=self._heal_and_log, name="lore-index-heal", daemon=True
+            )
+            self._heal_thread.start()
+            return dict(gone)
+
+    def wait_rebuilt(self, timeout_s: float | None = None) -> bool:
+        """Wait for a background rebuild to end; False when it is still running."""
+        thread = self._heal_thread
+        if thread is not None:
+            thread.join(timeout_s)
+            return not thread.is_alive()
+        return True
+
+    def _heal_and_log(self) -> None:
+        try:
+            for name, why in self._heal().items():
+                log.warning("rebuilt the %s index from the store: %s", name, why)
+        except Exception:  # the thread must not die silently; the next read starts another
+            log.exception("rebuilding the indexes from the store failed")
+        finally:
+            with self._heal_lock:
+                self._rebuilding = {}
+
     def heal(self) -> dict[str, str]:
-        """Rebuild from the store any index whose files vanished; name → reason (or {})."""
-        if self._sparse is None or self._dense is None or not self._vanished():
+        """Rebuild from the store any index whose files vanished; name → reason (or {}).
+
+        In the calling thread (the periodic sweep, ``reindex``); {} while a background
+        rebuild is under way.
+        """
+        with self._heal_lock:
+            if self._rebuilding or self._sparse is None or self._dense is None:
+                return {}
+            gone = self._vanished()
+            if not gone:
+                return {}
+            self._rebuilding = dict(gone)
+        try:
+            return self._heal()
+        finally:
+            with self._heal_lock:
+                self._rebuilding = {}
+
+    def _heal(self) -> dict[str, str]:
+        if self._sparse is None or self._dense is None:
             return {}
         with self._open_lock, index_lock(self.data_dir / LOCK), self.guard.write():
             gone = self._vanished()
@@ -197,9 +273,14 @@ class IndexSet:
         )
 
     def catch_up(self) -> dict[str, int]:
-        """Catch both indexes up with the store; return the changes each applied."""
+        """Catch both indexes up with the store; return the changes each applied.
+
+        Applies nothing while index files that vanished are rebuilt in the background
+        (which this starts when needed): that rebuild reads the store to its end.
+        """
         sparse, dense = self.open()
-        self.heal()
+        if self.heal_in_background():
+            return {"sparse": 0, "dense": 0}
         if not self.behind():
             return {"sparse": 0, "dense": 0}
         with index_lock(self.data_dir / LOCK), self.guard.write():

@@ -3,7 +3,9 @@
 Before a search the indexes are caught up with the store (one cheap ``MAX(seq)`` read
 when nothing changed; the catch-up itself runs on a search thread, off the event loop),
 then the :class:`~retrieval.hybrid.HybridSearcher` or the :class:`~retrieval.ask.Asker`
-answers. The HTTP read path needs nothing else.
+answers. The HTTP read path needs nothing else. While an index whose files vanished is
+rebuilt from the store in the background, searches are refused with a 503 and
+``Retry-After``.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from lore.errors import IndexRebuildingError
 from retrieval.ask import Asker
 from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
-from retrieval.index_set import IndexSet
+from retrieval.index_set import REBUILD_RETRY_AFTER_S, IndexSet
 
 
 @dataclass
@@ -27,7 +30,19 @@ class QueryService:
     asker: Asker
 
     async def catch_up(self) -> None:
-        """Bring the indexes up to the store's last change, if they are behind."""
+        """Bring the indexes up to the store's last change, if they are behind.
+
+        Raises :class:`IndexRebuildingError` (a 503 with ``Retry-After``) while index files
+        that vanished are rebuilt from the store in the background (started here if need be).
+        """
+        rebuilding = self.indexes.heal_in_background()
+        if rebuilding:
+            raise IndexRebuildingError(
+                "the search indexes are being rebuilt from the store ("
+                + "; ".join(f"{name}: {why}" for name, why in sorted(rebuilding.items()))
+                + "); retry shortly",
+                retry_after_s=REBUILD_RETRY_AFTER_S,
+            )
         if self.indexes.behind():
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self.searcher.executor, self.indexes.catch_up)

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from api.deps import NamespacesDep
 from lore import __version__
 from lore.db import redact
+from retrieval.index_set import REBUILD_RETRY_AFTER_S, REBUILDING
 
 router = APIRouter(tags=["health"])
 
@@ -40,6 +41,8 @@ def _broker_check(url: str | None) -> str | None:
 async def readyz(namespaces: NamespacesDep) -> JSONResponse:
     """Readiness: the store answers, the indexes are caught up, the embedder is loaded.
 
+    503 with ``Retry-After`` while an index is rebuilt from the store in the background.
+
     The first call loads the embedding model, so a probe warms the process before the
     first query pays for it.
     """
@@ -60,4 +63,11 @@ async def readyz(namespaces: NamespacesDep) -> JSONResponse:
     if broker is not None:
         checks["broker"] = broker
     checks.update({f"{name}_index": state for name, state in indexes.items()})
+    if any(state.startswith(REBUILDING) for state in indexes.values()):
+        checks["indexes"] = REBUILDING
+        return JSONResponse(
+            {"status": "not ready", "checks": checks},
+            status_code=503,
+            headers={"Retry-After": str(REBUILD_RETRY_AFTER_S)},
+        )
     return JSONResponse({"status": "ready", "checks": checks})

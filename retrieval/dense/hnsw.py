@@ -7,11 +7,18 @@
   never admits a disallowed id. Either way top-k results come back whenever k chunks
   match.
 * ``ef`` grows with the requested pool so recall does not collapse for large pools.
+* Each vector is on disk twice in all: once in the store (the source of truth the index is
+  rebuilt from) and once in ``index.bin``. The in-memory matrix the exact scans use is
+  read back from ``index.bin`` at open (its element records, no second file); it holds
+  hnswlib's own normalised copy, so exact and graph scores agree and a reopened index
+  scores exactly as the one that wrote it. A ``vectors.npy``/``labels.npy`` pair left by
+  an older version is removed at open (it only duplicated ``index.bin``).
 """
 
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +34,12 @@ from retrieval.filters import ResolvedFilter
 from retrieval.state import read_state, write_state
 
 _INITIAL_CAPACITY = 1024
+# The header hnswlib's saveIndex writes: six size_t fields (level-0 offset, capacity,
+# element count, bytes per element record, where a record keeps its label and where its
+# vector), an int and a uint32 (top level, entry point), three size_t (M limits), a
+# double and a size_t; the element records follow it, one per element.
+_HEADER = struct.Struct("<QQQQQQiIQQQdQ")
+_OLD_FILES = ("vectors.npy", "labels.npy")  # written before the matrix came from index.bin
 
 
 class HnswIndex:
@@ -48,11 +61,9 @@ class HnswIndex:
         self._state_path = directory / "state.json"
         self._dim, self._m, self._efc = dimension, m, ef_construction
         self._ef, self._exact_max, self._threads = ef_search, exact_scan_max_rows, threads
-        self._vectors_path = directory / "vectors.npy"
-        self._labels_path = directory / "labels.npy"
         self._deleted: set[int] = set()
-        # A plain matrix of every vector, for exact scans (hnswlib's get_items is ~30 ms
-        # per 1,000 ids); ~1.5 KB a chunk at 384 dims.
+        # A plain matrix of every vector, for exact scans (hnswlib's get_items is ~70 ms
+        # per 1,000 ids); ~1.5 KB a chunk at 384 dims, in memory only.
         self._matrix = np.zeros((0, dimension), dtype=np.float32)
         self._row_of: dict[int, int] = {}
         state = read_state(self._state_path)
@@ -81,6 +92,8 @@ class HnswIndex:
                 self.repaired = f"hnswlib could not load the files ({exc})"
         else:
             self._new(_INITIAL_CAPACITY)
+        for name in _OLD_FILES:  # the caller holds the index lock
+            (directory / name).unlink(missing_ok=True)
 
     def _new(self, capacity: int) -> None:
         self._index = hnswlib.Index(space="cosine", dim=self._dim)
@@ -90,17 +103,59 @@ class HnswIndex:
         self._row_of = {}
 
     def _load_matrix(self) -> None:
-        labels: list[int] = []
-        if self._vectors_path.exists() and self._labels_path.exists():
-            matrix = np.load(self._vectors_path)
-            labels = [int(x) for x in np.load(self._labels_path)]
-        if len(labels) != self._index.get_current_count():  # missing or stale: re-read
+        read = self._read_records()
+        if read is None:  # not the layout this reader knows: ask hnswlib (slower)
             labels = [int(x) for x in self._index.get_ids_list() if int(x) not in self._deleted]
             matrix = np.asarray(self._index.get_items(labels), dtype=np.float32).reshape(
                 len(labels), self._dim
             )
+        else:
+            all_labels, all_vectors = read
+            keep = np.fromiter(
+                (int(label) not in self._deleted for label in all_labels),
+                dtype=bool,
+                count=len(all_labels),
+            )
+            labels = [int(x) for x in all_labels[keep]]
+            matrix = all_vectors[keep]
         self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self._row_of = {label: row for row, label in enumerate(labels)}
+
+    def _read_records(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        """Labels and stored vectors of every element, read from ``index.bin`` directly.
+
+        None when the header does not describe the loaded index (another hnswlib layout).
+        """
+        count = int(self._index.get_current_count())
+        with self._file.open("rb") as handle:
+            head = handle.read(_HEADER.size)
+        if len(head) != _HEADER.size:
+            return None
+        level0, _, current, size, label_at, data_at = _HEADER.unpack(head)[:6]
+        if (
+            level0 != 0
+            or current != count
+            or data_at + 4 * self._dim > size
+            or label_at + 8 > size
+            or self._file.stat().st_size < _HEADER.size + current * size
+        ):
+            return None
+        if count == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self._dim), dtype=np.float32)
+        records = np.memmap(
+            self._file, dtype=np.uint8, mode="r", offset=_HEADER.size, shape=(current, size)
+        )
+        try:
+            vectors = np.ascontiguousarray(records[:, data_at : data_at + 4 * self._dim])
+            labels = np.ascontiguousarray(records[:, label_at : label_at + 8])
+        finally:
+            del records
+        return (
+            labels.view("<u8").reshape(count).astype(np.int64),
+            vectors.view("<f4").reshape(count, self._dim).astype(np.float32),
+        )
 
     def _remember(self, labels: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
         fresh = [i for i, label in enumerate(labels) if int(label) not in self._row_of]
@@ -136,8 +191,9 @@ class HnswIndex:
                 f"vector of size {vectors.shape[1]} in a {self._dim}-d index"
             )
         self._index.add_items(vectors, labels, num_threads=self._threads)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        self._remember(labels, vectors / np.maximum(norms, 1e-12))
+        # hnswlib's own normalised copy: what index.bin holds and a reopen reads back
+        stored = np.asarray(self._index.get_items(labels), dtype=np.float32)
+        self._remember(labels, stored.reshape(len(labels), self._dim))
         self._deleted.difference_update(int(label) for label in labels)
 
     def delete(self, row_ids: Sequence[int]) -> None:
@@ -154,21 +210,11 @@ class HnswIndex:
 
     def commit(self, seq: int) -> None:
         """Save the index file, then the state that vouches for it."""
-        labels = np.zeros(len(self._row_of), dtype=np.int64)
-        for label, row in self._row_of.items():
-            labels[row] = label
-        # Each file is replaced whole; a crash leaves old and new files side by side, which
-        # loading detects (counts differ) and repairs from the index itself.
+        # Replaced whole: a crash leaves the old file or the new one, and a state that
+        # does not match the file makes the next open rebuild from the store.
         tmp = self._file.with_suffix(".tmp")
         self._index.save_index(str(tmp))
         os.replace(tmp, self._file)
-        for path, array in (
-            (self._vectors_path, self._matrix[: len(labels)]),
-            (self._labels_path, labels),
-        ):
-            with path.with_suffix(".tmp").open("wb") as handle:
-                np.save(handle, array)
-            os.replace(path.with_suffix(".tmp"), path)
         self._applied = seq
         write_state(
             self._state_path,

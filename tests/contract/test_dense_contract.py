@@ -78,3 +78,48 @@ def test_empty_filter_and_empty_index(tmp_path: Path) -> None:
     idx.upsert(ROWS[:3])
     assert idx.search(VECS[0], 5, ResolvedFilter({}, frozenset())) == []
     assert len(idx.search(VECS[0], 5)) == 3
+
+
+def test_one_file_holds_the_vectors_and_a_reopen_scores_identically(tmp_path: Path) -> None:
+    scaled = [IndexRow(r.row_id, "", r.embedding * (1 + r.row_id % 7), []) for r in ROWS]
+    for exact_rows in (0, 10_000):  # the graph path, then the exact scan over the matrix
+        directory = tmp_path / f"x{exact_rows}"
+        idx = open_dense_index("hnswlib", directory, DIM, exact_scan_max_rows=exact_rows)
+        idx.upsert(scaled)
+        idx.delete([5, 77])
+        idx.upsert([IndexRow(9, "", VECS[300], [])])  # replaced in place
+        idx.commit(N + 3)
+        assert sorted(p.name for p in directory.iterdir()) == ["index.bin", "state.json"]
+        allowed = ResolvedFilter({"x": ("y",)}, frozenset(range(1, N + 1, 3)))
+        queries = [(VECS[q], None) for q in (0, 8, 41, 300)] + [(VECS[q], allowed) for q in (2, 9)]
+        before = [idx.search(q, 20, f) for q, f in queries]
+        again = open_dense_index("hnswlib", directory, DIM, exact_scan_max_rows=exact_rows)
+        assert [again.search(q, 20, f) for q, f in queries] == before
+        assert len(again) == N - 2 and 5 not in {r for r, _ in again.search(VECS[4], 5)}
+        live = [i for i in range(1, N + 1) if i not in (5, 77)]
+        assert np.array_equal(again.vectors(live), idx.vectors(live))
+        assert np.allclose(again.vectors([9]), VECS[300], atol=1e-6)
+        stored = np.asarray(again._index.get_items(live), dtype=np.float32)  # type: ignore[attr-defined]
+        assert np.array_equal(again.vectors(live), stored)  # read from index.bin = hnswlib's
+
+
+def test_a_directory_with_the_old_vectors_file_is_migrated(tmp_path: Path) -> None:
+    directory = tmp_path / "old"
+    idx = open_dense_index("hnswlib", directory, DIM, exact_scan_max_rows=10_000)
+    idx.upsert(ROWS)
+    idx.delete([3])
+    idx.commit(N + 1)
+    # what the previous version also wrote: a copy of every vector and its labels
+    np.save(directory / "vectors.npy", VECS)
+    np.save(directory / "labels.npy", np.arange(1, N + 1, dtype=np.int64))
+    allowed = ResolvedFilter({"x": ("y",)}, frozenset(range(1, 200)))
+    before = [idx.search(VECS[q], 10, allowed) for q in (1, 2, 50)]
+    again = open_dense_index("hnswlib", directory, DIM, exact_scan_max_rows=10_000)
+    assert sorted(p.name for p in directory.iterdir()) == ["index.bin", "state.json"]
+    assert again.applied_seq == N + 1 and len(again) == N - 1
+    assert [again.search(VECS[q], 10, allowed) for q in (1, 2, 50)] == before
+    again.upsert([IndexRow(N + 1, "", VECS[0], [])])
+    again.commit(N + 2)
+    assert not (directory / "vectors.npy").exists()
+    third = open_dense_index("hnswlib", directory, DIM)
+    assert len(third) == N and third.search(VECS[0], 2)[0][0] in (1, N + 1)

@@ -3,16 +3,19 @@
 A store restored from a backup repeats the store id and, after more writes, the
 sequence numbers the indexes recorded: the watermark's digest of the change log tells
 them apart, so the indexes are rebuilt with a reason. Index directories removed under a
-running process are rebuilt from the store on the next read or write, never a 500.
+running process are rebuilt from the store in the background, noticed on the next read or
+write: meanwhile searches get a 503 with Retry-After, never a 500.
 """
 
 from __future__ import annotations
 
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from httpx import Response
 
 from api.app import create_app
 from api.cli_status import status_info
@@ -22,6 +25,8 @@ from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
 from retrieval.contract import QueryRequest
+from retrieval.index_set import LOCK, REBUILD_RETRY_AFTER_S, REBUILDING
+from retrieval.indexes import index_lock
 from tests.conftest import make_runtime
 
 
@@ -76,6 +81,18 @@ def test_a_store_restored_from_a_backup_rebuilds_the_indexes(
     again.close()
 
 
+def _until_served(client: TestClient, method: str, path: str, **kwargs: object) -> Response:
+    """The first answer that is not a 503 of a rebuild (which must carry Retry-After)."""
+    deadline = time.monotonic() + 60
+    while True:
+        reply = client.request(method, path, **kwargs)  # type: ignore[arg-type]
+        if reply.status_code != 503 or time.monotonic() > deadline:
+            return reply
+        assert reply.headers["Retry-After"] == str(REBUILD_RETRY_AFTER_S), reply.text
+        assert "rebuil" in reply.text, reply.text
+        time.sleep(0.05)
+
+
 def test_index_directories_removed_under_a_live_server_heal(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
@@ -93,13 +110,47 @@ def test_index_directories_removed_under_a_live_server_heal(
         assert reply.status_code == 200, reply.text
         assert reply.json()["state"] == "done"
         for text, doc in (("E_LIVE_1", "live-1.md"), ("E_LIVE_2", "live-2.md")):
-            found = client.post("/v1/memory/query", json={"search_text": text, "top_k": 3})
+            body = {"search_text": text, "top_k": 3}
+            found = _until_served(client, "POST", "/v1/memory/query", json=body)
             assert found.status_code == 200, found.text
             assert found.json()["results"][0]["document_id"] == doc
-        ready = client.get("/readyz")
+        ready = _until_served(client, "GET", "/readyz")
         assert ready.status_code == 200, ready.text
         assert "removed while serving" in ready.text
         assert any(tmp_path.glob("sparse-*/meta.json"))  # written again
+
+
+def test_a_rebuild_runs_in_the_background_and_searches_get_503_meanwhile(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    app = create_app(settings, Namespaces(settings, embedder=local_embedder))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        first = {"id": "bg-1.md", "text": "E_BG_ONE before the removal", "wait": True}
+        assert client.post("/v1/documents", json=first).json()["state"] == "done"
+        for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
+            shutil.rmtree(directory)
+        # another process writing the index files holds their lock: the rebuild waits
+        with index_lock(tmp_path / LOCK):
+            started = time.monotonic()
+            busy = client.post("/v1/memory/query", json={"search_text": "E_BG_ONE"})
+            assert busy.status_code == 503, busy.text
+            assert busy.headers["Retry-After"] == str(REBUILD_RETRY_AFTER_S)
+            assert busy.json()["error"] == "IndexRebuildingError"
+            assert "removed while serving" in busy.json()["detail"]
+            ready = client.get("/readyz")
+            assert ready.status_code == 503 and "Retry-After" in ready.headers, ready.text
+            assert ready.json()["checks"]["indexes"] == REBUILDING
+            second = {"id": "bg-2.md", "text": "E_BG_TWO during the rebuild", "wait": True}
+            stored = client.post("/v1/documents", json=second)
+            assert stored.status_code == 200 and stored.json()["state"] == "done", stored.text
+            assert time.monotonic() - started < 30  # nothing waited for the rebuild
+        for text, doc in (("E_BG_ONE", "bg-1.md"), ("E_BG_TWO", "bg-2.md")):
+            body = {"search_text": text, "top_k": 3}
+            found = _until_served(client, "POST", "/v1/memory/query", json=body)
+            assert found.status_code == 200, found.text
+            assert found.json()["results"][0]["document_id"] == doc
+        assert _until_served(client, "GET", "/readyz").status_code == 200
 
 
 def test_the_periodic_sweep_rebuilds_removed_index_directories(

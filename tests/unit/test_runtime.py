@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from app.runtime import open_runtime
+from app.runtime import Runtime, open_runtime
 from lore.embedders import LocalEmbedder
 from lore.errors import ConfigurationError, EmbeddingMismatchError
 from lore.models import SourceDocument
 from lore.settings import load_settings
 from lore.store import NewChunk, Store
-from retrieval.contract import QueryRequest
+from retrieval.contract import HybridParams, QueryRequest
 from tests.conftest import make_runtime
 
 
@@ -87,7 +87,6 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
     rt.close()
     index_bin = tmp_path / "dense-hnswlib" / "index.bin"
     index_bin.write_bytes(index_bin.read_bytes()[:100])  # torn write
-    (tmp_path / "dense-hnswlib" / "vectors.npy").unlink()
     again = make_runtime(tmp_path, local_embedder)
     hits = again.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results
     assert [h.document_id for h in hits] == ["a"]
@@ -102,6 +101,69 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
         == "n"
     )
     fresh.close()
+
+
+def _answers(rt: Runtime) -> list[list[tuple[str, str, float, str]]]:
+    """Every probe's results: dense alone, dense under a filter, hybrid; the dense scores."""
+    dense = HybridParams(dense_weight=1, sparse_weight=0)
+    probes = [
+        QueryRequest(search_text="marsupial that hops", top_k=4, hybrid_params=dense),
+        QueryRequest(
+            search_text="burrowing animal",
+            top_k=4,
+            metadata_filter={"team": "zoo"},
+            hybrid_params=dense,
+        ),
+        QueryRequest(search_text="ERR_BETA wombat", top_k=4),
+    ]
+    vector = rt.embedder.embed_query("an animal of Australia")
+    scores = [("", str(row), score, "") for row, score in rt.searcher().dense.search(vector, 5)]
+    return [
+        [
+            (h.document_id, h.chunk_id, h.rrf_score, h.ranks.model_dump_json())
+            for h in rt.query_sync(q).results
+        ]
+        for q in probes
+    ] + [scores]
+
+
+_ANIMALS = [
+    SourceDocument("a", "a", "The kangaroo hops across the plain. ERR_ALPHA", "", {"team": "zoo"}),
+    SourceDocument("b", "b", "The wombat digs a burrow at night. ERR_BETA", "", {"team": "zoo"}),
+    SourceDocument("c", "c", "The platypus swims and lays eggs. ERR_GAMMA", "", {"team": "x"}),
+]
+
+
+def test_the_dense_index_keeps_no_second_vector_file_and_reopens_identically(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    rt.ingest(_ANIMALS)
+    before = _answers(rt)
+    rt.close()
+    dense = tmp_path / "dense-hnswlib"
+    assert sorted(p.name for p in dense.iterdir()) == ["index.bin", "state.json"]
+    again = make_runtime(tmp_path, local_embedder)
+    assert _answers(again) == before and before[0][0][0] == "a"
+    again.close()
+
+
+def test_an_old_data_directory_with_vectors_npy_is_migrated(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    rt.ingest(_ANIMALS)
+    before = _answers(rt)
+    rt.close()
+    dense = tmp_path / "dense-hnswlib"
+    vectors = np.zeros((5, local_embedder.dimension), dtype=np.float32)  # as an old version
+    np.save(dense / "vectors.npy", vectors)  # left them: one row per chunk and its label
+    np.save(dense / "labels.npy", np.arange(1, 6, dtype=np.int64))
+    again = make_runtime(tmp_path, local_embedder)
+    assert _answers(again) == before
+    assert sorted(p.name for p in dense.iterdir()) == ["index.bin", "state.json"]
+    assert again.store.counts()["chunks"] == len(_ANIMALS)
+    again.close()
 
 
 def test_an_id_owned_by_another_source_is_not_overwritten(
