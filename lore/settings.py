@@ -216,7 +216,26 @@ class LLMSettings(Section):
         None, description="the endpoint's key (sent as a bearer token)"
     )
     model: str = Field("gpt-4o-mini", description="the model name the endpoint serves")
-    timeout_s: float = Field(120.0, gt=0, description="per call")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="whole-reply bound of a call that is not streamed (an endpoint that "
+        "refuses stream) and of the probe",
+    )
+    stream: bool = Field(
+        True,
+        description="stream replies (bounded by silence, closed when given up); an endpoint "
+        "that refuses is sent whole-reply calls instead",
+    )
+    first_token_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="a streamed call times out when neither it nor any other call of this "
+        "process got a token for this long (queueing and prompt reading take time)",
+    )
+    inactivity_timeout_s: float = Field(
+        30.0, gt=0, description="a streamed call times out after this long without a token"
+    )
     max_concurrency: int = Field(4, ge=1, le=256, description="calls in flight per process")
     max_retries: int = Field(5, ge=0, le=20, description="retries on 429, 5xx and timeouts")
     backoff_s: float = Field(1.0, gt=0, description="first retry delay; doubles each retry")
