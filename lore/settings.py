@@ -236,7 +236,13 @@ class LLMSettings(Section):
     inactivity_timeout_s: float = Field(
         30.0, gt=0, description="a streamed call times out after this long without a token"
     )
-    max_concurrency: int = Field(4, ge=1, le=256, description="calls in flight per process")
+    max_concurrency: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="calls in flight per process at most; halved on timeouts, 429s and late "
+        "first tokens, grown back by one after a run of successes (AIMD)",
+    )
     max_retries: int = Field(5, ge=0, le=20, description="retries on 429, 5xx and timeouts")
     backoff_s: float = Field(1.0, gt=0, description="first retry delay; doubles each retry")
     backoff_max_s: float = Field(30.0, gt=0, description="longest retry delay")

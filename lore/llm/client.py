@@ -22,6 +22,7 @@ from lore.errors import (
     LLMReplyError,
     LLMUnavailableError,
 )
+from lore.llm.aimd import AdaptiveLimit
 from lore.llm.cache import ReplyCache
 from lore.llm.repair import ReplyT, parse_reply
 
@@ -103,6 +104,7 @@ class LLMClient:
         inactivity_timeout_s: float = 30.0,
         stream: bool = True,
         max_concurrency: int = 4,
+        latency_slack_s: float = 1.0,
         max_retries: int = 5,
         backoff_s: float = 1.0,
         backoff_max_s: float = 30.0,
@@ -122,7 +124,6 @@ class LLMClient:
         self._stream = stream
         self._stream_usage = True  # stream_options.include_usage, until an endpoint refuses it
         self._last_progress = 0.0  # when any call of this client last received a piece
-        self._max_concurrency = max_concurrency
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
@@ -134,7 +135,9 @@ class LLMClient:
         self._limiter_factory = limiter
         self._limiter: RateLimiter | None = None
         self._client: Any = None
-        self._semaphore: asyncio.Semaphore | None = None
+        # calls in flight: AIMD from max_concurrency down to 1 and back (per client/process)
+        self.gate = AdaptiveLimit(max_concurrency, slack_s=latency_slack_s)
+        self._open = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._users = 0
         self._probed = False
@@ -160,7 +163,8 @@ class LLMClient:
                 timeout=openai.Timeout(None, connect=min(30.0, self._timeout_s)),
                 max_retries=0,  # retries are ours: counted, and with our backoff
             )
-            self._semaphore = asyncio.Semaphore(self._max_concurrency)
+            self.gate.bind()
+            self._open = True
             # a limiter's connections belong to one event loop: made here, closed at the end
             self._limiter = self._limiter_factory() if self._limiter_factory else None
         self._users += 1
@@ -173,7 +177,7 @@ class LLMClient:
                 close = getattr(self._limiter, "aclose", None)
                 if close is not None:
                     await close()
-                self._client, self._semaphore, self._limiter = None, None, None
+                self._client, self._limiter, self._open = None, None, False
 
     def cached(self, prompt: ChatPrompt[Any]) -> bool:
         """Whether this exact prompt would be answered from the cache (no call)."""
@@ -191,6 +195,11 @@ class LLMClient:
     def cached_replies(self, task: str, limit: int = 200) -> list[str]:
         """The latest cached replies of this model to ``task`` (empty without a cache)."""
         return [] if self._cache is None else self._cache.replies(self.model, task, limit)
+
+    @property
+    def concurrency(self) -> int:
+        """Calls this client lets be in flight now (AIMD, see :mod:`lore.llm.aimd`)."""
+        return self.gate.limit
 
     @property
     def max_tokens(self) -> int:
@@ -370,7 +379,7 @@ class LLMClient:
     ) -> str:
         import openai
 
-        if self._client is None or self._semaphore is None:
+        if self._client is None or not self._open:
             raise RuntimeError("LLMClient.ask outside `async with client.connected()`")
         delay = self._backoff_s
         attempt = -1
@@ -385,17 +394,18 @@ class LLMClient:
                 options["response_format"] = form
             wait = min(delay, self._backoff_max_s) * (0.5 + random.random() / 2)
             sent = (self._forms[0], self._stream, self._stream_usage)
-            async with self._semaphore:
+            async with self.gate.slot() as epoch:
                 if self._limiter is not None:
                     await self._limiter.acquire()
                 self.stats.calls += 1
                 try:
                     if self._stream:
-                        text = await self._streamed(messages, options)
+                        text, first_token_s = await self._streamed(messages, options)
                     else:
-                        text = await self._whole(messages, options)
+                        text, first_token_s = await self._whole(messages, options)
                 except CallTimeoutError as exc:
                     self.stats.timeouts += 1
+                    self.gate.failed(epoch)
                     error = exc
                 except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                     error = exc
@@ -406,8 +416,10 @@ class LLMClient:
                         attempt -= 1  # not a retry: the same call in a form it takes
                         continue
                     error = exc
-                    wait = max(wait, self._transient(exc))
+                    wait = max(wait, self._transient(exc, epoch))
                 else:
+                    chars = sum(len(m["content"]) for m in messages)
+                    self.gate.succeeded(epoch, first_token_s, chars)
                     return text
             if attempt == self._max_retries:
                 break
@@ -418,8 +430,13 @@ class LLMClient:
             f"LLM endpoint {self.base_url} failed {self._max_retries + 1} times; last: {error}"
         )
 
-    def _transient(self, exc: Any) -> float:
-        """Seconds to wait before retrying a status worth retrying; raise for the others."""
+    def _transient(self, exc: Any, epoch: int) -> float:
+        """Seconds to wait before retrying a status worth retrying; raise for the others.
+
+        A 429 (the endpoint says it is overloaded) also halves the calls in flight.
+        """
+        if exc.status_code == 429:
+            self.gate.failed(epoch)
         if exc.status_code in (401, 403, 404):
             raise ConfigurationError(
                 f"LLM endpoint {self.base_url} refused the call "
@@ -429,10 +446,13 @@ class LLMClient:
             raise LLMReplyError(f"LLM endpoint answered {exc.status_code}: {exc.message}") from None
         return _retry_after(exc)
 
-    async def _whole(self, messages: list[dict[str, str]], options: dict[str, Any]) -> str:
-        """One call answered as a whole reply, within ``timeout_s``."""
+    async def _whole(
+        self, messages: list[dict[str, str]], options: dict[str, Any]
+    ) -> tuple[str, float]:
+        """One call answered as a whole reply, within ``timeout_s``; and its seconds."""
         assert self._client is not None
-        deadline = time.monotonic() + self._timeout_s
+        started = time.monotonic()
+        deadline = started + self._timeout_s
         response = await _within(
             self._client.chat.completions.create(model=self.model, messages=messages, **options),
             lambda: deadline,
@@ -446,10 +466,12 @@ class LLMClient:
             self.stats.completion_tokens += int(usage.completion_tokens or 0)
         else:
             self._estimate(messages, text, pieces=0)
-        return text
+        return text, time.monotonic() - started
 
-    async def _streamed(self, messages: list[dict[str, str]], options: dict[str, Any]) -> str:
-        """One streamed call: bounded by silence, not by the length of the reply.
+    async def _streamed(
+        self, messages: list[dict[str, str]], options: dict[str, Any]
+    ) -> tuple[str, float]:
+        """One streamed call and its seconds to first token: bounded by silence, not length.
 
         The first token may wait while the endpoint answers our other calls (a server
         that serves one request at a time queues them): that wait is bounded by
@@ -514,7 +536,7 @@ class LLMClient:
             self.stats.completion_tokens += int(usage.completion_tokens or 0)
         else:
             self._estimate(messages, text, pieces)
-        return text
+        return text, (first if first is not None else time.monotonic()) - started
 
     def _estimate(self, messages: list[dict[str, str]], text: str, pieces: int) -> None:
         """Count tokens an endpoint did not report: a piece a token, else 4 chars a token."""

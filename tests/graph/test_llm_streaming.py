@@ -140,3 +140,32 @@ def test_a_cancelled_call_closes_its_stream(server: OpenAITestServer) -> None:
     asyncio.run(run())
     assert eventually(lambda: server.abandoned == 1)
     assert client.stats.calls == 1 and client.stats.retries == 0
+
+
+def test_a_one_at_a_time_endpoint_settles_at_one_call_in_flight_with_no_retries(
+    server: OpenAITestServer,
+) -> None:
+    # the traced snowball: 4 calls at once against a server that answers one at a time,
+    # each reply ~0.2 s, and a first-token bound shorter than the queue (3 replies)
+    server.serial = True
+    server.token_delay = 0.003
+    client = client_for(server, max_concurrency=4, first_token_timeout_s=0.3, latency_slack_s=0.05)
+    replies = ask_all(client, 12)
+    assert len(replies) == 12 and all(r.entities for r in replies)
+    assert client.stats.retries == 0 and client.stats.timeouts == 0
+    assert server.chat_calls == 12 and server.abandoned == 0
+    assert client.concurrency == 1 and client.gate.decreases == 2
+    spans = sorted(server.chat_spans)
+    assert max(s - a for a, s, _ in spans[:4]) > 0.3  # the first burst did queue
+    assert all(s - a < 0.05 for a, s, _ in spans[-5:])  # settled: nothing waits
+
+
+def test_an_endpoint_serving_calls_in_parallel_keeps_the_setting(
+    server: OpenAITestServer,
+) -> None:
+    server.token_delay = 0.003
+    client = client_for(server, max_concurrency=4, latency_slack_s=0.3)
+    replies = ask_all(client, 12)
+    assert len(replies) == 12 and client.stats.retries == 0
+    assert client.concurrency == 4 and client.gate.peak_in_flight == 4
+    assert server.peak_open_chats == 4
