@@ -246,7 +246,12 @@ class LLMSettings(Section):
     max_retries: int = Field(5, ge=0, le=20, description="retries on 429, 5xx and timeouts")
     backoff_s: float = Field(1.0, gt=0, description="first retry delay; doubles each retry")
     backoff_max_s: float = Field(30.0, gt=0, description="longest retry delay")
-    max_tokens: int = Field(2000, ge=16, description="completion tokens per call")
+    max_tokens: int = Field(
+        2000,
+        ge=16,
+        description="cap on completion tokens per call; each call asks for what its reply "
+        "needs (extraction by chunk length, a report by its material, routing 150)",
+    )
     temperature: float = Field(
         0.0,
         ge=0,

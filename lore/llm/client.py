@@ -48,6 +48,8 @@ class ChatPrompt(Generic[ReplyT]):
     reply: type[ReplyT]
     chunk_ids: tuple[str, ...] = ()
     """The stored chunks whose text the prompt holds: deleting one forgets the reply."""
+    max_tokens: int | None = None
+    """The completion tokens this reply needs at most (``llm.max_tokens`` caps it)."""
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages to send."""
@@ -203,8 +205,14 @@ class LLMClient:
 
     @property
     def max_tokens(self) -> int:
-        """The completion tokens one call may return."""
+        """The completion tokens one call may return (``llm.max_tokens``: the cap)."""
         return self._max_tokens
+
+    def budget(self, prompt: ChatPrompt[Any] | None) -> int:
+        """The completion tokens a call for ``prompt`` is sent with: its own, within the cap."""
+        if prompt is None or prompt.max_tokens is None:
+            return self._max_tokens
+        return max(16, min(self._max_tokens, prompt.max_tokens))
 
     def probe(self, timeout_s: float = 10.0) -> None:
         """Check once that the endpoint answers and accepts the key (blocking).
@@ -387,7 +395,7 @@ class LLMClient:
         while attempt < self._max_retries:
             attempt += 1
             options: dict[str, Any] = {
-                "max_tokens": self._max_tokens,
+                "max_tokens": self.budget(prompt),
                 "temperature": self._temperature,
             }
             if prompt is not None and (form := self._response_format(prompt)) is not None:
