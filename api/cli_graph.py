@@ -174,6 +174,20 @@ def print_estimate(estimate: BuildEstimate, as_json: bool) -> None:
         f"{estimate.extraction_cache_hits} cache hits",
         highlight=False,
     )
+    if estimate.stored_extractor is not None:
+        cost = (
+            f"{estimate.reextract_calls} LLM calls ({estimate.reextract_cache_hits} cache "
+            f"hits), about {estimate.reextract_tokens} tokens"
+            if estimate.reextract_calls or estimate.reextract_cache_hits
+            else "no LLM calls"
+        )
+        out.print(
+            f"  the stored graph was extracted by {estimate.stored_extractor!r}, not the "
+            f"configured {estimate.extractor!r} extractor: its chunks are kept as they are "
+            "and not counted above; `lore graph build --reextract` would extract all "
+            f"{estimate.reextract_chunks} chunks again: {cost}",
+            highlight=False,
+        )
     bound = "" if estimate.communities_final else " (at least: the extraction may add more)"
     out.print(
         f"  community reports to write: {estimate.communities}{bound} — "

@@ -65,6 +65,13 @@ class BuildEstimate:
     completion_basis: list[str] = field(default_factory=list)
     cost: float | None = None
     budget_tokens: int | None = None
+    stored_extractor: str | None = None
+    """The extractor the stored graph came from, when it is not the configured one."""
+    reextract_chunks: int = 0
+    """What ``--reextract`` would extract with the configured extractor (when the above)."""
+    reextract_calls: int = 0
+    reextract_cache_hits: int = 0
+    reextract_tokens: int = 0
 
     @property
     def calls(self) -> int:

@@ -12,6 +12,7 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,17 @@ def server() -> Iterator[OpenAITestServer]:
 
 def within(estimate: int, counted: int, share: float = 0.10) -> bool:
     return abs(estimate - counted) <= share * counted
+
+
+def dry_run_on_an_offline_graph(home: Path, data: Path, llm: dict[str, str]) -> dict[str, Any]:
+    """A dry run without --reextract says the graph is the offline extractor's, and the cost."""
+    honest: dict[str, Any] = json.loads(
+        ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm))
+    )
+    assert honest["chunks"] == 0 and honest["stored_extractor"].startswith("offline")
+    said = ok(lore(home, data, "graph", "build", "--dry-run", **llm))
+    assert "extracted by 'offline" in said and "--reextract` would extract all" in said
+    return honest
 
 
 def test_dry_run_predicts_the_build_and_a_budget_stops_and_resumes(
@@ -54,10 +66,16 @@ def test_dry_run_predicts_the_build_and_a_budget_stops_and_resumes(
     assert "--reextract" in kept.stderr and server.chat_calls == 0
     assert ok(lore(home, data, "graph", "export")) == graph_before
 
+    honest = dry_run_on_an_offline_graph(home, data, llm)
+
     first = json.loads(
         ok(lore(home, data, "graph", "build", "--dry-run", "--reextract", "--json", **llm))
     )
     assert first["chunks"] >= 6 and first["extraction_calls"] == first["chunks"]
+    assert first["stored_extractor"] is None  # --reextract: that is what it counts
+    assert honest["reextract_chunks"] == first["chunks"]
+    assert honest["reextract_calls"] == first["extraction_calls"]
+    assert 0 < honest["reextract_tokens"] <= first["total_tokens"]
     assert first["extraction_cache_hits"] == 0 and first["report_calls"] == 0
     assert server.chat_calls == 0  # a dry run sends nothing
 
