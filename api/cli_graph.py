@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,11 +13,13 @@ import click
 
 from api.cli_common import err, out, progress_reporter, runtime_context
 from api.cli_group import CliError
+from api.progress import llm_counters
 
 if TYPE_CHECKING:
     from graph.store import GraphStore
     from ingest.graph_build import GraphBuildReport
     from ingest.graph_cost import BuildEstimate
+    from lore.llm import LLMStats
 
 
 @click.group()
@@ -75,15 +78,20 @@ def build(
         runtime_context(ctx) as runtime,
         progress_reporter(ctx, "extracting", quiet=as_json) as bar,
     ):
+        live: list[LLMStats] = []  # the run's LLM counters, updated as calls end
+        started = time.monotonic()
+
+        def counters() -> str:
+            return llm_counters(live[0], time.monotonic() - started) if live else ""
 
         def progress(done: int, total: int) -> None:
-            bar.update(done, total)
+            bar.update(done, total, last=counters())
 
         def reports(done: int, total: int) -> None:
             if bar.label != "reports":
                 bar.phase("reports", total)  # a line at once off a terminal
             else:
-                bar.update(done, total)
+                bar.update(done, total, last=counters())
 
         report, communities = runtime.build_graph(
             progress,
@@ -91,6 +99,7 @@ def build(
             reextract=reextract,
             rebuild=rebuild,
             report_progress=reports,
+            llm_stats=live.append,
         )
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})

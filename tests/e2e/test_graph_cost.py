@@ -135,3 +135,24 @@ def test_dry_run_prices_and_budget_verdict(tmp_path: Path, server: OpenAITestSer
     expected = estimate["prompt_tokens"] * 1000 / 1e6 + estimate["completion_tokens"] * 2000 / 1e6
     assert estimate["cost"] == pytest.approx(expected, abs=1e-4)
     assert server.chat_calls == 0
+
+
+def test_an_llm_build_off_a_terminal_logs_progress_with_the_llm_counters(
+    tmp_path: Path, server: OpenAITestServer
+) -> None:
+    home, data = tmp_path, tmp_path / "data"
+    shutil.copytree(CORPUS / "production" / "payments-api", home / "docs")
+    ok(lore(home, data, "ingest", "docs"))  # offline
+    llm = {
+        "LORE_LLM__BASE_URL": server.base_url,
+        "LORE_LLM__MODEL": "test-model",
+        "LORE_LLM__MAX_CONCURRENCY": "2",
+        "LORE_GRAPH__REPORTS": "llm",
+    }
+    built = lore(home, data, "graph", "build", "--reextract", **llm)
+    assert built.returncode == 0, built.stderr
+    lines = [x for x in built.stderr.splitlines() if x.startswith(("extracting:", "reports:"))]
+    extracting = [x for x in lines if x.startswith("extracting:")]
+    assert len(extracting) >= 2  # a line at the start of the work and one at its end
+    assert "; LLM " in extracting[-1] and "tokens/s" in extracting[-1]
+    assert any(x.startswith("reports:") and "; LLM " in x for x in lines)
