@@ -150,15 +150,17 @@ def llm_counters(stats: LLMStats, elapsed_s: float) -> str:
     """The LLM figures shown after a count, e.g. ``LLM 12 calls, 5400 tokens, 27 tokens/s``.
 
     Tokens/s is completion tokens generated per second of the run so far; empty before
-    the first call (an offline build shows nothing).
+    the first call or cache hit (an offline build shows nothing).
     """
-    if not stats.calls:
+    if not stats.calls and not stats.cache_hits:
         return ""
     rate = stats.completion_tokens / max(elapsed_s, 1e-9)
     text = (
         f"LLM {stats.calls} calls, {stats.prompt_tokens + stats.completion_tokens} tokens, "
         f"{rate:.1f} tokens/s"
     )
+    if stats.cache_hits:
+        text += f", {stats.cache_hits} cache hits"
     if stats.retries:
         text += f", {stats.retries} retries"
     return text

@@ -142,13 +142,17 @@ def test_an_llm_build_off_a_terminal_logs_progress_with_the_llm_counters(
 ) -> None:
     home, data = tmp_path, tmp_path / "data"
     shutil.copytree(CORPUS / "production" / "payments-api", home / "docs")
-    ok(lore(home, data, "ingest", "docs"))  # offline
     llm = {
         "LORE_LLM__BASE_URL": server.base_url,
         "LORE_LLM__MODEL": "test-model",
         "LORE_LLM__MAX_CONCURRENCY": "2",
         "LORE_GRAPH__REPORTS": "llm",
     }
+    ingested = lore(home, data, "ingest", "docs", **llm)  # extraction by the LLM
+    assert ingested.returncode == 0, ingested.stderr
+    during = [x for x in ingested.stderr.splitlines() if x.startswith("extracting:")]
+    assert len(during) >= 2, ingested.stderr
+    assert "; LLM " in during[-1] and "tokens/s" in during[-1]
     built = lore(home, data, "graph", "build", "--reextract", **llm)
     assert built.returncode == 0, built.stderr
     lines = [x for x in built.stderr.splitlines() if x.startswith(("extracting:", "reports:"))]
