@@ -169,3 +169,13 @@ def test_an_endpoint_serving_calls_in_parallel_keeps_the_setting(
     assert len(replies) == 12 and client.stats.retries == 0
     assert client.concurrency == 4 and client.gate.peak_in_flight == 4
     assert server.peak_open_chats == 4
+
+
+def test_calls_refused_together_drop_a_response_format_once(server: OpenAITestServer) -> None:
+    server.refused_formats = {"json_schema"}
+    server.token_delay = 0.003
+    client = client_for(server, max_concurrency=4)
+    replies = ask_all(client, 4)
+    assert len(replies) == 4 and client.stats.retries == 0
+    # four calls were refused json_schema at once: the next form is llama.cpp's, not plain
+    assert client.structured_output == "json_object_schema"
