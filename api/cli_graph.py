@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,11 +13,13 @@ import click
 
 from api.cli_common import err, out, progress_reporter, runtime_context
 from api.cli_group import CliError
+from api.progress import llm_counters
 
 if TYPE_CHECKING:
     from graph.store import GraphStore
     from ingest.graph_build import GraphBuildReport
     from ingest.graph_cost import BuildEstimate
+    from lore.llm import LLMStats
 
 
 @click.group()
@@ -75,15 +78,20 @@ def build(
         runtime_context(ctx) as runtime,
         progress_reporter(ctx, "extracting", quiet=as_json) as bar,
     ):
+        live: list[LLMStats] = []  # the run's LLM counters, updated as calls end
+        started = time.monotonic()
+
+        def counters() -> str:
+            return llm_counters(live[0], time.monotonic() - started) if live else ""
 
         def progress(done: int, total: int) -> None:
-            bar.update(done, total)
+            bar.update(done, total, last=counters())
 
         def reports(done: int, total: int) -> None:
             if bar.label != "reports":
                 bar.phase("reports", total)  # a line at once off a terminal
             else:
-                bar.update(done, total)
+                bar.update(done, total, last=counters())
 
         report, communities = runtime.build_graph(
             progress,
@@ -91,6 +99,7 @@ def build(
             reextract=reextract,
             rebuild=rebuild,
             report_progress=reports,
+            llm_stats=live.append,
         )
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})
@@ -174,6 +183,20 @@ def print_estimate(estimate: BuildEstimate, as_json: bool) -> None:
         f"{estimate.extraction_cache_hits} cache hits",
         highlight=False,
     )
+    if estimate.stored_extractor is not None:
+        cost = (
+            f"{estimate.reextract_calls} LLM calls ({estimate.reextract_cache_hits} cache "
+            f"hits), about {estimate.reextract_tokens} tokens"
+            if estimate.reextract_calls or estimate.reextract_cache_hits
+            else "no LLM calls"
+        )
+        out.print(
+            f"  the stored graph was extracted by {estimate.stored_extractor!r}, not the "
+            f"configured {estimate.extractor!r} extractor: its chunks are kept as they are "
+            "and not counted above; `lore graph build --reextract` would extract all "
+            f"{estimate.reextract_chunks} chunks again: {cost}",
+            highlight=False,
+        )
     bound = "" if estimate.communities_final else " (at least: the extraction may add more)"
     out.print(
         f"  community reports to write: {estimate.communities}{bound} — "

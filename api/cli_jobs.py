@@ -10,6 +10,7 @@ counts.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +19,13 @@ import click
 from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
 from api.cli_group import CliError
+from api.progress import llm_counters
 
 if TYPE_CHECKING:
     from app.jobs import JobInfo, JobStore
     from app.runtime import Runtime
     from ingest.pipeline import IngestReport
+    from lore.llm import LLMStats
 
 
 def ingest_command(
@@ -48,6 +51,14 @@ def ingest_command(
         def progress(outcome: tuple[str, str, str]) -> None:
             bar.advance(1, last=f"{outcome[1]}: {outcome[0][-50:]}")
 
+        started = time.monotonic()
+
+        def extracting(done: int, total: int, stats: LLMStats) -> None:
+            last = llm_counters(stats, time.monotonic() - started)
+            if bar.label != "extracting":
+                bar.phase("extracting", total)  # a line at once off a terminal
+            bar.update(done, total, last=last)
+
         is_queued = queued(runtime.settings)
         if not is_queued:
             cfg = runtime.settings.ingest
@@ -59,6 +70,7 @@ def ingest_command(
             wait=wait or not is_queued,
             progress=progress,
             on_update=followed,
+            extract_progress=extracting,
         )
         if result.queued and not wait:
             return {"job_id": result.job_id, "queued": True}

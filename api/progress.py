@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import TaskID
 
+    from lore.llm import LLMStats
+
 
 class ProgressReporter:
     """Report ``done`` of ``total`` for one labelled piece of work (see the module doc)."""
@@ -75,6 +77,7 @@ class ProgressReporter:
         self._last_line: float | None = None
         self.done = 0
         self.total: int | None = None
+        self.last = ""
 
     def __enter__(self) -> ProgressReporter:
         self._bar.__enter__()
@@ -102,7 +105,7 @@ class ProgressReporter:
     def phase(self, label: str, total: int | None = None) -> None:
         """End the current stage (its last line) and start ``label`` at 0 of ``total``."""
         self._end_phase(True)
-        self.label, self.done, self.total = label, 0, total
+        self.label, self.done, self.total, self.last = label, 0, total, ""
         self._start, self._last_line = self._clock(), None
         self._bar.update(self._task, description=label, completed=0, total=total, last="")
         if self._logging:
@@ -112,6 +115,7 @@ class ProgressReporter:
     def update(self, done: int, total: int | None = None, last: str = "") -> None:
         """Set the absolute progress (``total`` None while still unknown)."""
         self.done, self.total = done, total if total is not None else self.total
+        self.last = last
         self._bar.update(self._task, completed=done, total=self.total, last=last)
         now = self._clock()
         if self._logging and (self._last_line is None or now - self._last_line >= self.interval_s):
@@ -132,11 +136,31 @@ class ProgressReporter:
             share = f"{self.done} so far"
         text = f"{self.label}: {share}, {rate:.1f}/s"
         if final:
-            return f"{text}, done in {elapsed:.0f}s"
+            return f"{text}, done in {elapsed:.0f}s" + (f"; {self.last}" if self.last else "")
         if self.total and rate > 0:
             text += f", ETA {max(self.total - self.done, 0) / rate:.0f}s"
-        return text
+        return text + (f"; {self.last}" if self.last else "")
 
     def _write(self, final: bool) -> None:
         self._stream.write(self.line(final) + "\n")
         self._stream.flush()
+
+
+def llm_counters(stats: LLMStats, elapsed_s: float) -> str:
+    """The LLM figures shown after a count, e.g. ``LLM 12 calls, 5400 tokens, 27 tokens/s``.
+
+    Tokens/s is completion tokens generated per second of the run so far; empty before
+    the first call or cache hit (an offline build shows nothing).
+    """
+    if not stats.calls and not stats.cache_hits:
+        return ""
+    rate = stats.completion_tokens / max(elapsed_s, 1e-9)
+    text = (
+        f"LLM {stats.calls} calls, {stats.prompt_tokens + stats.completion_tokens} tokens, "
+        f"{rate:.1f} tokens/s"
+    )
+    if stats.cache_hits:
+        text += f", {stats.cache_hits} cache hits"
+    if stats.retries:
+        text += f", {stats.retries} retries"
+    return text

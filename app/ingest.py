@@ -26,6 +26,7 @@ from app.dispatch import Dispatcher
 from app.jobs import JobInfo, JobStatus, JobStore, follow
 from app.refresh import extractor_for
 from app.steps import (
+    ExtractProgress,
     batches,
     extract_ready,
     job_progress,
@@ -88,6 +89,7 @@ def ingest(
     progress: Progress | None = None,
     on_update: Callable[[JobInfo], None] | None = None,
     extract_graph: bool = True,
+    extract_progress: ExtractProgress | None = None,
     defer: Callable[[Callable[[], object]], object] | None = None,
     timeout_s: float | None = None,
 ) -> IngestResult:
@@ -113,7 +115,14 @@ def ingest(
         jobs.stage(job_id, documents, keep_text=False)
         defer(lambda: run_inline(runtime, job_id, documents, staged=True))
         return IngestResult(job_id, False)
-    report = run_inline(runtime, job_id, items, progress=progress, extract_graph=extract_graph)
+    report = run_inline(
+        runtime,
+        job_id,
+        items,
+        progress=progress,
+        extract_graph=extract_graph,
+        extract_progress=extract_progress,
+    )
     return IngestResult(job_id, False, report)
 
 
@@ -136,6 +145,7 @@ def run_inline(
     progress: Progress | None = None,
     extract_graph: bool = True,
     staged: bool = False,
+    extract_progress: ExtractProgress | None = None,
 ) -> IngestReport:
     """Run an ingest job here: pipeline, extraction, job statuses, index catch-up.
 
@@ -143,7 +153,9 @@ def run_inline(
     unless ``staged`` says that was done already.
     """
     with runtime.jobs().ends_on_error(job_id):  # never left running by an error
-        return _run_inline(runtime, job_id, items, progress, extract_graph, staged)
+        return _run_inline(
+            runtime, job_id, items, progress, extract_graph, staged, extract_progress
+        )
 
 
 def _run_inline(
@@ -153,6 +165,7 @@ def _run_inline(
     progress: Progress | None,
     extract_graph: bool,
     staged: bool,
+    extract_progress: ExtractProgress | None = None,
 ) -> IngestReport:
     jobs = runtime.jobs()
     chunked, finished = job_progress(runtime, jobs, job_id, progress)
@@ -170,7 +183,7 @@ def _run_inline(
     for batch in batches(stored, STAGE_BATCH):
         if extractor is not None and unusable is None:
             try:
-                extract_ready(runtime, extractor, batch)
+                extract_ready(runtime, extractor, batch, extract_progress)
             except (LLMUnavailableError, ConfigurationError) as exc:
                 unusable = exc  # the documents are stored: they stay searchable
         jobs.advance(job_id, batch, JobStatus.EXTRACTED)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from app.builders import build_extractor, build_llm_client, build_report_writer, database_for
 from app.jobs import JobInfo, follow
 from graph.cascade import (
+    EXTRACTOR_META,
     REEXTRACT_META,
     CascadeReport,
     DeletionReport,
@@ -156,19 +157,42 @@ def estimate_build(
     counter = runtime.counter()
     factor = llm.tokens_per_word_piece
     cfg = settings.graph
-    return estimate(
+    tokenizer = f"{settings.embedding.model} word pieces x {factor:g} (approximation)"
+
+    def count(text: str) -> int:
+        return math.ceil(counter.count(text) * factor)
+
+    found = estimate(
         runtime.store,
         graph,
         extractor,
         writer,
         pending_chunks(runtime.store.chunk_refs(), done, held),
-        lambda text: math.ceil(counter.count(text) * factor),
-        tokenizer=f"{settings.embedding.model} word pieces x {factor:g} (approximation)",
+        count,
+        tokenizer=tokenizer,
         max_cluster_size=cfg.max_cluster_size,
         seed=cfg.seed,
         prices=(llm.price_prompt_per_million, llm.price_completion_per_million),
         budget_tokens=llm.budget_tokens_per_run,
     )
+    recorded = runtime.store.get_meta(EXTRACTOR_META)
+    if not redo and recorded and recorded != extractor.version and done:
+        # the stored graph is another extractor's: say what --reextract would cost
+        again = estimate(
+            runtime.store,
+            graph,
+            extractor,
+            ExtractiveWriter(),  # the extraction alone
+            pending_chunks(runtime.store.chunk_refs(), set(), set()),
+            count,
+            tokenizer=tokenizer,
+        )
+        found.stored_extractor = recorded
+        found.reextract_chunks = again.chunks
+        found.reextract_calls = again.extraction_calls
+        found.reextract_cache_hits = again.extraction_cache_hits
+        found.reextract_tokens = again.total_tokens
+    return found
 
 
 def run_delete(

@@ -103,13 +103,17 @@ def catch_up(
 ) -> GraphBuildReport:
     """Extract new chunks and drop gone ones (the graph catches up with the store)."""
     budget = runtime.settings.llm.budget_tokens_per_run
+    extractor = extractor or extractor_for(runtime)
+    # LLM chunks go in batches of the calls in flight: progress (and the budget) is
+    # checked after each, not after 64 chunks that take minutes on a local model
+    small = budget is not None or extractor.name == "llm"
     return build_graph(
         runtime.store,
         runtime.graph(),
-        extractor or extractor_for(runtime),
+        extractor,
         runtime.quarantine(),
         progress,
-        batch=runtime.settings.llm.max_concurrency if budget is not None else 64,
+        batch=runtime.settings.llm.max_concurrency if small else 64,
         reextract=reextract,
         budget_tokens=budget,
     )
@@ -135,16 +139,21 @@ def refresh_in_process(
     retry_quarantined: bool = False,
     reextract: bool = False,
     report_progress: Callable[[int, int], None] | None = None,
+    llm_stats: Callable[[LLMStats], None] | None = None,
 ) -> tuple[GraphBuildReport, RefreshReport]:
     """Catch up, re-cluster and rewrite stale reports level by level, in this process.
 
-    ``progress`` follows the extraction (chunks), ``report_progress`` the reports.
+    ``progress`` follows the extraction (chunks), ``report_progress`` the reports;
+    ``llm_stats`` is given the run's live LLM counters (updated as calls end) before any
+    work, so a progress display can show calls and tokens next to the counts.
 
     Returns what the extraction did (with the writer's name, the reports written and
     the LLM cost of the whole run) and the refresh counts. With an LLM configured its
     endpoint is probed first: unreachable or refusing, nothing is touched.
     """
     roles = graph_roles(runtime)
+    if llm_stats is not None:
+        llm_stats(roles.llm)
     if roles.client is not None and "llm" in (roles.extractor.name, roles.summarizer.name):
         roles.client.probe()
     if retry_quarantined:

@@ -46,6 +46,7 @@ from lore.aio import run_sync
 from lore.db import ensure_dir
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
+from lore.llm import LLMStats
 from lore.models import Loaded
 from lore.settings import Settings
 from lore.store import Store
@@ -302,6 +303,7 @@ class Runtime:
         reextract: bool = False,
         rebuild: bool = False,
         report_progress: Callable[[int, int], None] | None = None,
+        llm_stats: Callable[[LLMStats], None] | None = None,
     ) -> tuple[GraphBuildReport, int]:
         """A full refresh in this process (``app.refresh.refresh_in_process``).
 
@@ -317,6 +319,7 @@ class Runtime:
             retry_quarantined=retry_quarantined,
             reextract=reextract,
             report_progress=report_progress,
+            llm_stats=llm_stats,
         )
         return report, refreshed.communities
 

@@ -25,12 +25,15 @@ from ingest.extraction import ChunkInput, Extractor
 from ingest.graph_build import extract_chunks
 from ingest.loaders import document_id_for, load_paths
 from ingest.pipeline import IngestReport, Outcome
+from lore.llm import LLMStats
 from lore.models import Loaded, Rejected, Skipped
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
 
 Enqueue = Callable[[str, list[str]], None]
+ExtractProgress = Callable[[int, int, LLMStats], None]
+"""Chunks extracted, chunks pending, and the extractor's live LLM counters."""
 log = logging.getLogger(__name__)
 
 
@@ -130,13 +133,20 @@ def job_progress(
     return chunked, finished
 
 
-def extract_ready(runtime: Runtime, extractor: Extractor, document_ids: Sequence[str]) -> int:
+def extract_ready(
+    runtime: Runtime,
+    extractor: Extractor,
+    document_ids: Sequence[str],
+    progress: ExtractProgress | None = None,
+) -> int:
     """Extract the graph contributions of the documents' chunks not yet extracted.
 
     Chunks already extracted or quarantined are skipped; returns how many were extracted.
     The extractor is checked first (an LLM endpoint is probed once): one that cannot
     work raises before the graph is touched. Another extractor than the graph's keeps
-    the graph (a warning; ``--reextract`` redoes it).
+    the graph (a warning; ``--reextract`` redoes it). ``progress`` sees chunks done of
+    pending and the extractor's LLM counters; an LLM extractor then goes in batches of
+    ``llm.max_concurrency`` chunks so the count moves.
     """
     extractor.check()
     graph = runtime.graph()
@@ -150,7 +160,18 @@ def extract_ready(runtime: Runtime, extractor: Extractor, document_ids: Sequence
         for c in runtime.store.chunks_of_document(document_id)
         if c.id not in skip
     ]
-    extracted, _ = extract_chunks(graph, extractor, runtime.quarantine(), pending)
+    if progress is None:
+        extracted, _ = extract_chunks(graph, extractor, runtime.quarantine(), pending)
+        return extracted
+    step = runtime.settings.llm.max_concurrency if extractor.name == "llm" else len(pending)
+    extracted = 0
+    progress(0, len(pending), extractor.stats)
+    for start in range(0, len(pending), max(1, step)):
+        done, _ = extract_chunks(
+            graph, extractor, runtime.quarantine(), pending[start : start + step]
+        )
+        extracted += done
+        progress(min(start + step, len(pending)), len(pending), extractor.stats)
     return extracted
 
 

@@ -208,6 +208,7 @@ def client_run(
             base_url=via,
             model=model,
             timeout_s=args.timeout,
+            first_token_timeout_s=args.timeout,
             max_concurrency=concurrency,
             max_retries=args.retries,
             max_tokens=args.max_tokens,
@@ -226,6 +227,10 @@ def client_run(
             **counts,
             "calls": stats["calls"],
             "retries": stats["retries"],
+            "timeouts": stats.get("timeouts"),
+            "usage_estimated": stats.get("usage_estimated"),
+            "concurrency_settled": getattr(client, "concurrency", None),
+            "peak_in_flight": getattr(getattr(client, "gate", None), "peak_in_flight", None),
             "repaired": stats["repaired"],
             "reprompted": stats["reprompts"],
             "valid_first_try": max(0, len(chunks) - stats["reprompts"] - stats["repaired"])

@@ -11,7 +11,7 @@ answered (those cost nothing), and counts the rest:
   ``llm.tokens_per_word_piece``), plus 3 per message and 3 per reply as chat formats add;
 - completion tokens: the mean length of this model's cached replies to the same task
   when there are some, else a stated assumption (an extraction reply as long as its
-  chunk, a report of 400 tokens), capped at ``llm.max_tokens``.
+  chunk, a report of 400 tokens), capped at the prompt's budget (within ``llm.max_tokens``).
 
 When chunks are still to be extracted, the communities are those of the current graph:
 the extraction may change which communities need a report, so that part is a lower
@@ -65,6 +65,13 @@ class BuildEstimate:
     completion_basis: list[str] = field(default_factory=list)
     cost: float | None = None
     budget_tokens: int | None = None
+    stored_extractor: str | None = None
+    """The extractor the stored graph came from, when it is not the configured one."""
+    reextract_chunks: int = 0
+    """What ``--reextract`` would extract with the configured extractor (when the above)."""
+    reextract_calls: int = 0
+    reextract_cache_hits: int = 0
+    reextract_tokens: int = 0
 
     @property
     def calls(self) -> int:
@@ -162,7 +169,7 @@ def _estimate_extraction(
             estimate.extraction_calls += 1
             estimate.prompt_tokens += prompt_tokens(prompt, count)
             reply = mean if mean is not None else count(c.text)
-            estimate.completion_tokens += min(client.max_tokens, math.ceil(reply))
+            estimate.completion_tokens += min(client.budget(prompt), math.ceil(reply))
 
 
 def _estimate_reports(
@@ -202,4 +209,4 @@ def _estimate_reports(
         estimate.report_calls += 1
         estimate.prompt_tokens += prompt_tokens(prompt, count)
         reply = mean if mean is not None else DEFAULT_REPORT_TOKENS
-        estimate.completion_tokens += min(client.max_tokens, math.ceil(reply))
+        estimate.completion_tokens += min(client.budget(prompt), math.ceil(reply))

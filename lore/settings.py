@@ -216,12 +216,42 @@ class LLMSettings(Section):
         None, description="the endpoint's key (sent as a bearer token)"
     )
     model: str = Field("gpt-4o-mini", description="the model name the endpoint serves")
-    timeout_s: float = Field(120.0, gt=0, description="per call")
-    max_concurrency: int = Field(4, ge=1, le=256, description="calls in flight per process")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="whole-reply bound of a call that is not streamed (an endpoint that "
+        "refuses stream) and of the probe",
+    )
+    stream: bool = Field(
+        True,
+        description="stream replies (bounded by silence, closed when given up); an endpoint "
+        "that refuses is sent whole-reply calls instead",
+    )
+    first_token_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="a streamed call times out when neither it nor any other call of this "
+        "process got a token for this long (queueing and prompt reading take time)",
+    )
+    inactivity_timeout_s: float = Field(
+        30.0, gt=0, description="a streamed call times out after this long without a token"
+    )
+    max_concurrency: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="calls in flight per process at most; halved on timeouts, 429s and late "
+        "first tokens, grown back by one after a run of successes (AIMD)",
+    )
     max_retries: int = Field(5, ge=0, le=20, description="retries on 429, 5xx and timeouts")
     backoff_s: float = Field(1.0, gt=0, description="first retry delay; doubles each retry")
     backoff_max_s: float = Field(30.0, gt=0, description="longest retry delay")
-    max_tokens: int = Field(2000, ge=16, description="completion tokens per call")
+    max_tokens: int = Field(
+        2000,
+        ge=16,
+        description="cap on completion tokens per call; each call asks for what its reply "
+        "needs (extraction by chunk length, a report by its material, routing 150)",
+    )
     temperature: float = Field(
         0.0,
         ge=0,

@@ -10,9 +10,14 @@ chained by relations; ``summarize_community`` gets a report citing the first lab
 was shown. Failures and delays can be scripted (``fail_next(429)``, ``delay_next(2.0)``,
 ``chat_next("malformed", "timeout", ...)``, ``chat_poison("text")``) or drawn at random with a seed
 (``chat_chaos(malformed=0.3)``) to test repair, re-prompts, retries, timeouts and error
-mapping. ``GET /v1/models`` lists one model (what a probe asks). Usage is counted in
-whitespace-separated words, or by the ``count_tokens`` function given. Runs in a thread on
-a free port of 127.0.0.1; nothing leaves the machine.
+mapping. A chat request with ``stream: true`` is answered as server-sent events, a piece
+of the reply every ``token_delay`` seconds, with a usage chunk when ``stream_options``
+asks for one; ``refuse_stream`` / ``refuse_stream_options`` answer such requests 400 as
+an endpoint that cannot stream does; ``serial = True`` serves one chat at a time (the
+others wait before any byte is sent, as llama-cpp-python does); a stream whose client
+went away stops and is counted in ``abandoned``. ``GET /v1/models`` lists one model (what
+a probe asks). Usage is counted in whitespace-separated words, or by the ``count_tokens``
+function given. Runs in a thread on a free port of 127.0.0.1; nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ CHAT_BEHAVIOURS = (
     "wrong_shape",
     "empty",
     "timeout",
+    "stall",
     "429",
     "500",
 )
@@ -159,6 +165,18 @@ class OpenAITestServer:
         self.poison: tuple[str, ...] = ()
         # response_format types answered 500 naming it, as llama-cpp-python does json_schema
         self.refused_formats: set[str] = set()
+        # streaming: seconds between pieces, refusals, one chat at a time, what was abandoned
+        self.token_delay = 0.0
+        self.stall_s = 2.0
+        self.refuse_stream = False
+        self.refuse_stream_options = False
+        self.serial = False
+        self._serial_lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self.open_chats = 0
+        self.peak_open_chats = 0
+        self.chat_spans: list[tuple[float, float, float]] = []  # arrived, started, ended
+        self.abandoned = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -185,7 +203,22 @@ class OpenAITestServer:
                     self._send(server.failures.popleft(), {"error": {"message": "scripted"}})
                     return
                 if self.path == "/v1/chat/completions":
-                    self._chat(body)
+                    arrived = time.monotonic()
+                    with server._open_lock:
+                        server.open_chats += 1
+                        server.peak_open_chats = max(server.peak_open_chats, server.open_chats)
+                    try:
+                        if server.serial:
+                            with server._serial_lock:
+                                started = time.monotonic()
+                                self._chat(body)
+                        else:
+                            started = time.monotonic()
+                            self._chat(body)
+                    finally:
+                        with server._open_lock:
+                            server.open_chats -= 1
+                            server.chat_spans.append((arrived, started, time.monotonic()))
                     return
                 if self.path == "/rerank":
                     texts = body.get("texts") or body.get("documents") or []
@@ -219,6 +252,14 @@ class OpenAITestServer:
                 )
 
             def _chat(self, body: dict[str, Any]) -> None:
+                if body.get("stream") and server.refuse_stream:
+                    message = "'stream' is not supported by this endpoint"
+                    self._send(400, {"error": {"message": message}})
+                    return
+                if "stream_options" in body and server.refuse_stream_options:
+                    message = "Unrecognized request argument supplied: stream_options"
+                    self._send(400, {"error": {"message": message}})
+                    return
                 kind = (body.get("response_format") or {}).get("type")
                 if kind in server.refused_formats:
                     message = f"response_format type {kind!r} is not supported"
@@ -250,6 +291,15 @@ class OpenAITestServer:
                     content = ""
                 words = sum(server.count_tokens(m["content"]) for m in messages)
                 answered = server.count_tokens(content)
+                usage = {
+                    "prompt_tokens": words,
+                    "completion_tokens": answered,
+                    "total_tokens": words + answered,
+                }
+                if body.get("stream"):
+                    with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(body, content, usage if with_usage else None, behaviour)
+                    return
                 self._send(
                     200,
                     {
@@ -264,13 +314,49 @@ class OpenAITestServer:
                                 "finish_reason": "stop",
                             }
                         ],
-                        "usage": {
-                            "prompt_tokens": words,
-                            "completion_tokens": answered,
-                            "total_tokens": words + answered,
-                        },
+                        "usage": usage,
                     },
                 )
+
+            def _stream(
+                self,
+                body: dict[str, Any],
+                content: str,
+                usage: dict[str, int] | None,
+                behaviour: str,
+            ) -> None:
+                def chunk(delta: dict[str, str], finish: str | None = None) -> dict[str, Any]:
+                    return {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
+
+                pieces = [content[i : i + 8] for i in range(0, len(content), 8)]
+                events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+                events += [chunk({"content": piece}) for piece in pieces]
+                events.append(chunk({}, "stop"))
+                if usage is not None:
+                    last = {**chunk({}), "choices": [], "usage": usage}
+                    events.append(last)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.end_headers()
+                    for n, event in enumerate(events):
+                        if n > 1:
+                            time.sleep(server.token_delay)
+                        if behaviour == "stall" and n == 3:
+                            time.sleep(server.stall_s)
+                        self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    server.abandoned += 1  # the client closed the stream: stop generating
 
             def _send(self, status: int, payload: dict[str, Any] | list[Any]) -> None:
                 raw = json.dumps(payload).encode()

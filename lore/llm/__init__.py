@@ -10,8 +10,13 @@ modules in ``lore.prompts`` build them). What a model sends back is never truste
 4. if that fails too, :class:`~lore.errors.LLMReplyError` carries the reason, so the
    caller quarantines the item instead of storing an empty result.
 
-Calls in flight are bounded by a semaphore (and, across processes, by an optional
-:class:`RateLimiter`); 429, 5xx, timeouts and connection errors are retried with
+Replies are streamed: a call times out when it gets no token for
+``inactivity_timeout_s``, or, before its first token, when no call of the client got one
+for ``first_token_timeout_s`` (a queued call waits while the endpoint works for us); a
+call given up or cancelled closes its stream, so the server stops generating. Calls in
+flight are bounded by an AIMD limit per client (:mod:`lore.llm.aimd`: halved on timeouts,
+429s and late first tokens, grown back on success) and, across processes, by an
+optional :class:`RateLimiter`; 429, 5xx, timeouts and connection errors are retried with
 exponential backoff (``Retry-After`` honoured); valid replies are cached by model and
 prompt hash, so an unchanged input costs no call on a re-run. :class:`LLMStats` counts
 calls, tokens, cache hits, repairs, re-prompts and failures.

@@ -10,10 +10,11 @@ import hashlib
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Generic, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from lore.errors import (
     BackendUnavailableError,
@@ -21,10 +22,20 @@ from lore.errors import (
     LLMReplyError,
     LLMUnavailableError,
 )
+from lore.llm.aimd import AdaptiveLimit
 from lore.llm.cache import ReplyCache
 from lore.llm.repair import ReplyT, parse_reply
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# servers send about one token per streamed piece; prompts are estimated at this many chars
+CHARS_PER_TOKEN = 4
+
+
+class CallTimeoutError(Exception):
+    """A call's stream went quiet for longer than its bound (it is closed, then retried)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,8 @@ class ChatPrompt(Generic[ReplyT]):
     reply: type[ReplyT]
     chunk_ids: tuple[str, ...] = ()
     """The stored chunks whose text the prompt holds: deleting one forgets the reply."""
+    max_tokens: int | None = None
+    """The completion tokens this reply needs at most (``llm.max_tokens`` caps it)."""
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages to send."""
@@ -55,6 +68,8 @@ class LLMStats:
     repaired: int = 0
     reprompts: int = 0
     failures: int = 0
+    timeouts: int = 0  # calls given up for silence (first token or between tokens)
+    usage_estimated: int = 0  # calls whose endpoint sent no usage: tokens estimated
     dropped_entities: int = 0  # placeholders or names the chunk does not contain
     dropped_relations: int = 0  # an end that is not a kept entity
 
@@ -87,7 +102,11 @@ class LLMClient:
         model: str,
         api_key: str | None = None,
         timeout_s: float = 120.0,
+        first_token_timeout_s: float = 120.0,
+        inactivity_timeout_s: float = 30.0,
+        stream: bool = True,
         max_concurrency: int = 4,
+        latency_slack_s: float = 1.0,
         max_retries: int = 5,
         backoff_s: float = 1.0,
         backoff_max_s: float = 30.0,
@@ -102,7 +121,11 @@ class LLMClient:
         self.model = model
         self._api_key = api_key
         self._timeout_s = timeout_s
-        self._max_concurrency = max_concurrency
+        self._first_token_timeout_s = first_token_timeout_s
+        self._inactivity_timeout_s = inactivity_timeout_s
+        self._stream = stream
+        self._stream_usage = True  # stream_options.include_usage, until an endpoint refuses it
+        self._last_progress = 0.0  # when any call of this client last received a piece
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
@@ -114,7 +137,9 @@ class LLMClient:
         self._limiter_factory = limiter
         self._limiter: RateLimiter | None = None
         self._client: Any = None
-        self._semaphore: asyncio.Semaphore | None = None
+        # calls in flight: AIMD from max_concurrency down to 1 and back (per client/process)
+        self.gate = AdaptiveLimit(max_concurrency, slack_s=latency_slack_s)
+        self._open = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._users = 0
         self._probed = False
@@ -135,10 +160,13 @@ class LLMClient:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self._api_key or "not-needed",
-                timeout=self._timeout_s,
+                # the bounds on a reply are ours (first token, silence, whole reply);
+                # httpx only bounds connecting
+                timeout=openai.Timeout(None, connect=min(30.0, self._timeout_s)),
                 max_retries=0,  # retries are ours: counted, and with our backoff
             )
-            self._semaphore = asyncio.Semaphore(self._max_concurrency)
+            self.gate.bind()
+            self._open = True
             # a limiter's connections belong to one event loop: made here, closed at the end
             self._limiter = self._limiter_factory() if self._limiter_factory else None
         self._users += 1
@@ -151,7 +179,7 @@ class LLMClient:
                 close = getattr(self._limiter, "aclose", None)
                 if close is not None:
                     await close()
-                self._client, self._semaphore, self._limiter = None, None, None
+                self._client, self._limiter, self._open = None, None, False
 
     def cached(self, prompt: ChatPrompt[Any]) -> bool:
         """Whether this exact prompt would be answered from the cache (no call)."""
@@ -171,9 +199,20 @@ class LLMClient:
         return [] if self._cache is None else self._cache.replies(self.model, task, limit)
 
     @property
+    def concurrency(self) -> int:
+        """Calls this client lets be in flight now (AIMD, see :mod:`lore.llm.aimd`)."""
+        return self.gate.limit
+
+    @property
     def max_tokens(self) -> int:
-        """The completion tokens one call may return."""
+        """The completion tokens one call may return (``llm.max_tokens``: the cap)."""
         return self._max_tokens
+
+    def budget(self, prompt: ChatPrompt[Any] | None) -> int:
+        """The completion tokens a call for ``prompt`` is sent with: its own, within the cap."""
+        if prompt is None or prompt.max_tokens is None:
+            return self._max_tokens
+        return max(16, min(self._max_tokens, prompt.max_tokens))
 
     def probe(self, timeout_s: float = 10.0) -> None:
         """Check once that the endpoint answers and accepts the key (blocking).
@@ -292,9 +331,17 @@ class LLMClient:
             "json_schema": {"name": prompt.task, "schema": schema, "strict": False},
         }
 
-    def _downgrade(self, exc: Any) -> bool:
-        """Drop a response_format the endpoint refuses (once per form); False if none left."""
-        if len(self._forms) < 2 or "response_format" not in f"{exc.message} {exc.body}":
+    def _downgrade(self, exc: Any, sent: str) -> bool:
+        """Drop a response_format the endpoint refuses (once per form); False if none left.
+
+        ``sent`` is the form the refused call carried: calls in flight together that are
+        refused alike drop it once.
+        """
+        if "response_format" not in f"{exc.message} {exc.body}":
+            return False
+        if sent != self._forms[0]:
+            return sent in _FORMS["auto"]  # already dropped by another call: just send again
+        if len(self._forms) < 2:
             return False
         refused = self._forms.pop(0)
         log.warning(
@@ -306,51 +353,82 @@ class LLMClient:
         )
         return True
 
+    def _stream_refused(self, exc: Any, streamed: bool, with_usage: bool) -> bool:
+        """Stop sending what an endpoint refuses about streaming; False if it was not that.
+
+        ``streamed`` and ``with_usage`` say what the refused call carried.
+        """
+        said = f"{exc.message} {exc.body}"
+        if streamed and with_usage and "stream_options" in said:
+            if self._stream_usage:
+                self._stream_usage = False
+                log.warning(
+                    "LLM endpoint %s refused stream_options (%s): streaming without the "
+                    "usage chunk; token counts are estimated",
+                    self.base_url,
+                    exc.status_code,
+                )
+            return True
+        if streamed and "stream" in said.replace("stream_options", ""):
+            if self._stream:
+                self._stream = False
+                log.warning(
+                    "LLM endpoint %s refused a streamed call (%s): whole replies from now on, "
+                    "each bounded by llm.timeout_s = %ss",
+                    self.base_url,
+                    exc.status_code,
+                    self._timeout_s,
+                )
+            return True
+        return False
+
     async def _complete(
         self, messages: list[dict[str, str]], prompt: ChatPrompt[Any] | None = None
     ) -> str:
         import openai
 
-        if self._client is None or self._semaphore is None:
+        if self._client is None or not self._open:
             raise RuntimeError("LLMClient.ask outside `async with client.connected()`")
         delay = self._backoff_s
         attempt = -1
+        error: Exception | None = None
         while attempt < self._max_retries:
             attempt += 1
             options: dict[str, Any] = {
-                "max_tokens": self._max_tokens,
+                "max_tokens": self.budget(prompt),
                 "temperature": self._temperature,
             }
             if prompt is not None and (form := self._response_format(prompt)) is not None:
                 options["response_format"] = form
             wait = min(delay, self._backoff_max_s) * (0.5 + random.random() / 2)
-            async with self._semaphore:
+            sent = (self._forms[0], self._stream, self._stream_usage)
+            async with self.gate.slot() as epoch:
                 if self._limiter is not None:
                     await self._limiter.acquire()
                 self.stats.calls += 1
                 try:
-                    response = await self._client.chat.completions.create(
-                        model=self.model, messages=messages, **options
-                    )
+                    if self._stream:
+                        text, first_token_s = await self._streamed(messages, options)
+                    else:
+                        text, first_token_s = await self._whole(messages, options)
+                except CallTimeoutError as exc:
+                    self.stats.timeouts += 1
+                    self.gate.failed(epoch)
+                    error = exc
                 except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                    error: Exception = exc
+                    error = exc
                 except openai.APIStatusError as exc:
-                    if exc.status_code >= 400 and self._downgrade(exc):
+                    if exc.status_code >= 400 and (
+                        self._stream_refused(exc, sent[1], sent[2]) or self._downgrade(exc, sent[0])
+                    ):
                         attempt -= 1  # not a retry: the same call in a form it takes
                         continue
-                    if exc.status_code in (401, 403, 404):
-                        raise ConfigurationError(
-                            f"LLM endpoint {self.base_url} refused the call "
-                            f"({exc.status_code}): check llm.base_url, llm.model and llm.api_key"
-                        ) from None
-                    if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
-                        raise LLMReplyError(
-                            f"LLM endpoint answered {exc.status_code}: {exc.message}"
-                        ) from None
                     error = exc
-                    wait = max(wait, _retry_after(exc))
+                    wait = max(wait, self._transient(exc, epoch))
                 else:
-                    return self._read(response)
+                    chars = sum(len(m["content"]) for m in messages)
+                    self.gate.succeeded(epoch, first_token_s, chars)
+                    return text
             if attempt == self._max_retries:
                 break
             self.stats.retries += 1
@@ -360,14 +438,150 @@ class LLMClient:
             f"LLM endpoint {self.base_url} failed {self._max_retries + 1} times; last: {error}"
         )
 
-    def _read(self, response: Any) -> str:
+    def _transient(self, exc: Any, epoch: int) -> float:
+        """Seconds to wait before retrying a status worth retrying; raise for the others.
+
+        A 429 (the endpoint says it is overloaded) also halves the calls in flight.
+        """
+        if exc.status_code == 429:
+            self.gate.failed(epoch)
+        if exc.status_code in (401, 403, 404):
+            raise ConfigurationError(
+                f"LLM endpoint {self.base_url} refused the call "
+                f"({exc.status_code}): check llm.base_url, llm.model and llm.api_key"
+            ) from None
+        if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
+            raise LLMReplyError(f"LLM endpoint answered {exc.status_code}: {exc.message}") from None
+        return _retry_after(exc)
+
+    async def _whole(
+        self, messages: list[dict[str, str]], options: dict[str, Any]
+    ) -> tuple[str, float]:
+        """One call answered as a whole reply, within ``timeout_s``; and its seconds."""
+        assert self._client is not None
+        started = time.monotonic()
+        deadline = started + self._timeout_s
+        response = await _within(
+            self._client.chat.completions.create(model=self.model, messages=messages, **options),
+            lambda: deadline,
+            f"no reply within llm.timeout_s = {self._timeout_s}s",
+        )
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []
-        text = (choices[0].message.content or "") if choices else ""
+        text = str((choices[0].message.content or "") if choices else "")
         if usage is not None:
             self.stats.prompt_tokens += int(usage.prompt_tokens or 0)
             self.stats.completion_tokens += int(usage.completion_tokens or 0)
-        return str(text)
+        else:
+            self._estimate(messages, text, pieces=0)
+        return text, time.monotonic() - started
+
+    async def _streamed(
+        self, messages: list[dict[str, str]], options: dict[str, Any]
+    ) -> tuple[str, float]:
+        """One streamed call and its seconds to first token: bounded by silence, not length.
+
+        The first token may wait while the endpoint answers our other calls (a server
+        that serves one request at a time queues them): that wait is bounded by
+        ``first_token_timeout_s`` of silence on *every* call of this client, so it never
+        runs out while the endpoint is visibly working for us. Once tokens flow, a gap
+        of ``inactivity_timeout_s`` between two of them times the call out. Either way,
+        and on cancellation, the stream is closed: the server sees the connection go and
+        stops generating.
+        """
+        assert self._client is not None
+        started = time.monotonic()
+        first: float | None = None
+        last = started
+
+        def deadline() -> float:
+            if first is None:
+                return max(started, self._last_progress) + self._first_token_timeout_s
+            return last + self._inactivity_timeout_s
+
+        def silence() -> str:
+            if first is None:
+                return (
+                    f"no first token for llm.first_token_timeout_s = {self._first_token_timeout_s}s"
+                )
+            return f"no token for llm.inactivity_timeout_s = {self._inactivity_timeout_s}s"
+
+        extra: dict[str, Any] = {"stream": True}
+        if self._stream_usage:
+            extra["stream_options"] = {"include_usage": True}
+        stream = await _within(
+            self._client.chat.completions.create(
+                model=self.model, messages=messages, **options, **extra
+            ),
+            deadline,
+            silence,
+        )
+        parts: list[str] = []
+        usage: Any = None
+        pieces = 0
+        try:
+            chunks = stream.__aiter__()
+            while True:
+                try:
+                    chunk = await _within(chunks.__anext__(), deadline, silence)
+                except StopAsyncIteration:
+                    break
+                last = self._last_progress = time.monotonic()
+                if getattr(chunk, "usage", None) is not None:
+                    usage = chunk.usage
+                for choice in getattr(chunk, "choices", None) or []:
+                    content = getattr(choice.delta, "content", None) if choice.index == 0 else None
+                    if content:
+                        parts.append(content)
+                        pieces += 1
+                        if first is None:
+                            first = last
+        finally:
+            await stream.close()  # also on a timeout or a cancel: the server stops
+        text = "".join(parts)
+        if usage is not None:
+            self.stats.prompt_tokens += int(usage.prompt_tokens or 0)
+            self.stats.completion_tokens += int(usage.completion_tokens or 0)
+        else:
+            self._estimate(messages, text, pieces)
+        return text, (first if first is not None else time.monotonic()) - started
+
+    def _estimate(self, messages: list[dict[str, str]], text: str, pieces: int) -> None:
+        """Count tokens an endpoint did not report: a piece a token, else 4 chars a token."""
+        if self.stats.usage_estimated == 0:
+            log.warning(
+                "LLM endpoint %s reports no token usage: counts are estimated "
+                "(a streamed piece a token, else %d characters a token)",
+                self.base_url,
+                CHARS_PER_TOKEN,
+            )
+        self.stats.usage_estimated += 1
+        chars = sum(len(m["content"]) for m in messages)
+        self.stats.prompt_tokens += max(1, chars // CHARS_PER_TOKEN)
+        self.stats.completion_tokens += pieces or len(text) // CHARS_PER_TOKEN
+
+
+async def _within(
+    awaitable: Awaitable[T], deadline: Callable[[], float], reason: str | Callable[[], str]
+) -> T:
+    """Await ``awaitable`` until ``deadline()`` (read again whenever it is reached).
+
+    Past the deadline the await is cancelled (its connection closed) and
+    :class:`CallTimeoutError` raised.
+    """
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while True:
+            left = deadline() - time.monotonic()
+            if left <= 0:
+                raise CallTimeoutError(reason if isinstance(reason, str) else reason())
+            done, _ = await asyncio.wait({task}, timeout=left)
+            if done:
+                return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
 
 
 # the response_format forms tried in order; ``auto`` keeps the first the endpoint honours

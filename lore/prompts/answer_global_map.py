@@ -40,5 +40,9 @@ def render(question: str, reports: Sequence[tuple[str, str]]) -> ChatPrompt[Repl
     """``reports``: (label, text) pairs."""
     body = "\n\n".join(f"{label}:\n{text}" for label, text in reports)
     return ChatPrompt(
-        task=TASK, system=SYSTEM, user=f"Question: {question}\n\nReports:\n{body}", reply=Reply
+        task=TASK,
+        system=SYSTEM,
+        user=f"Question: {question}\n\nReports:\n{body}",
+        reply=Reply,
+        max_tokens=200 + 150 * len(reports),  # a few scored points per report shown
     )

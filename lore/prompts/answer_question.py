@@ -32,5 +32,12 @@ def render(question: str, evidence: Sequence[tuple[int, str]]) -> ChatPrompt[Rep
     """``evidence``: (number, text) pairs."""
     body = "\n\n".join(f"[{n}] {text}" for n, text in evidence)
     return ChatPrompt(
-        task=TASK, system=SYSTEM, user=f"Question: {question}\n\nEvidence:\n{body}", reply=Reply
+        task=TASK,
+        system=SYSTEM,
+        user=f"Question: {question}\n\nEvidence:\n{body}",
+        reply=Reply,
+        max_tokens=ANSWER_TOKENS,
     )
+
+
+ANSWER_TOKENS = 1000  # a cited answer of a few paragraphs

@@ -78,4 +78,14 @@ def render(
         user=f"Document: {title}\n\nText:\n{text}",
         reply=Reply,
         chunk_ids=(chunk_id,) if chunk_id else (),
+        max_tokens=reply_budget(text),
     )
+
+
+def reply_budget(text: str) -> int:
+    """Completion tokens an extraction of ``text`` needs at most: it grows with the text.
+
+    About 4 characters a token; names and descriptions restate the text at most about
+    twice over, plus the JSON around them.
+    """
+    return 400 + 2 * (len(text) // 4)

@@ -39,4 +39,8 @@ def render(question: str, hints: str) -> ChatPrompt[Reply]:
         system=SYSTEM,
         user=f"Question: {question}\nNoticed: {hints or 'nothing'}",
         reply=Reply,
+        max_tokens=REPLY_TOKENS,
     )
+
+
+REPLY_TOKENS = 150  # a decision, a one-line reason and a confidence

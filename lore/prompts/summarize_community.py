@@ -70,4 +70,16 @@ def render(
     lines += [f"{label} | {a} -> {b} | {desc}" for label, a, b, desc in relations]
     lines.append("\nSources:")
     lines += [f"{label}: {text}" for label, text in sources]
-    return ChatPrompt(task=TASK, system=SYSTEM, user="\n".join(lines), reply=Reply)
+    user = "\n".join(lines)
+    return ChatPrompt(
+        task=TASK, system=SYSTEM, user=user, reply=Reply, max_tokens=reply_budget(user)
+    )
+
+
+def reply_budget(material: str) -> int:
+    """Completion tokens a report needs at most: 600, plus a sixteenth of its material.
+
+    A report summarizes: a title, a summary and a few findings, longer for a larger
+    community but far shorter than what it reads (about 4 characters a token).
+    """
+    return 600 + len(material) // 16

@@ -12,6 +12,7 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,17 @@ def server() -> Iterator[OpenAITestServer]:
 
 def within(estimate: int, counted: int, share: float = 0.10) -> bool:
     return abs(estimate - counted) <= share * counted
+
+
+def dry_run_on_an_offline_graph(home: Path, data: Path, llm: dict[str, str]) -> dict[str, Any]:
+    """A dry run without --reextract says the graph is the offline extractor's, and the cost."""
+    honest: dict[str, Any] = json.loads(
+        ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm))
+    )
+    assert honest["chunks"] == 0 and honest["stored_extractor"].startswith("offline")
+    said = ok(lore(home, data, "graph", "build", "--dry-run", **llm))
+    assert "extracted by 'offline" in said and "--reextract` would extract all" in said
+    return honest
 
 
 def test_dry_run_predicts_the_build_and_a_budget_stops_and_resumes(
@@ -54,10 +66,16 @@ def test_dry_run_predicts_the_build_and_a_budget_stops_and_resumes(
     assert "--reextract" in kept.stderr and server.chat_calls == 0
     assert ok(lore(home, data, "graph", "export")) == graph_before
 
+    honest = dry_run_on_an_offline_graph(home, data, llm)
+
     first = json.loads(
         ok(lore(home, data, "graph", "build", "--dry-run", "--reextract", "--json", **llm))
     )
     assert first["chunks"] >= 6 and first["extraction_calls"] == first["chunks"]
+    assert first["stored_extractor"] is None  # --reextract: that is what it counts
+    assert honest["reextract_chunks"] == first["chunks"]
+    assert honest["reextract_calls"] == first["extraction_calls"]
+    assert 0 < honest["reextract_tokens"] <= first["total_tokens"]
     assert first["extraction_cache_hits"] == 0 and first["report_calls"] == 0
     assert server.chat_calls == 0  # a dry run sends nothing
 
@@ -117,3 +135,28 @@ def test_dry_run_prices_and_budget_verdict(tmp_path: Path, server: OpenAITestSer
     expected = estimate["prompt_tokens"] * 1000 / 1e6 + estimate["completion_tokens"] * 2000 / 1e6
     assert estimate["cost"] == pytest.approx(expected, abs=1e-4)
     assert server.chat_calls == 0
+
+
+def test_an_llm_build_off_a_terminal_logs_progress_with_the_llm_counters(
+    tmp_path: Path, server: OpenAITestServer
+) -> None:
+    home, data = tmp_path, tmp_path / "data"
+    shutil.copytree(CORPUS / "production" / "payments-api", home / "docs")
+    llm = {
+        "LORE_LLM__BASE_URL": server.base_url,
+        "LORE_LLM__MODEL": "test-model",
+        "LORE_LLM__MAX_CONCURRENCY": "2",
+        "LORE_GRAPH__REPORTS": "llm",
+    }
+    ingested = lore(home, data, "ingest", "docs", **llm)  # extraction by the LLM
+    assert ingested.returncode == 0, ingested.stderr
+    during = [x for x in ingested.stderr.splitlines() if x.startswith("extracting:")]
+    assert len(during) >= 2, ingested.stderr
+    assert "; LLM " in during[-1] and "tokens/s" in during[-1]
+    built = lore(home, data, "graph", "build", "--reextract", **llm)
+    assert built.returncode == 0, built.stderr
+    lines = [x for x in built.stderr.splitlines() if x.startswith(("extracting:", "reports:"))]
+    extracting = [x for x in lines if x.startswith("extracting:")]
+    assert len(extracting) >= 2  # a line at the start of the work and one at its end
+    assert "; LLM " in extracting[-1] and "tokens/s" in extracting[-1]
+    assert any(x.startswith("reports:") and "; LLM " in x for x in lines)

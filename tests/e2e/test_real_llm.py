@@ -42,6 +42,8 @@ STEP_TIMEOUT_S = 1800  # one lore command against the model on a loaded 2-core m
 TAMED = {
     "LORE_LLM__MAX_CONCURRENCY": "1",  # the server computes one request at a time
     "LORE_LLM__TIMEOUT_S": "900",  # a whole reply under load, not a queue position
+    # replies are streamed: reading a long prompt on a loaded CPU precedes the first token
+    "LORE_LLM__FIRST_TOKEN_TIMEOUT_S": "900",
     # SmolLM2 in json_object mode often runs to max_tokens: 2,000 tokens took 551 s on the
     # loaded CI machine; an extraction or a report fits in 600
     "LORE_LLM__MAX_TOKENS": "600",

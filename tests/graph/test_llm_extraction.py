@@ -29,7 +29,13 @@ def server() -> Iterator[OpenAITestServer]:
 def client_for(
     server: OpenAITestServer, cache: ReplyCache | None = None, **kw: object
 ) -> LLMClient:
-    options: dict[str, object] = {"backoff_s": 0.01, "timeout_s": 0.5, "max_retries": 3, **kw}
+    options: dict[str, object] = {
+        "backoff_s": 0.01,
+        "timeout_s": 0.5,
+        "first_token_timeout_s": 0.5,
+        "max_retries": 3,
+        **kw,
+    }
     return LLMClient(base_url=server.base_url, model="test-model", cache=cache, **options)  # type: ignore[arg-type]
 
 

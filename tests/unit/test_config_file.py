@@ -134,3 +134,33 @@ def test_quiet_progress_prints_nothing() -> None:
     with ProgressReporter("x", quiet=True, console=console, interval_s=0, stream=stream) as bar:
         bar.update(5, 10)
     assert stream.getvalue() == ""
+
+
+def test_progress_lines_carry_the_llm_counters() -> None:
+    from rich.console import Console
+
+    from api.progress import llm_counters
+    from lore.llm import LLMStats
+
+    now = [0.0]
+    stream = io.StringIO()
+    console = Console(file=io.StringIO(), force_terminal=False)
+    stats = LLMStats()
+    assert llm_counters(stats, 1.0) == ""  # nothing before the first call
+    with ProgressReporter(
+        "extracting",
+        quiet=False,
+        console=console,
+        interval_s=10,
+        clock=lambda: now[0],
+        stream=stream,
+    ) as bar:
+        for done in range(1, 5):
+            now[0] = done * 10.0
+            stats.calls, stats.prompt_tokens, stats.completion_tokens = done, 300 * done, 270 * done
+            bar.update(done, 4, last=llm_counters(stats, now[0]))
+    lines = stream.getvalue().splitlines()
+    assert (
+        lines[0] == "extracting: 1/4 (25%), 0.1/s, ETA 30s; LLM 1 calls, 570 tokens, 27.0 tokens/s"
+    )
+    assert lines[-1].startswith("extracting: 4/4 (100%), 0.1/s, done in 40s; LLM 4 calls")
