@@ -221,3 +221,25 @@ def short_docs(prefix: str, count: int, start: int = 0) -> list[tuple[str, str]]
         )
         out.append((f"{prefix}/doc-{i:04d}.md", text))
     return out
+
+
+def broker_settings(env: dict[str, str]) -> dict[str, str]:
+    """The ``broker`` settings section named by a worker environment (for a runtime here)."""
+    return {
+        "url": env["LORE_BROKER__URL"],
+        "key_prefix": env["LORE_BROKER__KEY_PREFIX"],
+        "queue": env["LORE_BROKER__QUEUE"],
+    }
+
+
+@pytest.fixture
+def one_worker(tmp_path: Path, broker_env: dict[str, str]) -> Iterator[tuple[Path, dict[str, str]]]:
+    """One real worker on ``tmp_path/data``; yields (home, the environment ``lore`` needs)."""
+    env = {**broker_env, "LORE_EMBEDDING__THREADS": "1", "LORE_DATA_DIR": str(tmp_path / "data")}
+    workers = Workers(env=env, logs=tmp_path)
+    workers.start("w")
+    try:
+        workers.wait_ready("w")
+        yield tmp_path, env
+    finally:
+        workers.stop_all()

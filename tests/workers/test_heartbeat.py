@@ -27,7 +27,7 @@ from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 from tests.conftest import make_runtime
-from tests.workers.conftest import REDIS_URL, Workers, short_docs, wait_job
+from tests.workers.conftest import REDIS_URL, Workers, broker_settings, short_docs, wait_job
 from workers.heartbeat import Heartbeat, Resend, resend_of
 
 pytestmark = pytest.mark.workers
@@ -122,11 +122,7 @@ def test_a_killed_worker_s_job_ends_within_60_s(
     local_embedder: LocalEmbedder,
 ) -> None:
     data, jobs, workers, env = two_workers
-    broker = {
-        "url": env["LORE_BROKER__URL"],
-        "key_prefix": env["LORE_BROKER__KEY_PREFIX"],
-        "queue": env["LORE_BROKER__QUEUE"],
-    }
+    broker = broker_settings(env)
     runtime = make_runtime(
         data, local_embedder, broker=broker, workers={"ingest_batch_documents": 4}
     )

@@ -7,34 +7,20 @@ prints what the graph lost, exactly as without a broker.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.test_graph_lifecycle import lore, ok
-from tests.workers.conftest import Workers, short_docs
+from tests.workers.conftest import short_docs
 
 pytestmark = pytest.mark.workers
 
 
-@pytest.fixture
-def setup(tmp_path: Path, broker_env: dict[str, str]) -> Iterator[tuple[Path, dict[str, str]]]:
-    data = tmp_path / "data"
-    env = {**broker_env, "LORE_EMBEDDING__THREADS": "1", "LORE_DATA_DIR": str(data)}
-    workers = Workers(env=env, logs=tmp_path)
-    workers.start("w")
-    try:
-        workers.wait_ready("w")
-        yield tmp_path, env
-    finally:
-        workers.stop_all()
-
-
 def test_delete_and_prune_run_on_the_worker_with_the_cascade(
-    setup: tuple[Path, dict[str, str]],
+    one_worker: tuple[Path, dict[str, str]],
 ) -> None:
-    home, env = setup
+    home, env = one_worker
     data = home / "data"
     (home / "docs").mkdir()
     for doc_id, text in short_docs("lc", 6):

@@ -10,28 +10,14 @@ sees only its own documents, and the default namespace stays empty.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.test_graph_lifecycle import lore, ok
-from tests.workers.conftest import Workers, short_docs
+from tests.workers.conftest import short_docs
 
 pytestmark = pytest.mark.workers
-
-
-@pytest.fixture
-def setup(tmp_path: Path, broker_env: dict[str, str]) -> Iterator[tuple[Path, dict[str, str]]]:
-    data = tmp_path / "data"
-    env = {**broker_env, "LORE_EMBEDDING__THREADS": "1", "LORE_DATA_DIR": str(data)}
-    workers = Workers(env=env, logs=tmp_path)
-    workers.start("w")
-    try:
-        workers.wait_ready("w")
-        yield tmp_path, env
-    finally:
-        workers.stop_all()
 
 
 def _write(home: Path, folder: str, prefix: str, count: int) -> None:
@@ -40,8 +26,8 @@ def _write(home: Path, folder: str, prefix: str, count: int) -> None:
         (home / folder / Path(doc_id).name).write_text(text)
 
 
-def test_each_namespace_runs_its_own_queued_jobs(setup: tuple[Path, dict[str, str]]) -> None:
-    home, env = setup
+def test_each_namespace_runs_its_own_queued_jobs(one_worker: tuple[Path, dict[str, str]]) -> None:
+    home, env = one_worker
     data = home / "data"
     _write(home, "a", "na", 3)
     _write(home, "b", "nb", 2)

@@ -20,7 +20,7 @@ from app.jobs import JobStore
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests.conftest import make_runtime
-from tests.workers.conftest import Workers, short_docs, wait_job
+from tests.workers.conftest import Workers, broker_settings, short_docs, wait_job
 
 pytestmark = pytest.mark.workers
 
@@ -38,11 +38,7 @@ def test_worker_runs_tasks_after_its_pool_child_is_killed(
 ) -> None:
     data = tmp_path / "data"
     env = {**broker_env, "LORE_DATA_DIR": str(data), "LORE_EMBEDDING__THREADS": "1"}
-    broker = {
-        "url": env["LORE_BROKER__URL"],
-        "key_prefix": env["LORE_BROKER__KEY_PREFIX"],
-        "queue": env["LORE_BROKER__QUEUE"],
-    }
+    broker = broker_settings(env)
     runtime = make_runtime(data, local_embedder, broker=broker)
     jobs = JobStore(data / "lore.sqlite3")
     workers = Workers(env=env, logs=tmp_path, pool="prefork", extra_args=["--concurrency=1"])

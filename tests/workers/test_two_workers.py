@@ -24,7 +24,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests.conftest import make_runtime
-from tests.workers.conftest import Workers, short_docs, stored, wait_job
+from tests.workers.conftest import Workers, broker_settings, short_docs, stored, wait_job
 
 pytestmark = pytest.mark.workers
 
@@ -44,11 +44,7 @@ def setup(
         "LORE_BROKER__VISIBILITY_TIMEOUT_S": "8",
         "LORE_WORKERS__INGEST_BATCH_DOCUMENTS": "4",
     }
-    broker = {
-        "url": env["LORE_BROKER__URL"],
-        "key_prefix": env["LORE_BROKER__KEY_PREFIX"],
-        "queue": env["LORE_BROKER__QUEUE"],
-    }
+    broker = broker_settings(env)
     runtime = make_runtime(
         data, local_embedder, broker=broker, workers={"ingest_batch_documents": 4}
     )
