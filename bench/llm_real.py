@@ -21,15 +21,16 @@ Two parts:
   still computes after the client gave up is measured as the time until it answers
   ``GET /models`` again (llama-cpp-python serves that only between completions).
 
-Today's client sends only ``json_object`` (the schema forms are skipped there, marked);
-when it grows ``structured_output`` the bench passes it through.
+The client runs use ``llm.structured_output`` values: ``json_object`` (plain JSON mode) and
+``auto`` (what a user gets by default: the client learns on its first calls which schema
+form the endpoint honours; ``form_settled`` names it). ``valid_first_try`` counts chunks
+whose first reply validated with no repair and no re-prompt.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import os
 import time
@@ -43,7 +44,7 @@ from ingest.chunking import chunk_text
 from ingest.extract_llm import LLMExtractor, to_mentions
 from ingest.extraction import ChunkInput
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import LLMClient, parse_reply
+from lore.llm import LLMClient, parse_reply, response_format
 from lore.prompts import extract_graph
 from lore.settings import GraphSettings
 from lore.tokens import counter_for, packaged_model_dir
@@ -68,16 +69,11 @@ def demo_chunks(n: int) -> list[ChunkInput]:
     return chunks
 
 
-def response_formats() -> dict[str, dict[str, Any]]:
-    """The three ways to ask for JSON, by name."""
-    schema = extract_graph.Reply.model_json_schema()
+def response_formats() -> dict[str, dict[str, Any] | None]:
+    """The ways to ask for JSON, by name, as the client sends each (``lore.llm``)."""
     return {
-        "json_object": {"type": "json_object"},
-        "json_object_schema": {"type": "json_object", "schema": schema},
-        "json_schema": {
-            "type": "json_schema",
-            "json_schema": {"name": "extract_graph", "schema": schema, "strict": True},
-        },
+        form: response_format(form, extract_graph.TASK, extract_graph.Reply)
+        for form in ("json_object", "json_object_schema", "json_schema")
     }
 
 
@@ -125,7 +121,7 @@ def first_reply(
     """Each chunk's prompt once per response format, straight to the server."""
     types = GraphSettings().entity_types
     out: dict[str, Any] = {}
-    for form, response_format in response_formats().items():
+    for form, sent_format in response_formats().items():
         counts: dict[str, Any] = {"replies": 0, "http_errors": {}, "completion_tokens": 0}
         started = time.monotonic()
         for chunk in chunks:
@@ -133,9 +129,9 @@ def first_reply(
             body = {
                 "model": model,
                 "messages": prompt.messages(),
-                "max_tokens": max_tokens,
+                "max_tokens": min(max_tokens, prompt.max_tokens or max_tokens),  # as the client
                 "temperature": 0.0,
-                "response_format": response_format,
+                "response_format": sent_format,
             }
             status, answer = _post(f"{url}/chat/completions", body, timeout_s)
             if status != 200:
@@ -151,11 +147,6 @@ def first_reply(
         counts["tokens_per_s"] = round(counts["completion_tokens"] / wall, 1) if wall else None
         out[form] = counts
     return out
-
-
-def client_options() -> set[str]:
-    """The keyword arguments today's ``LLMClient`` takes."""
-    return set(inspect.signature(LLMClient.__init__).parameters)
 
 
 async def _extract(
@@ -198,11 +189,7 @@ def client_run(
     url: str, model: str, chunks: list[ChunkInput], form: str, concurrency: int, args: Any
 ) -> dict[str, Any]:
     """One configuration through the client, behind the counting proxy."""
-    options: dict[str, Any] = {}
-    if form != "json_object":
-        if "structured_output" not in client_options():
-            return {"skipped": "today's LLMClient sends only response_format json_object"}
-        options["structured_output"] = form
+    options: dict[str, Any] = {"structured_output": form}
     with proxied(url) as (via, proxy):
         client = LLMClient(
             base_url=via,
@@ -229,8 +216,9 @@ def client_run(
             "retries": stats["retries"],
             "timeouts": stats.get("timeouts"),
             "usage_estimated": stats.get("usage_estimated"),
-            "concurrency_settled": getattr(client, "concurrency", None),
-            "peak_in_flight": getattr(getattr(client, "gate", None), "peak_in_flight", None),
+            "form_settled": client.structured_output,
+            "concurrency_settled": client.gate.limit,
+            "peak_in_flight": client.gate.peak_in_flight,
             "repaired": stats["repaired"],
             "reprompted": stats["reprompts"],
             "valid_first_try": max(0, len(chunks) - stats["reprompts"] - stats["repaired"])
@@ -249,7 +237,9 @@ def main() -> None:
     parser.add_argument("--model", default=os.environ.get("TEST_LLM_MODEL", "smollm2"))
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--concurrency", default="1,4")
-    parser.add_argument("--forms", default="json_object,json_object_schema,json_schema")
+    parser.add_argument(
+        "--forms", default="json_object,auto", help="llm.structured_output values to run"
+    )
     parser.add_argument("--max-tokens", type=int, default=2000, help="the client's default")
     parser.add_argument("--timeout", type=float, default=120.0, help="the client's default")
     parser.add_argument("--retries", type=int, default=5, help="the client's default")

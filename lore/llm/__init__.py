@@ -28,7 +28,14 @@ anything is written.
 """
 
 from lore.llm.cache import ReplyCache
-from lore.llm.client import ChatPrompt, LLMClient, LLMStats, RateLimiter, prompt_key
+from lore.llm.client import (
+    ChatPrompt,
+    LLMClient,
+    LLMStats,
+    RateLimiter,
+    prompt_key,
+    response_format,
+)
 from lore.llm.repair import parse_reply, repair_json
 
 __all__ = [
@@ -40,4 +47,5 @@ __all__ = [
     "parse_reply",
     "prompt_key",
     "repair_json",
+    "response_format",
 ]

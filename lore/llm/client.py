@@ -16,6 +16,8 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from lore.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -318,18 +320,7 @@ class LLMClient:
         return self._forms[0]
 
     def _response_format(self, prompt: ChatPrompt[Any]) -> dict[str, Any] | None:
-        form = self._forms[0]
-        if form == "none":
-            return None
-        if form == "json_object":
-            return {"type": "json_object"}
-        schema = prompt.reply.model_json_schema()
-        if form == "json_object_schema":  # llama.cpp's grammar-constrained JSON
-            return {"type": "json_object", "schema": _plain_schema(schema, schema.get("$defs", {}))}
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": prompt.task, "schema": schema, "strict": False},
-        }
+        return response_format(self._forms[0], prompt.task, prompt.reply)
 
     def _downgrade(self, exc: Any, sent: str) -> bool:
         """Drop a response_format the endpoint refuses (once per form); False if none left.
@@ -591,6 +582,28 @@ _FORMS: dict[str, tuple[str, ...]] = {
     "json_object": ("json_object", "none"),
     "none": ("none",),
 }
+
+
+def response_format(form: str, task: str, reply: type[BaseModel]) -> dict[str, Any] | None:
+    """The ``response_format`` of a call in ``form`` (one of ``auto``'s), asking for ``reply``.
+
+    ``json_schema`` is OpenAI's (vLLM, Ollama and llama-server take it too);
+    ``json_object_schema`` is llama.cpp's grammar-constrained JSON, with the schema made
+    plain enough for llama-cpp-python's grammar converter; ``none`` sends nothing.
+    """
+    if form == "none":
+        return None
+    if form == "json_object":
+        return {"type": "json_object"}
+    schema = reply.model_json_schema()
+    if form == "json_object_schema":
+        return {"type": "json_object", "schema": _plain_schema(schema, schema.get("$defs", {}))}
+    if form == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": task, "schema": schema, "strict": False},
+        }
+    raise ValueError(f"unknown response_format form {form!r}")
 
 
 # keywords llama-cpp-python's schema-to-grammar converter turns into rules it cannot parse
