@@ -11,34 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from graph.lazy_reports import LazyReportUpgrader, LazyWriter
-from graph.llm_reports import LLMReportWriter
-from graph.reports import ChunkTexts, ExtractiveWriter, ReportWriter
 from graph.store import GraphStore
 from graph.stores import open_graph_store
-from ingest.extract_llm import LLMExtractor
-from ingest.extraction import Extractor, OfflineExtractor
-from ingest.pipeline import IngestPipeline
 from lore.db import Database, open_database, schema_name
 from lore.embedders import Embedder, LocalEmbedder, OpenAIEmbedder
 from lore.errors import ConfigurationError
-from lore.llm import LLMClient, RateLimiter, ReplyCache
 from lore.settings import Settings
 from lore.store import NAMESPACE_KEY, Store
 from lore.tokens import WordPieceCounter, counter_for, packaged_model_dir
 from retrieval.analyzer import Analyzer, AnalyzerConfig
-from retrieval.answer import AnswerWriter, ExtractiveAnswerWriter
-from retrieval.ask import Asker
-from retrieval.global_search import GlobalSearcher
 from retrieval.graph_search import GraphExpander
 from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import IndexSet
-from retrieval.keypoints import KeyPointMapper
-from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
-from retrieval.report_vectors import ReportVectorIndex
 from retrieval.rerank import Reranker, open_reranker
-from retrieval.router import HeuristicRouteClassifier, RouteClassifier
+
+if TYPE_CHECKING:  # the builders that need these import them: a search loads none
+    from graph.lazy_reports import LazyReportUpgrader
+    from graph.reports import ChunkTexts, ReportWriter
+    from ingest.extraction import Extractor
+    from ingest.pipeline import IngestPipeline
+    from lore.llm import LLMClient, RateLimiter
+    from retrieval.answer import AnswerWriter
+    from retrieval.ask import Asker
+    from retrieval.keypoints import KeyPointMapper
+    from retrieval.report_vectors import ReportVectorIndex
+    from retrieval.router import RouteClassifier
 
 
 def database_for(settings: Settings, name: str) -> Path | Database:
@@ -152,6 +151,8 @@ def build_llm_client(
     ``limiter`` makes the shared rate limiter (workers: a token bucket in Redis) once
     per event loop the client runs on.
     """
+    from lore.llm import LLMClient, ReplyCache
+
     cfg = settings.llm
     if not cfg.base_url:
         return None
@@ -187,6 +188,9 @@ def _wants_llm(choice: str, client: LLMClient | None, what: str) -> bool:
 
 def build_extractor(settings: Settings, client: LLMClient | None) -> Extractor:
     """The configured extractor: the LLM one when chosen (or 'auto' with an endpoint)."""
+    from ingest.extract_llm import LLMExtractor
+    from ingest.extraction import OfflineExtractor
+
     if _wants_llm(settings.graph.extractor, client, "extractor") and client is not None:
         return LLMExtractor(client, settings.graph.entity_types)
     return OfflineExtractor()
@@ -194,6 +198,10 @@ def build_extractor(settings: Settings, client: LLMClient | None) -> Extractor:
 
 def build_report_writer(settings: Settings, client: LLMClient | None) -> ReportWriter:
     """The configured community-report writer (lazy: extractive now, the LLM on use)."""
+    from graph.lazy_reports import LazyWriter
+    from graph.llm_reports import LLMReportWriter
+    from graph.reports import ExtractiveWriter
+
     if settings.graph.reports == "lazy":
         _wants_llm("lazy", client, "reports")  # lazy needs the model that reads on demand
         return LazyWriter()
@@ -210,6 +218,9 @@ def build_lazy_upgrader(
     With ``graph.reports = lazy``, and with an LLM report writer too (reports an earlier
     lazy setting left). No model configured: None (the build names the setting to fix).
     """
+    from graph.lazy_reports import LazyReportUpgrader
+    from graph.llm_reports import LLMReportWriter
+
     if settings.graph.reports not in ("lazy", "llm", "auto"):
         return None
     client = build_llm_client(settings)
@@ -273,6 +284,8 @@ def build_pipeline(
     on_chunked: Callable[[str, int], None] | None = None,
 ) -> IngestPipeline:
     """The ingestion pipeline writing into ``store``."""
+    from ingest.pipeline import IngestPipeline
+
     return IngestPipeline(
         store=store,
         embedder=embedder,
@@ -320,6 +333,12 @@ def build_asker(
     With an LLM configured (and ``ask.llm`` not ``off``) the model routes, maps the
     reports and writes the answer, each falling back to the offline role on failure.
     """
+    from retrieval.answer import ExtractiveAnswerWriter
+    from retrieval.ask import Asker
+    from retrieval.global_search import GlobalSearcher
+    from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
+    from retrieval.router import HeuristicRouteClassifier
+
     cfg = settings.ask
     heuristic = HeuristicRouteClassifier(searcher.analyzer, both_margin=cfg.both_margin)
     extractive = ExtractiveAnswerWriter(searcher.analyzer)

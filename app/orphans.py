@@ -24,7 +24,6 @@ import threading
 
 from app.jobs import JobStatus, JobStore
 from app.runtime import Runtime
-from app.steps import fail_documents
 from lore.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -45,6 +44,8 @@ def end_orphaned_jobs(runtime: Runtime) -> list[str]:
     with _sweep_lock(jobs):
         ended: list[str] = []
         for info, reason in jobs.orphaned():
+            from app.steps import fail_documents  # ingestion's modules: only with an orphan
+
             waiting = sorted(jobs.unfinished(info.id))
             fail_documents(runtime, jobs, info.id, waiting, reason)  # the staged ones
             jobs.advance(info.id, waiting, JobStatus.FAILED, error=reason)  # statuses only

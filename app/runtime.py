@@ -17,10 +17,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app import ingest as ingesting
-from app import lifecycle
 from app.builders import (
     build_analyzer,
     build_asker,
@@ -35,31 +33,32 @@ from app.builders import (
 )
 from app.dispatch import Dispatcher, dispatcher_for
 from app.jobs import JobStore
-from app.refresh import refresh_in_process
-from graph.cascade import CascadeReport, DeletionReport
-from graph.quarantine import Quarantine
-from graph.store import GraphStore
-from ingest.graph_build import GraphBuildReport
-from ingest.graph_cost import BuildEstimate
-from ingest.pipeline import IngestPipeline, IngestReport, Progress
 from lore.aio import run_sync
 from lore.db import ensure_dir
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
-from lore.llm import LLMStats
-from lore.models import Loaded
 from lore.settings import Settings
 from lore.store import Store
-from lore.tokens import WordPieceCounter
 from retrieval.analyzer import Analyzer
-from retrieval.ask import Asker
-from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import REBUILDING, IndexSet
 from retrieval.queries import QueryService
-from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
-from retrieval.router import Mode
+
+if TYPE_CHECKING:  # what only ingestion, deletion, the graph and questions load, on use
+    from graph.cascade import CascadeReport, DeletionReport
+    from graph.quarantine import Quarantine
+    from graph.store import GraphStore
+    from ingest.graph_build import GraphBuildReport
+    from ingest.graph_cost import BuildEstimate
+    from ingest.pipeline import IngestPipeline, IngestReport, Progress
+    from lore.llm import LLMStats
+    from lore.models import Loaded
+    from lore.tokens import WordPieceCounter
+    from retrieval.ask import Asker
+    from retrieval.ask_contract import AskRequest, AskResponse
+    from retrieval.report_vectors import ReportVectorIndex
+    from retrieval.router import Mode
 
 
 @dataclass
@@ -99,6 +98,8 @@ class Runtime:
         """Chunks whose extraction failed, with reasons."""
         with self._lock:
             if self._quarantine is None:
+                from graph.quarantine import Quarantine
+
                 self._quarantine = Quarantine(database_for(self.settings, "lore"))
             return self._quarantine
 
@@ -106,6 +107,8 @@ class Runtime:
         """Report embeddings (a table in the SQLite store, whatever the graph backend)."""
         with self._lock:
             if self._report_vectors is None:
+                from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
+
                 store = ReportVectorStore(database_for(self.settings, "lore"))
                 self._report_vectors = ReportVectorIndex(store, self.embedder)
             return self._report_vectors
@@ -129,16 +132,27 @@ class Runtime:
             return self._counter
 
     def queries(self) -> QueryService:
-        """The query façade: searcher and asker over the index set."""
+        """The query façade: the searcher over the index set, and the asker on first use.
+
+        A search alone (``lore search``) never builds the asker, its tokenizer or the
+        report vectors.
+        """
         with self._lock:
             if self._queries is None:
                 searcher = build_searcher(
                     self.settings, self.store, self.indexes, self.embedder, self.graph()
                 )
-                asker = build_asker(
-                    self.settings, searcher, self.graph(), self.counter(), self.report_vectors()
-                )
-                self._queries = QueryService(self.indexes, searcher, asker)
+
+                def make_asker() -> Asker:
+                    return build_asker(
+                        self.settings,
+                        searcher,
+                        self.graph(),
+                        self.counter(),
+                        self.report_vectors(),
+                    )
+
+                self._queries = QueryService(self.indexes, searcher, make_asker)
             return self._queries
 
     def searcher(self) -> HybridSearcher:
@@ -235,6 +249,8 @@ class Runtime:
 
         ``question`` is the text (with the keyword options) or a whole :class:`AskRequest`.
         """
+        from retrieval.ask_contract import AskRequest
+
         request = (
             question
             if isinstance(question, AskRequest)
@@ -266,6 +282,8 @@ class Runtime:
         extract_graph: bool = True,
     ) -> IngestReport:
         """Ingest documents through the one entry point (``app.ingest.ingest``)."""
+        from app import ingest as ingesting
+
         return ingesting.ingest(self, items, progress=progress, extract_graph=extract_graph).report
 
     def ingest_paths(
@@ -277,22 +295,30 @@ class Runtime:
         extract_graph: bool = True,
     ) -> IngestReport:
         """Load files and directories and ingest them (``app.ingest.ingest_paths``)."""
+        from app import ingest as ingesting
+
         return ingesting.ingest_paths(
             self, paths, metadata, progress=progress, extract_graph=extract_graph
         ).report
 
     def delete(self, document_id: str) -> DeletionReport:
         """Delete a document from the store, the indexes and the graph (see below)."""
+        from app import lifecycle
+
         return lifecycle.delete_documents(self, [document_id])
 
     def delete_documents(
         self, document_ids: Sequence[str], *, sync_indexes: bool = True
     ) -> DeletionReport:
         """Delete documents with their graph cascade (``app.lifecycle``)."""
+        from app import lifecycle
+
         return lifecycle.delete_documents(self, document_ids, sync_indexes=sync_indexes)
 
     def forget_gone(self) -> CascadeReport:
         """Cascade the chunks the store no longer has out of the graph (changed documents)."""
+        from app import lifecycle
+
         return lifecycle.forget_gone(self)
 
     def build_graph(
@@ -312,6 +338,8 @@ class Runtime:
         Returns the build report and the number of communities. ``reextract`` extracts
         every chunk again.
         """
+        from app.refresh import refresh_in_process
+
         report, refreshed = refresh_in_process(
             self,
             rebuild=rebuild,
@@ -327,6 +355,8 @@ class Runtime:
         self, *, retry_quarantined: bool = False, reextract: bool = False
     ) -> BuildEstimate:
         """What :meth:`build_graph` would send to the LLM (``app.lifecycle``)."""
+        from app import lifecycle
+
         return lifecycle.estimate_build(
             self, retry_quarantined=retry_quarantined, reextract=reextract
         )

@@ -59,12 +59,21 @@ def centrality(entities: Mapping[str, Entity], relations: Sequence[Relation]) ->
     return {k: degree[k] for k in entities}
 
 
-def ranked_members(graph: GraphStore, members: Sequence[str]) -> list[str]:
-    """A community's member keys, most important first (see the module docstring)."""
+def ranked_member_names(graph: GraphStore, members: Sequence[str]) -> list[tuple[str, str]]:
+    """A community's members, most important first: ``(key, entity name)`` each.
+
+    A member whose entity is no longer stored comes last, its key standing for its name.
+    """
     entities = {k: e for k in members if (e := graph.entity(k)) is not None}
     degree = centrality(entities, graph.relations_among(list(entities)))
     ordered = sorted(entities, key=lambda k: (-degree[k], -entities[k].mentions, k))
-    return ordered + sorted(set(members) - set(entities))
+    gone = sorted(set(members) - set(entities))
+    return [(k, entities[k].name) for k in ordered] + [(k, k) for k in gone]
+
+
+def ranked_members(graph: GraphStore, members: Sequence[str]) -> list[str]:
+    """A community's member keys, most important first (see the module docstring)."""
+    return [key for key, _ in ranked_member_names(graph, members)]
 
 
 def report_title(entities: Mapping[str, Entity], central: Sequence[str], fallback: str) -> str:

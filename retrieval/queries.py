@@ -11,23 +11,38 @@ rebuilt from the store in the background, searches are refused with a 503 and
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lore.errors import IndexRebuildingError
-from retrieval.ask import Asker
-from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import REBUILD_RETRY_AFTER_S, IndexSet
 
+if TYPE_CHECKING:  # questions load the router, global search and answer writers on use
+    from retrieval.ask import Asker
+    from retrieval.ask_contract import AskRequest, AskResponse
+
 
 @dataclass
 class QueryService:
-    """Local search and questions over one index set."""
+    """Local search and questions over one index set (the asker made on first use)."""
 
     indexes: IndexSet
     searcher: HybridSearcher
-    asker: Asker
+    make_asker: Callable[[], Asker]
+    _asker: Asker | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    @property
+    def asker(self) -> Asker:
+        """Router, global search and answer writer (made once, by the first question)."""
+        with self._lock:
+            if self._asker is None:
+                self._asker = self.make_asker()
+            return self._asker
 
     async def catch_up(self) -> None:
         """Bring the indexes up to the store's last change, if they are behind.

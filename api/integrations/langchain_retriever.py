@@ -16,19 +16,23 @@ scoring below that fraction of the best one (fused scores mean nothing across qu
 ``mode="global"`` asks a corpus-wide question (map-reduce over the knowledge graph's
 community reports) and returns ONE ``Document``: the answer text, with metadata
 ``{"mode": "global", "citations": [{id, kind, title, report_id, sources}], ...}``;
-``k`` does not apply. Needs the ``langchain`` extra.
+``k`` does not apply.
+
+Over HTTP a refusal is the server's own error class (``UnauthorizedError`` for a 401,
+``NotFoundError``, ``InvalidRequestError``, …) and a server out of reach a
+``BackendUnavailableError`` naming the URL (:mod:`api.integrations.lore_http`, shared
+with the vector store). Needs the ``langchain`` extra.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-import httpx
-from pydantic import AliasChoices, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from api.integrations.lore_http import LoreHttp, check_url
 from app.runtime import Runtime
 from lore.aio import run_sync
-from lore.errors import InvalidRequestError
 from lore.extras import missing_extra
 from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
@@ -68,11 +72,16 @@ class LorekeeperRetriever(BaseRetriever):
     mode: Mode = "local"
     timeout_s: float = 30.0
     http_client: Any = Field(
-        None, exclude=True, description="an httpx-style client to reuse (``post`` is called)"
+        None, exclude=True, description="an httpx-style client to reuse (``request`` is called)"
     )
     async_http_client: Any = Field(
         None, exclude=True, description="an httpx.AsyncClient-style client to reuse (async calls)"
     )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        return None if url is None else check_url(url)
 
     @model_validator(mode="after")
     def _one_backend(self) -> LorekeeperRetriever:
@@ -118,18 +127,8 @@ class LorekeeperRetriever(BaseRetriever):
         mode, request = self._call(query, kwargs)
         if self.runtime is not None:
             return run_sync(lambda: self._in_process(mode, request))
-        client = self.http_client or httpx.Client(base_url=str(self.url), timeout=self.timeout_s)
-        try:
-            reply = client.post(
-                _PATHS[mode],
-                json=request.model_dump(mode="json", exclude_none=True),
-                params=[("namespace", n) for n in self.namespaces],
-                headers=self._headers(),
-            )
-        finally:
-            if self.http_client is None:
-                client.close()
-        return _from_reply(mode, reply)
+        body = request.model_dump(mode="json", exclude_none=True)
+        return _documents(mode, self._http().call("POST", _PATHS[mode], json=body))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
@@ -137,20 +136,8 @@ class LorekeeperRetriever(BaseRetriever):
         mode, request = self._call(query, kwargs)
         if self.runtime is not None:
             return await self._in_process(mode, request)
-        client = self.async_http_client or httpx.AsyncClient(
-            base_url=str(self.url), timeout=self.timeout_s
-        )
-        try:
-            reply = await client.post(
-                _PATHS[mode],
-                json=request.model_dump(mode="json", exclude_none=True),
-                params=[("namespace", n) for n in self.namespaces],
-                headers=self._headers(),
-            )
-        finally:
-            if self.async_http_client is None:
-                await client.aclose()
-        return _from_reply(mode, reply)
+        body = request.model_dump(mode="json", exclude_none=True)
+        return _documents(mode, await self._http().acall("POST", _PATHS[mode], json=body))
 
     async def _in_process(self, mode: Mode, request: QueryRequest | AskRequest) -> list[Document]:
         runtime: Runtime = self.runtime
@@ -158,25 +145,24 @@ class LorekeeperRetriever(BaseRetriever):
             return [answer_document(await runtime.ask(request))]
         return search_documents(await runtime.query(request))
 
-    def _headers(self) -> dict[str, str]:
-        if self.api_key is None:
-            return {}
-        return {"Authorization": f"Bearer {self.api_key.get_secret_value()}"}
+    def _http(self) -> LoreHttp:
+        return LoreHttp(
+            str(self.url),
+            api_key=self.api_key,
+            namespaces=self.namespaces,
+            timeout_s=self.timeout_s,
+            client=self.http_client,
+            async_client=self.async_http_client,
+        )
 
 
 _PATHS: dict[Mode, str] = {"local": "/v1/memory/query", "global": "/v1/ask"}
 
 
-def _from_reply(mode: Mode, reply: Any) -> list[Document]:
-    if reply.status_code != 200:
-        try:
-            detail = reply.json().get("detail", reply.text)
-        except ValueError:
-            detail = reply.text
-        raise InvalidRequestError(f"Lorekeeper answered {reply.status_code}: {detail}")
+def _documents(mode: Mode, body: Any) -> list[Document]:
     if mode == "global":
-        return [answer_document(AskResponse.model_validate(reply.json()))]
-    return search_documents(QueryResponse.model_validate(reply.json()))
+        return [answer_document(AskResponse.model_validate(body))]
+    return search_documents(QueryResponse.model_validate(body))
 
 
 def search_documents(response: QueryResponse) -> list[Document]:

@@ -12,7 +12,7 @@ from api.deps import PrincipalDep, RuntimeDep
 from app import service
 from graph.lookup import find_entities
 from graph.models import CommunityReport
-from graph.reports import ranked_members
+from graph.reports import ranked_member_names
 from lore.errors import ForbiddenError, NotFoundError
 
 router = APIRouter(prefix="/v1", tags=["graph"])
@@ -92,7 +92,10 @@ class CommunityOut(BaseModel):
     level: int
     parent: str | None
     size: int
-    members: list[str]
+    members: list[str] = Field(description="entity keys, the most central first")
+    member_names: list[str] = Field(
+        description="the members' entity names, in the order of `members` (what to show)"
+    )
     stale: bool = Field(description="its report no longer reflects its members")
     report: ReportOut | None = None
 
@@ -181,7 +184,7 @@ async def list_communities(
         else {}
     )
     ranked = await asyncio.to_thread(
-        lambda: {c.id: ranked_members(graph, c.members) for c in found}
+        lambda: {c.id: ranked_member_names(graph, c.members) for c in found}
     )
     return [
         CommunityOut(
@@ -189,7 +192,8 @@ async def list_communities(
             level=c.level,
             parent=c.parent,
             size=len(c.members),
-            members=ranked[c.id],
+            members=[key for key, _ in ranked[c.id]],
+            member_names=[name for _, name in ranked[c.id]],
             stale=c.id in stale,
             report=_report(by_id.get(c.id)),
         )
@@ -216,12 +220,14 @@ async def get_community(
         ),
         None,
     )
+    ranked = await asyncio.to_thread(ranked_member_names, graph, found.members)
     return CommunityOut(
         id=found.id,
         level=found.level,
         parent=found.parent,
         size=len(found.members),
-        members=await asyncio.to_thread(ranked_members, graph, found.members),
+        members=[key for key, _ in ranked],
+        member_names=[name for _, name in ranked],
         stale=found.id in await asyncio.to_thread(graph.stale_communities),
         report=_report(report),
     )

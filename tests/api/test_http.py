@@ -141,6 +141,12 @@ def test_graph_routes(client: TestClient) -> None:
     assert level0 and all(c["level"] == 0 and c["report"]["findings"] for c in level0)
     one = client.get(f"/v1/communities/{level0[0]['id']}").json()
     assert one["id"] == level0[0]["id"] and one["report"]["title"] and one["stale"] is False
+    assert one["members"] == level0[0]["members"] and len(one["member_names"]) == one["size"]
+    for key, name in zip(one["members"], one["member_names"], strict=True):
+        assert client.get(f"/v1/entities/{key}").json()["entity"]["name"] == name
+    every = client.get("/v1/communities").json()
+    named = {k: n for c in every for k, n in zip(c["members"], c["member_names"], strict=True)}
+    assert named["payments-api"] == "payments-api" and named["http 504"] == "HTTP 504"
     assert client.get("/v1/communities/nope").status_code == 404
     assert client.get("/v1/communities", params={"level": -1}).status_code == 422
 

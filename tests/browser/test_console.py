@@ -313,6 +313,16 @@ def test_the_graph_opens_on_an_overview_of_top_level_communities(
     )
     assert set(members) <= set(top[biggest]["members"])
     assert len(members) == min(40, len(top[biggest]["members"]))
+    # each member is labelled by its entity's name (as the entity page spells it), not its key
+    name_of = dict(zip(top[biggest]["members"], top[biggest]["member_names"], strict=True))
+    labels = driver.execute_script(
+        "return window.loreGraph.nodes('.member').map(n => [n.id(), n.style('label')]);"
+    )
+    assert [label for _, label in labels] == [name_of[key] for key, _ in labels]
+    assert any(label != key for key, label in labels), labels  # names, not the keys
+    for key, label in labels[:3]:
+        entity = httpx.get(f"{demo}/v1/entities/{key}", timeout=60).json()["entity"]
+        assert label == entity["name"]
     children = [c["id"] for c in communities if c["parent"] == biggest]
     drawn_children = driver.execute_script(
         "return window.loreGraph.nodes('.community').not('.centre').map(n => n.data('community'));"
@@ -322,6 +332,8 @@ def test_the_graph_opens_on_an_overview_of_top_level_communities(
         children
     )
     visible(driver, "#entity-detail .report")
+    listed = driver.find_elements(By.CSS_SELECTOR, "#entity-detail .report .members a")
+    assert [a.text for a in listed] == top[biggest]["member_names"][:40]
     shoot(driver, screenshots, "14-graph-community")
     visible(driver, "#graph-overview").click()
     wait_for(

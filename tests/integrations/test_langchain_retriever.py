@@ -21,7 +21,7 @@ from app.keys import KeyStore
 from app.namespaces import Namespaces
 from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
-from lore.errors import InvalidRequestError
+from lore.errors import UnauthorizedError
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 
@@ -50,7 +50,7 @@ def test_http_backend_with_a_key(tmp_path: Path, local_embedder: LocalEmbedder) 
         [doc] = retriever.invoke("HTTP 495")
         assert doc.metadata["namespace"] == "ops" and doc.metadata["source"] == "r.md"
         stranger = LorekeeperRetriever(url="http://testserver", http_client=client)
-        with pytest.raises(InvalidRequestError, match="401"):
+        with pytest.raises(UnauthorizedError, match="HTTP 401"):
             stranger.invoke("HTTP 495")
 
 

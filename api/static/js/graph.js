@@ -123,10 +123,11 @@ export async function drill(communityId) {
       g.add({ group: "edges", data: { id: `${centre.id()}>${child.id}`, source: centre.id(), target: `community:${child.id}`, width: 2 } });
     }
     const members = community.members.slice(0, 40);
-    for (const key of members) {
-      g.add({ group: "nodes", classes: "member", data: { id: key, name: key, size: 22, colour: "#8ea3cf" } });
+    const names = community.member_names || [];
+    members.forEach((key, i) => {
+      g.add({ group: "nodes", classes: "member", data: { id: key, name: names[i] || key, size: 22, colour: "#8ea3cf" } });
       g.add({ group: "edges", data: { id: `${centre.id()}>${key}`, source: centre.id(), target: key, width: 1 } });
-    }
+    });
     g.layout({ name: "cose", animate: false, randomize: true, nodeRepulsion: () => 9000, idealEdgeLength: () => 80 }).run();
     g.fit(undefined, 30);
     status(line, `${community.report ? community.report.title : community.id}: ${children.length} sub-communities · ${members.length} of ${community.size} members drawn`);

@@ -100,5 +100,6 @@ export function reportView(community) {
     report ? el("ol", {}, report.findings.map((f) => el("li", {}, renderMarkdown(f.text, "md finding"),
       f.chunks.slice(0, 3).map((c) => el("a", { class: "cite", onclick: () => showChunk(c) }, "[source]"))))) : null,
     el("p", { class: "members" }, "members: ",
-      community.members.slice(0, 40).map((m) => el("a", { href: `#graph/${encodeURIComponent(m)}` }, m))));
+      community.members.slice(0, 40).map((m, i) => el("a", { href: `#graph/${encodeURIComponent(m)}` },
+        (community.member_names || [])[i] || m))));
 }
