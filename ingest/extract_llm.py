@@ -14,6 +14,8 @@ import asyncio
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 
 from graph.models import EntityMention, RelationMention, entity_key
 from ingest.extraction import ChunkInput, Extraction, Quarantined
@@ -56,8 +58,13 @@ class LLMExtractor:
         self.client.probe()
 
     def prompt(self, chunk: ChunkInput) -> ChatPrompt[extract_graph.Reply]:
-        """The prompt one chunk is extracted with (also what a dry run counts)."""
-        return extract_graph.render(chunk.text, chunk.title, self.entity_types, chunk.chunk_id)
+        """The prompt one chunk is extracted with (also what a dry run counts).
+
+        A reply that lists entities of which none occurs in the chunk is not usable (it
+        would be stored as an empty extraction): re-prompted once, then quarantined.
+        """
+        prompt = extract_graph.render(chunk.text, chunk.title, self.entity_types, chunk.chunk_id)
+        return replace(prompt, check=partial(ungrounded, text=chunk.text))
 
     async def _one(self, chunk: ChunkInput) -> Extraction | Quarantined:
         prompt = self.prompt(chunk)
@@ -81,6 +88,17 @@ def _normal(text: str) -> str:
 def is_placeholder(name: str) -> bool:
     """A name with no letter or digit (``...``, ``[*]``) or a template word (``name``)."""
     return not any(ch.isalnum() for ch in name) or _normal(name) in _PLACEHOLDERS
+
+
+def ungrounded(reply: extract_graph.Reply, text: str) -> str | None:
+    """Why ``reply`` is no extraction of ``text``: it lists entities, none of them in it."""
+    if not reply.entities or to_mentions(reply, text).entities:
+        return None
+    names = ", ".join(repr(e.name) for e in reply.entities[:3])
+    return (
+        f"none of the {len(reply.entities)} entities you listed ({names}) is written in the "
+        'text; list only names that occur in it, or reply {"entities": [], "relations": []}'
+    )
 
 
 def to_mentions(reply: extract_graph.Reply, text: str, stats: LLMStats | None = None) -> Extraction:

@@ -63,6 +63,7 @@ CHAT_BEHAVIOURS = (
     "malformed",
     "invalid",
     "wrong_shape",
+    "ungrounded",
     "empty",
     "timeout",
     "stall",
@@ -71,6 +72,21 @@ CHAT_BEHAVIOURS = (
 )
 # a real SmolLM2-135M reply to the extraction prompt: JSON, but not the asked-for object
 WRONG_SHAPE = {"type": "json", "data": {"entities": [{"name": "ledger-db"}]}}
+# the asked-for shape, with names copied from nowhere in the text (small models do this)
+UNGROUNDED = {
+    "entities": [{"name": "Acme Rocket", "type": "product"}, {"name": "Mars", "type": "place"}],
+    "relations": [{"source": "Acme Rocket", "target": "Mars", "strength": 5}],
+}
+# what a misbehaving reply makes of the good reply's JSON text
+MISBEHAVIOURS: dict[str, Callable[[str], str]] = {
+    # repairable: fences, prose, a trailing comma
+    "fenced": lambda good: "Sure! Here it is:\n```json\n" + good[:-1] + ",}\n```\nDone.",
+    "malformed": lambda _: "I could not find any entities worth listing, sorry.",  # no JSON
+    "invalid": lambda _: json.dumps({"entities": [{"kind": "x"}], "title": None}),
+    "wrong_shape": lambda _: json.dumps(WRONG_SHAPE),  # valid JSON, another top level
+    "ungrounded": lambda _: json.dumps(UNGROUNDED),  # the right shape, names the text lacks
+    "empty": lambda _: "",
+}
 
 
 def extraction_reply(user: str) -> dict[str, Any]:
@@ -279,16 +295,7 @@ class OpenAITestServer:
                 user = next(m["content"] for m in messages if m["role"] == "user")
                 reply = TASK_REPLIES.get(task, report_reply)(user)
                 content = json.dumps(reply)
-                if behaviour == "fenced":  # repairable: fences, prose, a trailing comma
-                    content = "Sure! Here it is:\n```json\n" + content[:-1] + ",}\n```\nDone."
-                elif behaviour == "malformed":  # not JSON at all
-                    content = "I could not find any entities worth listing, sorry."
-                elif behaviour == "invalid":  # JSON of the wrong shape
-                    content = json.dumps({"entities": [{"kind": "x"}], "title": None})
-                elif behaviour == "wrong_shape":  # valid JSON, another top level
-                    content = json.dumps(WRONG_SHAPE)
-                elif behaviour == "empty":
-                    content = ""
+                content = MISBEHAVIOURS.get(behaviour, str)(content)
                 words = sum(server.count_tokens(m["content"]) for m in messages)
                 answered = server.count_tokens(content)
                 usage = {

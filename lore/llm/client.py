@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -52,6 +52,17 @@ class ChatPrompt(Generic[ReplyT]):
     """The stored chunks whose text the prompt holds: deleting one forgets the reply."""
     max_tokens: int | None = None
     """The completion tokens this reply needs at most (``llm.max_tokens`` caps it)."""
+    check: Callable[[ReplyT], str | None] | None = field(default=None, compare=False)
+    """A check of a valid reply against what the prompt holds: why it cannot be used, or
+    None. A reply it refuses is treated like an invalid one (one re-prompt with the reason,
+    then :class:`LLMReplyError`); the cache key does not depend on it."""
+
+    def usable(self, text: str) -> tuple[ReplyT, bool]:
+        """The reply in ``text`` and whether it needed repair; ValueError why it is not usable."""
+        reply, repaired = parse_reply(text, self.reply)
+        if self.check is not None and (reason := self.check(reply)) is not None:
+            raise ValueError(reason)
+        return reply, repaired
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages to send."""
@@ -191,7 +202,7 @@ class LLMClient:
         if hit is None:
             return False
         try:
-            parse_reply(hit, prompt.reply)
+            prompt.usable(hit)
         except ValueError:
             return False
         return True
@@ -280,16 +291,16 @@ class LLMClient:
         key = prompt_key(self.model, prompt)
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
             try:
-                reply, _ = parse_reply(hit, prompt.reply)
+                reply, _ = prompt.usable(hit)
             except ValueError:
-                pass  # the reply model changed since; ask again
+                pass  # the reply model or its check changed since; ask again
             else:
                 self.stats.cache_hits += 1
                 return reply
         messages = prompt.messages()
         text = await self._complete(messages, prompt)
         try:
-            reply, repaired = parse_reply(text, prompt.reply)
+            reply, repaired = prompt.usable(text)
         except ValueError as first:
             self.stats.reprompts += 1
             messages += [
@@ -302,7 +313,7 @@ class LLMClient:
             ]
             text = await self._complete(messages, prompt)
             try:
-                reply, repaired = parse_reply(text, prompt.reply)
+                reply, repaired = prompt.usable(text)
             except ValueError as second:
                 self.stats.failures += 1
                 raise LLMReplyError(

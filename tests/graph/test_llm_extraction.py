@@ -151,6 +151,38 @@ def test_a_reply_of_another_shape_is_re_prompted_then_quarantined(
     assert extractor.stats.reprompts == 1 and extractor.stats.calls == 2
 
 
+def test_a_reply_naming_nothing_of_the_chunk_is_re_prompted_then_quarantined(
+    server: OpenAITestServer,
+) -> None:
+    # issue 28: every entity dropped left a chunk stored as extracted with nothing in it
+    server.chat_next("ungrounded", "ungrounded")
+    extractor = LLMExtractor(client_for(server, max_concurrency=1), ["service"])
+    [result] = extractor.extract_batch([ChunkInput("c1", "d1", TEXT, "Payments")])
+    assert isinstance(result, Quarantined), result
+    assert "none of the 2 entities you listed ('Acme Rocket', 'Mars')" in result.reason
+    assert extractor.stats.reprompts == 1 and extractor.stats.calls == 2
+    second = server.requests[-1]["body"]["messages"]
+    assert "is written in the text" in second[-1]["content"]  # the re-prompt says why
+
+
+def test_a_re_prompt_that_names_the_chunk_is_kept(server: OpenAITestServer) -> None:
+    server.chat_next("ungrounded", "good")
+    extractor = LLMExtractor(client_for(server, max_concurrency=1), ["service"])
+    [result] = extractor.extract_batch([ChunkInput("c1", "d1", TEXT, "Payments")])
+    assert isinstance(result, Extraction)
+    assert {"payments-api", "PAY-5031"} <= {e.name for e in result.entities}
+    assert extractor.stats.reprompts == 1
+
+
+def test_an_explicitly_empty_extraction_is_kept() -> None:
+    extractor = LLMExtractor(LLMClient(base_url="http://127.0.0.1:9/v1", model="m"), ["x"])
+    prompt = extractor.prompt(ChunkInput("c1", "d1", TEXT, "Payments"))
+    reply, _ = prompt.usable('{"entities": [], "relations": []}')
+    assert reply.entities == []
+    with pytest.raises(ValueError, match="none of the 1 entities"):
+        prompt.usable('{"entities": [{"name": "Elsewhere"}], "relations": []}')
+
+
 def test_names_the_chunk_does_not_contain_are_dropped_and_counted() -> None:
     reply = extract_graph.Reply.model_validate(
         {
