@@ -396,17 +396,18 @@ class LLMClient:
         error: Exception | None = None
         while attempt < self._max_retries:
             attempt += 1
-            options: dict[str, Any] = {
-                "max_tokens": self.budget(prompt),
-                "temperature": self._temperature,
-            }
-            if prompt is not None and (form := self._response_format(prompt)) is not None:
-                options["response_format"] = form
             wait = min(delay, self._backoff_max_s) * (0.5 + random.random() / 2)
-            sent = (self._forms[0], self._stream, self._stream_usage)
             async with self.gate.slot() as epoch:
                 if self._limiter is not None:
                     await self._limiter.acquire()
+                # decided once the call may go: a form refused while it queued is not sent
+                options: dict[str, Any] = {
+                    "max_tokens": self.budget(prompt),
+                    "temperature": self._temperature,
+                }
+                if prompt is not None and (form := self._response_format(prompt)) is not None:
+                    options["response_format"] = form
+                sent = (self._forms[0], self._stream, self._stream_usage)
                 self.stats.calls += 1
                 try:
                     if self._stream:

@@ -171,6 +171,20 @@ def test_an_endpoint_serving_calls_in_parallel_keeps_the_setting(
     assert server.peak_open_chats == 4
 
 
+def test_calls_queued_behind_a_refusal_are_sent_in_the_form_that_works(
+    server: OpenAITestServer,
+) -> None:
+    # found against llama-cpp-python: calls waiting for their turn had their form decided
+    # before the first was refused, so every queued call was refused once more
+    server.refused_formats = {"json_schema"}
+    client = client_for(server, max_concurrency=1)
+    assert len(ask_all(client, 4)) == 4
+    sent = [r["body"]["response_format"]["type"] for r in server.requests if "body" in r]
+    schema_forms = [r["body"]["response_format"].get("schema") is not None for r in server.requests]
+    assert sent.count("json_schema") == 1, sent
+    assert sent.count("json_object") == 4 and sum(schema_forms) == 4, sent
+
+
 def test_calls_refused_together_drop_a_response_format_once(server: OpenAITestServer) -> None:
     server.refused_formats = {"json_schema"}
     server.token_delay = 0.003
