@@ -77,6 +77,7 @@ UNGROUNDED = {
     "entities": [{"name": "Acme Rocket", "type": "product"}, {"name": "Mars", "type": "place"}],
     "relations": [{"source": "Acme Rocket", "target": "Mars", "strength": 5}],
 }
+REPROMPT = "Your reply could not be used"  # how the client's re-prompt starts
 # what a misbehaving reply makes of the good reply's JSON text
 MISBEHAVIOURS: dict[str, Callable[[str], str]] = {
     # repairable: fences, prose, a trailing comma
@@ -292,7 +293,13 @@ class OpenAITestServer:
                     time.sleep(server.timeout_sleep)
                 messages = body["messages"]
                 task = messages[0]["content"].split("\n", 1)[0].removeprefix("TASK: ")
-                user = next(m["content"] for m in messages if m["role"] == "user")
+                # the question: the last user turn that is no re-prompt (earlier user
+                # turns may be worked examples)
+                user = [
+                    m["content"]
+                    for m in messages
+                    if m["role"] == "user" and not m["content"].startswith(REPROMPT)
+                ][-1]
                 reply = TASK_REPLIES.get(task, report_reply)(user)
                 content = json.dumps(reply)
                 content = MISBEHAVIOURS.get(behaviour, str)(content)

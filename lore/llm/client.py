@@ -57,6 +57,10 @@ class ChatPrompt(Generic[ReplyT]):
     None. A reply it refuses is treated like an invalid one (one re-prompt with the reason,
     then :class:`LLMReplyError`); the cache key does not depend on it."""
 
+    examples: tuple[tuple[str, str], ...] = ()
+    """Worked examples, sent as earlier turns (user, assistant) before the real question:
+    small models follow a demonstrated turn where they copy a described one."""
+
     def usable(self, text: str) -> tuple[ReplyT, bool]:
         """The reply in ``text`` and whether it needed repair; ValueError why it is not usable."""
         reply, repaired = parse_reply(text, self.reply)
@@ -66,7 +70,13 @@ class ChatPrompt(Generic[ReplyT]):
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages to send."""
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
+        turns = [{"role": "system", "content": self.system}]
+        for asked, answered in self.examples:
+            turns += [
+                {"role": "user", "content": asked},
+                {"role": "assistant", "content": answered},
+            ]
+        return [*turns, {"role": "user", "content": self.user}]
 
 
 @dataclass

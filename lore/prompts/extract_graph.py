@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -18,10 +19,16 @@ class ExtractedEntity(BaseModel):
     type: str = Field("concept", max_length=50)
     description: str = Field("", max_length=2000)
 
-    @field_validator("type")
+    @field_validator("type", mode="before")
     @classmethod
-    def _lower(cls, value: str) -> str:
-        return value.strip().lower() or "concept"
+    def _lower(cls, value: object) -> object:
+        # a long or odd type is cut, not refused: the entity is what matters
+        return value.strip().lower()[:50] or "concept" if isinstance(value, str) else value
+
+    @field_validator("description", mode="before")
+    @classmethod
+    def _cut(cls, value: object) -> object:
+        return value[:2000] if isinstance(value, str) else value
 
 
 class ExtractedRelation(BaseModel):
@@ -54,18 +61,60 @@ list the entities it names and the relations between them.
 
 Entities: services, components, error codes, HTTP statuses, configuration keys, function
 and metric names, hostnames, file paths, people, organizations, products, places, events
-and important concepts. Keep identifiers exactly as written (e.g. `PAY-5031`,
-`ledger.lock_timeout_ms`). Use one of these types when one fits: {types}.
+and important concepts. Keep identifiers exactly as written (e.g. `ERR-1234`,
+`cache.max_entries`). Use one of these types when one fits: {types}.
 Give each entity a one-sentence description based only on the text.
 
 Relations: pairs of entities the text connects, with a one-sentence description of how,
 and a strength from 1 (mentioned together) to 10 (one directly causes, contains or
 depends on the other). Both ends must be entities you listed.
 
-Reply with one JSON object and nothing else:
-{{"entities": [{{"name": "...", "type": "...", "description": "..."}}],
- "relations": [{{"source": "...", "target": "...", "description": "...", "strength": 7}}]}}
+Reply with one JSON object and nothing else, in the form of the example reply. Every
+name must be written in the text exactly as it appears there.
 If the text names nothing worth keeping, reply {{"entities": [], "relations": []}}."""
+
+
+# a worked example, sent as an earlier turn: small models copy a schematic example
+# ("name": "...") or one quoted in the instructions literally
+EXAMPLE_TEXT = (
+    "The `billing-worker` retries failed invoices every 5 minutes. After three failures "
+    "it raises BILL-042 and pages the Finance team."
+)
+EXAMPLE = json.dumps(
+    {
+        "entities": [
+            {
+                "name": "billing-worker",
+                "type": "service",
+                "description": "Retries failed invoices every 5 minutes.",
+            },
+            {
+                "name": "BILL-042",
+                "type": "error",
+                "description": "Raised after three failed invoice retries.",
+            },
+            {
+                "name": "Finance team",
+                "type": "organization",
+                "description": "Paged when BILL-042 is raised.",
+            },
+        ],
+        "relations": [
+            {
+                "source": "billing-worker",
+                "target": "BILL-042",
+                "description": "billing-worker raises BILL-042 after three failures",
+                "strength": 9,
+            },
+            {
+                "source": "BILL-042",
+                "target": "Finance team",
+                "description": "BILL-042 pages the Finance team",
+                "strength": 7,
+            },
+        ],
+    }
+)
 
 
 def render(
@@ -75,11 +124,17 @@ def render(
     return ChatPrompt(
         task=TASK,
         system=SYSTEM.format(types=", ".join(entity_types)),
-        user=f"Document: {title}\n\nText:\n{text}",
+        examples=((user_turn("Billing notes", EXAMPLE_TEXT), EXAMPLE),),
+        user=user_turn(title, text),
         reply=Reply,
         chunk_ids=(chunk_id,) if chunk_id else (),
         max_tokens=reply_budget(text),
     )
+
+
+def user_turn(title: str, text: str) -> str:
+    """The user message for one chunk (the document title gives context)."""
+    return f"Document: {title}\n\nText:\n{text}"
 
 
 def reply_budget(text: str) -> int:
