@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,13 +12,12 @@ import click
 
 from api.cli_common import err, out, progress_reporter, runtime_context
 from api.cli_group import CliError
-from api.progress import llm_counters
+from api.progress import GraphProgress
 
 if TYPE_CHECKING:
     from graph.store import GraphStore
     from ingest.graph_build import GraphBuildReport
     from ingest.graph_cost import BuildEstimate
-    from lore.llm import LLMStats
 
 
 @click.group()
@@ -78,28 +76,14 @@ def build(
         runtime_context(ctx) as runtime,
         progress_reporter(ctx, "extracting", quiet=as_json) as bar,
     ):
-        live: list[LLMStats] = []  # the run's LLM counters, updated as calls end
-        started = time.monotonic()
-
-        def counters() -> str:
-            return llm_counters(live[0], time.monotonic() - started) if live else ""
-
-        def progress(done: int, total: int) -> None:
-            bar.update(done, total, last=counters())
-
-        def reports(done: int, total: int) -> None:
-            if bar.label != "reports":
-                bar.phase("reports", total)  # a line at once off a terminal
-            else:
-                bar.update(done, total, last=counters())
-
+        shown = GraphProgress(bar)
         report, communities = runtime.build_graph(
-            progress,
+            shown.extracted,
             retry_quarantined=retry_quarantined,
             reextract=reextract,
             rebuild=rebuild,
-            report_progress=reports,
-            llm_stats=live.append,
+            report_progress=shown.reports,
+            llm_stats=shown.stats,
         )
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})

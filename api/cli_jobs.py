@@ -19,7 +19,7 @@ import click
 from api.cli_common import out, progress_reporter, runtime_context
 from api.cli_graph import graph
 from api.cli_group import CliError
-from api.progress import llm_counters
+from api.progress import GraphProgress, llm_counters
 
 if TYPE_CHECKING:
     from app.jobs import JobInfo, JobStore
@@ -212,9 +212,14 @@ def refresh(ctx: click.Context, rebuild: bool, reextract: bool, wait: bool, as_j
     """Re-summarise only the communities whose members or their content changed."""
     from app.service import refresh as start_refresh
 
-    with runtime_context(ctx) as runtime:
+    with (
+        runtime_context(ctx) as runtime,
+        progress_reporter(ctx, "extracting", quiet=as_json) as bar,
+    ):
         jobs = runtime.jobs()
-        result = start_refresh(runtime, rebuild=rebuild, reextract=reextract)
+        result = start_refresh(
+            runtime, rebuild=rebuild, reextract=reextract, progress=GraphProgress(bar)
+        )
         if result.pop("queued"):
             from app.jobs import follow
 

@@ -164,3 +164,35 @@ def llm_counters(stats: LLMStats, elapsed_s: float) -> str:
     if stats.retries:
         text += f", {stats.retries} retries"
     return text
+
+
+class GraphProgress:
+    """The callbacks of a graph build or refresh: extraction, then reports, with LLM counters.
+
+    ``extracted`` and ``reports`` take ``(done, total)``; ``stats`` receives the run's
+    :class:`LLMStats` once it exists, so every line shows its calls, tokens and rate.
+    """
+
+    def __init__(self, bar: ProgressReporter) -> None:
+        self.bar = bar
+        self._live: list[LLMStats] = []
+        self._started = time.monotonic()
+
+    def counters(self) -> str:
+        """The LLM figures so far (empty before the first call)."""
+        return llm_counters(self._live[0], time.monotonic() - self._started) if self._live else ""
+
+    def stats(self, stats: LLMStats) -> None:
+        """Follow ``stats`` (updated as calls end)."""
+        self._live.append(stats)
+
+    def extracted(self, done: int, total: int) -> None:
+        """Chunks extracted of those to extract."""
+        self.bar.update(done, total, last=self.counters())
+
+    def reports(self, done: int, total: int) -> None:
+        """Reports written of those to write (a new phase at the first call)."""
+        if self.bar.label != "reports":
+            self.bar.phase("reports", total)  # a line at once off a terminal
+        else:
+            self.bar.update(done, total, last=self.counters())

@@ -176,11 +176,29 @@ def refresh_in_process(
 
 
 def refresh_inline(
-    runtime: Runtime, jobs: JobStore, *, rebuild: bool = False, reextract: bool = False
+    runtime: Runtime,
+    jobs: JobStore,
+    *,
+    rebuild: bool = False,
+    reextract: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    report_progress: Callable[[int, int], None] | None = None,
+    llm_stats: Callable[[LLMStats], None] | None = None,
 ) -> dict[str, Any]:
-    """A whole refresh in this process, recorded as a job; returns its counts."""
+    """A whole refresh in this process, recorded as a job; returns its counts.
+
+    The callbacks are :func:`refresh_in_process`'s (extraction and report progress, the
+    run's LLM counters).
+    """
     job_id = jobs.create("refresh", detail={"rebuild": rebuild, "reextract": reextract})
-    _, refreshed = refresh_in_process(runtime, rebuild=rebuild, reextract=reextract)
+    _, refreshed = refresh_in_process(
+        runtime,
+        rebuild=rebuild,
+        reextract=reextract,
+        progress=progress,
+        report_progress=report_progress,
+        llm_stats=llm_stats,
+    )
     counts = refreshed.as_dict()
     jobs.update_job(job_id, state="done", detail=counts)
     return {"job_id": job_id, **counts}

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.dispatch import Dispatcher
 from app.ingest import dispatcher, queued
 from app.jobs import JobInfo, JobStatus, JobStore
 from app.refresh import refresh_inline
 from app.runtime import Runtime
+
+if TYPE_CHECKING:
+    from lore.llm import LLMStats
 
 
 @dataclass
@@ -60,14 +63,43 @@ def submit_refresh(
     return job_id
 
 
-def refresh(runtime: Runtime, *, rebuild: bool, reextract: bool = False) -> dict[str, Any]:
-    """Refresh stale summaries: queued with a broker, else run here (returns its counts)."""
+def refresh(
+    runtime: Runtime,
+    *,
+    rebuild: bool,
+    reextract: bool = False,
+    progress: GraphProgressHooks | None = None,
+) -> dict[str, Any]:
+    """Refresh stale summaries: queued with a broker, else run here (returns its counts).
+
+    ``progress`` is followed when it runs here (extraction, reports, LLM counters).
+    """
     jobs = runtime.jobs()
     if queued(runtime.settings):
         job_id = submit_refresh(dispatcher(runtime), jobs, rebuild=rebuild, reextract=reextract)
         return {"job_id": job_id, "queued": True}
-    counts = refresh_inline(runtime, jobs, rebuild=rebuild, reextract=reextract)
+    hooks: dict[str, Any] = {}
+    if progress is not None:
+        hooks = {
+            "progress": progress.extracted,
+            "report_progress": progress.reports,
+            "llm_stats": progress.stats,
+        }
+    counts = refresh_inline(runtime, jobs, rebuild=rebuild, reextract=reextract, **hooks)
     return {**counts, "queued": False}
+
+
+class GraphProgressHooks(Protocol):
+    """What follows a graph build or refresh (``api.progress.GraphProgress`` is one)."""
+
+    def extracted(self, done: int, total: int) -> None:
+        """Chunks extracted of those to extract."""
+
+    def reports(self, done: int, total: int) -> None:
+        """Reports written of those to write."""
+
+    def stats(self, stats: LLMStats) -> None:
+        """The run's live LLM counters."""
 
 
 FINAL = {JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.SKIPPED.value}

@@ -160,3 +160,10 @@ def test_an_llm_build_off_a_terminal_logs_progress_with_the_llm_counters(
     assert len(extracting) >= 2  # a line at the start of the work and one at its end
     assert "; LLM " in extracting[-1] and "tokens/s" in extracting[-1]
     assert any(x.startswith("reports:") and "; LLM " in x for x in lines)
+    # graph refresh runs the same path, so it reports the same way
+    (home / "docs" / "note.md").write_text("The `payments-api` now pages Ledger Oncall.\n")
+    assert lore(home, data, "ingest", "docs/note.md", **llm).returncode == 0
+    refreshed = lore(home, data, "graph", "refresh", **llm)
+    assert refreshed.returncode == 0, refreshed.stderr
+    lines = [x for x in refreshed.stderr.splitlines() if x.startswith("reports:")]
+    assert lines and "; LLM " in lines[-1] and "(100%)" in lines[-1], refreshed.stderr
