@@ -19,6 +19,7 @@ from api.cli_common import (
     key_values,
     metadata_filter,
     out,
+    progress_reporter,
     runtime_context,
     settings_of,
     validation_message,
@@ -32,6 +33,8 @@ from api.cli_migrate import migrate_command
 from api.cli_status import status
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from lore.settings import Settings
     from retrieval.contract import QueryResponse
 
@@ -416,8 +419,17 @@ def show(ctx: click.Context, document_id: str, with_chunks: bool, as_json: bool)
 @click.pass_context
 def reindex(ctx: click.Context, as_json: bool) -> None:
     """Rebuild the derived indexes (BM25 and HNSW) from the store."""
-    with runtime_context(ctx) as runtime:
-        applied = runtime.reindex()
+    with (
+        runtime_context(ctx) as runtime,
+        progress_reporter(ctx, "sparse", quiet=as_json) as bar,
+    ):
+
+        def phase(name: str) -> Callable[[int, int], None]:
+            if bar.label != name:
+                bar.phase(name)
+            return bar.update
+
+        applied = runtime.reindex(phase)
     if as_json:
         click.echo(json.dumps({"sparse": applied["sparse"], "dense": applied["dense"]}))
     else:

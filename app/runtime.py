@@ -222,9 +222,11 @@ class Runtime:
                 out[name] = f"{REBUILDING}: {rebuilding[name]}"
         return out
 
-    def reindex(self) -> dict[str, int]:
-        """Rebuild both indexes from the stored chunks."""
-        return self.indexes.reset()
+    def reindex(
+        self, progress: Callable[[str], Callable[[int, int], None]] | None = None
+    ) -> dict[str, int]:
+        """Rebuild both indexes from the stored chunks (``progress`` as ``IndexSet.reset``)."""
+        return self.indexes.reset(progress)
 
     # -- the operations ----------------------------------------------------------------------
 

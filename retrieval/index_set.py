@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -289,13 +290,21 @@ class IndexSet:
             self._write_watermark({"sparse": sparse, "dense": dense})
             return done
 
-    def reset(self) -> dict[str, int]:
-        """Rebuild both indexes from the stored chunks."""
+    def reset(
+        self, progress: Callable[[str], Callable[[int, int], None]] | None = None
+    ) -> dict[str, int]:
+        """Rebuild both indexes from the stored chunks.
+
+        ``progress(name)`` gives the ``(done, total)`` callback of index ``name``'s rebuild.
+        """
         sparse, dense = self.open()
         self.heal()
         with index_lock(self.data_dir / LOCK), self.guard.write():
             sparse.reset()
             dense.reset()
-            done = {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
+            done = {
+                name: catch_up(self.store, index, progress(name) if progress else None)
+                for name, index in (("sparse", sparse), ("dense", dense))
+            }
             self._write_watermark({"sparse": sparse, "dense": dense})
             return done

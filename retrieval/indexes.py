@@ -9,7 +9,7 @@ so a crash between the store write and the index commit only means more replay l
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -49,14 +49,21 @@ class DerivedIndex(Protocol):
         ...
 
 
-def catch_up(store: Store, index: DerivedIndex) -> int:
-    """Bring ``index`` up to the store's last change; return the changes applied."""
+Progress = Callable[[int, int], None]
+"""``(done, total)`` chunks of a rebuild."""
+
+
+def catch_up(store: Store, index: DerivedIndex, progress: Progress | None = None) -> int:
+    """Bring ``index`` up to the store's last change; return the changes applied.
+
+    ``progress`` follows a rebuild from scratch (chunks done of all).
+    """
     head = store.last_seq()
     applied = index.applied_seq
     if applied == head:
         return 0
     if applied == 0 or applied > head:
-        return _rebuild(store, index, head)
+        return _rebuild(store, index, head, progress)
     count = 0
     while True:
         changes = store.changes_since(applied, BATCH)
@@ -73,11 +80,13 @@ def catch_up(store: Store, index: DerivedIndex) -> int:
     return count
 
 
-def _rebuild(store: Store, index: DerivedIndex, head: int) -> int:
+def _rebuild(store: Store, index: DerivedIndex, head: int, progress: Progress | None) -> int:
     index.reset()
     row_ids = store.all_row_ids()
     for start in range(0, len(row_ids), BATCH):
         index.upsert(store.index_rows(row_ids[start : start + BATCH]))
+        if progress is not None:
+            progress(min(start + BATCH, len(row_ids)), len(row_ids))
     index.commit(head)
     return len(row_ids)
 

@@ -75,6 +75,14 @@ def test_reindex_speaks_json(data: Path) -> None:
     assert counts["sparse"] == counts["dense"] > 0
 
 
+def test_reindex_logs_progress_for_each_index_into_a_pipe(data: Path) -> None:
+    done = lore("reindex", "--data-dir", str(data), LORE_CLI__PROGRESS_INTERVAL_S="0.0001")
+    assert done.returncode == 0, done.stderr
+    for index in ("sparse", "dense"):
+        lines = [x for x in done.stderr.splitlines() if x.startswith(f"{index}: ")]
+        assert lines and "(100%)" in lines[-1], done.stderr
+
+
 def test_graph_build_logs_progress_into_a_pipe_and_show_suggests_near_names(
     data: Path,
 ) -> None:
