@@ -7,9 +7,9 @@ sends. One data set (two short demo incident notes, five chunks) is shared by ev
 test, so the model answers as few calls as possible: ingest extracts with the LLM, the
 build writes LLM reports, and questions read them.
 
-Settings a user on a laptop would not need once the client adapts to a one-at-a-time
-endpoint (issue 28) are in :data:`TAMED`; without them today's client keeps four calls
-in flight against a server that computes one, times them out at 120 s and retries them.
+Every setting is the default a user starts with: the client adapts to a one-at-a-time
+endpoint (streamed replies, a first-token wait that queueing never runs out, AIMD
+concurrency, per-task reply budgets), so nothing is tamed here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -39,15 +40,6 @@ DOCS = (
 )
 GLOBAL_QUESTION = "How do the services handle database timeouts?"
 STEP_TIMEOUT_S = 1800  # one lore command against the model on a loaded 2-core machine
-TAMED = {
-    "LORE_LLM__MAX_CONCURRENCY": "1",  # the server computes one request at a time
-    "LORE_LLM__TIMEOUT_S": "900",  # a whole reply under load, not a queue position
-    # replies are streamed: reading a long prompt on a loaded CPU precedes the first token
-    "LORE_LLM__FIRST_TOKEN_TIMEOUT_S": "900",
-    # SmolLM2 in json_object mode often runs to max_tokens: 2,000 tokens took 551 s on the
-    # loaded CI machine; an extraction or a report fits in 600
-    "LORE_LLM__MAX_TOKENS": "600",
-}
 
 
 @dataclass
@@ -59,6 +51,10 @@ class Run:
     env: dict[str, str]
     seconds: dict[str, float] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
+    estimate: dict[str, Any] = field(default_factory=dict)
+    """``graph build --dry-run --json`` before the build."""
+    built: dict[str, Any] = field(default_factory=dict)
+    """``graph build --json``: what the build did and what its LLM calls counted."""
 
     def lore(self, step: str, *args: str) -> str:
         """Run ``lore ARGS`` in the data set, timed and kept under ``step``; its stdout."""
@@ -87,24 +83,39 @@ class Run:
         return json.loads(ok(lore(self.home, self.data, *args, "--json", **self.env)))
 
 
+def data_set(root: Path, real_llm: RealLLM, **settings: str) -> Run:
+    """The demo documents copied under ``root/docs``, ``lore`` pointed at the model."""
+    for doc in DOCS:
+        target = root / "docs" / doc
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(CORPUS / doc, target)
+    return Run(root, root / "data", real_llm.lore_env(**settings))
+
+
 @pytest.fixture(scope="session")
 def llm_run(tmp_path_factory: pytest.TempPathFactory, real_llm: RealLLM) -> Run:
     """Two short demo documents ingested with the LLM extractor (the graph not yet built)."""
-    home = tmp_path_factory.mktemp("real-llm")
-    for doc in DOCS:
-        target = home / "docs" / doc
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(CORPUS / doc, target)
-    run = Run(home, home / "data", real_llm.lore_env(**TAMED))
+    run = data_set(tmp_path_factory.mktemp("real-llm"), real_llm)
     run.lore("ingest", "ingest", "docs")
     return run
 
 
 @pytest.fixture(scope="session")
-def llm_built(llm_run: Run) -> Run:
-    """The data set with its graph built and LLM community reports written."""
-    llm_run.lore("build", "graph", "build")
-    return llm_run
+def llm_built(tmp_path_factory: pytest.TempPathFactory, real_llm: RealLLM) -> Run:
+    """The documents' graph built, with community reports written by the model.
+
+    The graph's entities and relations come from the offline extractor: how many
+    communities a graph has must not depend on how many relations a 135M model finds
+    (extraction has its own tests above); reports and answers are the model's. The
+    dry-run estimate is taken first, on the same data, for comparison.
+    """
+    run = data_set(
+        tmp_path_factory.mktemp("real-llm-reports"), real_llm, LORE_GRAPH__EXTRACTOR="offline"
+    )
+    run.lore("ingest_offline", "ingest", "docs")
+    run.estimate = json.loads(run.lore("dry_run", "graph", "build", "--dry-run", "--json"))
+    run.built = json.loads(run.lore("build", "graph", "build", "--json"))
+    return run
 
 
 @dataclass(frozen=True)
@@ -140,9 +151,32 @@ def test_ingest_ends_every_chunk_extracted_or_quarantined(
 ) -> None:
     found = outcomes(llm_run, local_embedder)
     assert found, llm_run.outputs["ingest"]
-    assert all(o.quarantined for o in found.values() if o.quarantined is not None)
     empty = [cid for cid, o in found.items() if o.quarantined is None and not o.entities]
     assert not empty, (empty, llm_run.outputs["ingest"])
+    # quarantining everything must not pass: some chunk keeps an entity named in its text
+    # (how many is the model's quality: bench/llm_real.py measures it on more chunks)
+    grounded = [o for o in found.values() if any(n.lower() in o.text.lower() for n in o.entities)]
+    assert grounded, (found, llm_run.outputs["ingest"])
+    assert all(o.quarantined.startswith("LLMReplyError: ") for o in found.values() if o.quarantined)
+
+
+def test_ingest_prints_progress_with_llm_counters(llm_run: Run) -> None:
+    lines = llm_run.outputs["ingest"].splitlines()
+    assert any(" calls, " in line and "tokens/s" in line for line in lines), lines
+
+
+def test_the_dry_run_names_the_calls_the_build_makes(llm_built: Run) -> None:
+    estimate, built = llm_built.estimate, llm_built.built
+    spent = built["llm"]
+    counted = spent["prompt_tokens"] + spent["completion_tokens"]
+    # one report call per report written (re-prompts come on top: no dry run knows them)
+    assert estimate["report_calls"] == built["reports_written"] > 0, (estimate, built)
+    # (calls also count those an endpoint refused for their response_format, then re-sent)
+    assert spent["calls"] >= estimate["report_calls"] + spent["reprompts"], (estimate, spent)
+    # the token figure is recorded, not bounded: llama-cpp-python streams no usage, so
+    # the counted side is itself estimated (characters / 4), and re-prompts add to it
+    print(f"dry run: {estimate['total_tokens']} tokens; counted {counted} ({spent})")  # -s
+    assert estimate["total_tokens"] > 0 and counted > 0
 
 
 def test_graph_build_stores_a_report_for_every_community(llm_built: Run) -> None:
