@@ -149,7 +149,9 @@ def wheel_dir(python: Path) -> Path:
     Inside pip's cache directory (``PIP_CACHE_DIR`` moves it, and an empty one builds anew), in
     a folder named by the spec and the build flags.
     """
-    found = subprocess.run(_pip(python, "cache", "dir"), capture_output=True, text=True, check=True)
+    found = subprocess.run(  # not _pip: ``pip cache`` refuses install options
+        [str(python), "-m", "pip", "cache", "dir"], capture_output=True, text=True, check=True
+    )
     key = hashlib.sha256(f"{LLAMA_SPEC} {json.dumps(BUILD_ENV, sort_keys=True)}".encode())
     return Path(found.stdout.strip()) / "lorekeeper-wheels" / key.hexdigest()[:16]
 
