@@ -9,6 +9,7 @@ use. ``app.runtime.open_runtime`` calls them once per data directory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -174,7 +175,24 @@ def build_llm_client(
         structured_output=cfg.structured_output,
         cache=ReplyCache(database_for(settings, "llm-cache")) if cfg.cache else None,
         limiter=limiter,
+        count_tokens=llm_token_count(settings),
     )
+
+
+def llm_token_count(settings: Settings) -> Callable[[str], int]:
+    """How LLM tokens are counted where no endpoint reports them (the dry run, the client).
+
+    Lorekeeper ships no tokenizer of any LLM (tiktoken fetches its encodings at run
+    time): the packaged embedding model's word pieces times ``llm.tokens_per_word_piece``.
+    One function for both, so a dry run's figure and a run's counted tokens compare.
+    The tokenizer loads on the first count.
+    """
+    factor = settings.llm.tokens_per_word_piece
+
+    def count(text: str) -> int:
+        return math.ceil(counter_for(packaged_model_dir()).count(text) * factor)
+
+    return count
 
 
 def _wants_llm(choice: str, client: LLMClient | None, what: str) -> bool:

@@ -13,12 +13,17 @@ of a graph build.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.builders import build_extractor, build_llm_client, build_report_writer, database_for
+from app.builders import (
+    build_extractor,
+    build_llm_client,
+    build_report_writer,
+    database_for,
+    llm_token_count,
+)
 from app.jobs import JobInfo, follow
 from graph.cascade import (
     EXTRACTOR_META,
@@ -154,13 +159,10 @@ def estimate_build(
     redo = reextract or runtime.store.get_meta(REEXTRACT_META) == extractor.version
     done = set() if redo else graph.extracted_chunks()
     held = set() if redo or retry_quarantined else runtime.quarantine().chunk_ids()
-    counter = runtime.counter()
     factor = llm.tokens_per_word_piece
     cfg = settings.graph
-    tokenizer = f"{settings.embedding.model} word pieces x {factor:g} (approximation)"
-
-    def count(text: str) -> int:
-        return math.ceil(counter.count(text) * factor)
+    tokenizer = f"all-MiniLM-L6-v2 word pieces x {factor:g} (approximation)"
+    count = llm_token_count(settings)
 
     found = estimate(
         runtime.store,

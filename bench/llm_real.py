@@ -41,7 +41,7 @@ from typing import Any
 
 from bench.llm_proxy import proxied
 from ingest.chunking import chunk_text
-from ingest.extract_llm import LLMExtractor, to_mentions
+from ingest.extract_llm import LLMExtractor, candidates, to_mentions
 from ingest.extraction import ChunkInput
 from lore.errors import LLMReplyError, TransientError
 from lore.llm import LLMClient, parse_reply, response_format
@@ -54,8 +54,8 @@ CORPUS = ROOT / "examples" / "corpus"
 REQUIRED = ("entities", "relations")
 
 
-def demo_chunks(n: int) -> list[ChunkInput]:
-    """The first ``n`` chunks of the demo corpus's Markdown files, shortest files first."""
+def demo_chunks(n: int, skip: int = 0) -> list[ChunkInput]:
+    """``n`` chunks of the demo corpus's Markdown files, shortest files first, after ``skip``."""
     counter = counter_for(packaged_model_dir())
     files = sorted(CORPUS.rglob("*.md"), key=lambda p: (len(p.read_text()), str(p)))
     chunks: list[ChunkInput] = []
@@ -64,9 +64,9 @@ def demo_chunks(n: int) -> list[ChunkInput]:
         title = path.stem
         for draft in chunk_text(path.read_text(), counter, size=200, overlap=32, title=title):
             chunks.append(ChunkInput(f"{doc}#{draft.ordinal}", doc, draft.text, title))
-            if len(chunks) == n:
-                return chunks
-    return chunks
+            if len(chunks) == skip + n:
+                return chunks[skip:]
+    return chunks[skip:]
 
 
 def response_formats() -> dict[str, dict[str, Any] | None]:
@@ -125,7 +125,10 @@ def first_reply(
         counts: dict[str, Any] = {"replies": 0, "http_errors": {}, "completion_tokens": 0}
         started = time.monotonic()
         for chunk in chunks:
-            prompt = extract_graph.render(chunk.text, chunk.title, types)  # as the extractor
+            # as the extractor renders it (with the offline extractor's names)
+            prompt = extract_graph.render(
+                chunk.text, chunk.title, types, chunk.chunk_id, candidates(chunk)
+            )
             body = {
                 "model": model,
                 "messages": prompt.messages(),
@@ -164,7 +167,8 @@ async def _extract(
         counts["extracted"] += 1
         mentions = to_mentions(reply, chunk.text)
         counts["empty"] += not mentions.entities
-        counts["grounded"] += grounded([e.name for e in reply.entities], chunk.text)
+        # a kept mention's name is written in the text (the extractor respells or drops)
+        counts["grounded"] += bool(mentions.entities)
 
     async with client.connected():
         try:
@@ -186,7 +190,14 @@ def server_idle_after(url: str, limit_s: float = 900) -> float:
 
 
 def client_run(
-    url: str, model: str, chunks: list[ChunkInput], form: str, concurrency: int, args: Any
+    url: str,
+    model: str,
+    chunks: list[ChunkInput],
+    form: str,
+    concurrency: int,
+    args: Any,
+    *,
+    hints: bool = True,
 ) -> dict[str, Any]:
     """One configuration through the client, behind the counting proxy."""
     options: dict[str, Any] = {"structured_output": form}
@@ -201,7 +212,7 @@ def client_run(
             max_tokens=args.max_tokens,
             **options,
         )
-        extractor = LLMExtractor(client, GraphSettings().entity_types)
+        extractor = LLMExtractor(client, GraphSettings().entity_types, name_hints=hints)
         started = time.monotonic()
         counts, finished = asyncio.run(_extract(client, extractor, chunks, args.deadline))
         wall = time.monotonic() - started
@@ -236,6 +247,9 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("TEST_LLM_URL"))
     parser.add_argument("--model", default=os.environ.get("TEST_LLM_MODEL", "smollm2"))
     parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument(
+        "--skip", type=int, default=0, help="start after this many chunks (a held-out slice)"
+    )
     parser.add_argument("--concurrency", default="1,4")
     parser.add_argument(
         "--forms", default="json_object,auto", help="llm.structured_output values to run"
@@ -245,15 +259,21 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=5, help="the client's default")
     parser.add_argument("--deadline", type=float, default=900.0, help="per client run, s")
     parser.add_argument("--skip-first-reply", action="store_true")
+    parser.add_argument(
+        "--hints",
+        default="on",
+        help="on,off: run the client with and without the offline extractor's names listed",
+    )
     args = parser.parse_args()
     if not args.url:
         parser.error("no server: --url or TEST_LLM_URL (scripts/llm_server.py sets it)")
-    chunks = demo_chunks(args.chunks)
+    chunks = demo_chunks(args.chunks, args.skip)
     forms = args.forms.split(",")
     result: dict[str, Any] = {
         "server": os.environ.get("TEST_LLM_SERVER", args.url),
         "model": args.model,
         "chunks": len(chunks),
+        "skipped_chunks": args.skip,
         "settings": {k: getattr(args, k) for k in ("max_tokens", "timeout", "retries")},
     }
     if not args.skip_first_reply:
@@ -261,11 +281,13 @@ def main() -> None:
             args.url, args.model, chunks, args.max_tokens, args.timeout * 10
         )
     runs: dict[str, Any] = {}
-    for form in forms:
-        for concurrency in (int(c) for c in args.concurrency.split(",")):
-            runs[f"{form}/c{concurrency}"] = client_run(
-                args.url, args.model, chunks, form, concurrency, args
-            )
+    for hints in args.hints.split(","):
+        for form in forms:
+            for concurrency in (int(c) for c in args.concurrency.split(",")):
+                name = f"{form}/c{concurrency}" + ("" if hints == "on" else "/no-hints")
+                runs[name] = client_run(
+                    args.url, args.model, chunks, form, concurrency, args, hints=hints == "on"
+                )
     result["client"] = runs
     print(json.dumps(result, indent=2))
 

@@ -6,6 +6,15 @@ reply stays invalid, or whose endpoint keeps failing, is quarantined with the re
 A valid reply is still checked against the chunk: entities with placeholder names
 (``...``) or names the chunk text does not contain are dropped, and so are relations
 naming an entity the reply did not keep; both are counted in :class:`LLMStats`.
+
+The prompt lists the names the offline extractor finds in the chunk (identifiers and
+proper names) as a start: a small model copies a name from a list as the text writes it,
+where on its own it paraphrases names into ones the text does not hold. A name the text
+holds in another spelling of the same words (``ledger db`` for ``ledger-db``: the same
+letters and digits, other separators or case; or one word one letter off, ``payment-api``
+for ``payments-api``) is kept, spelt as the text spells it. An entity or relation the
+reply gives no description (the grammar-constrained form asks for none) gets the first
+sentence of the chunk that names it.
 """
 
 from __future__ import annotations
@@ -18,10 +27,12 @@ from dataclasses import replace
 from functools import partial
 
 from graph.models import EntityMention, RelationMention, entity_key
+from ingest import extract_offline
 from ingest.extraction import ChunkInput, Extraction, Quarantined
 from lore.errors import LLMReplyError, TransientError
 from lore.llm import ChatPrompt, LLMClient, LLMStats
 from lore.prompts import extract_graph
+from lore.sentences import segments
 
 
 class LLMExtractor:
@@ -29,9 +40,13 @@ class LLMExtractor:
 
     name = "llm"
 
-    def __init__(self, client: LLMClient, entity_types: Sequence[str]) -> None:
+    def __init__(
+        self, client: LLMClient, entity_types: Sequence[str], *, name_hints: bool = True
+    ) -> None:
         self.client = client
         self.entity_types = list(entity_types)
+        self.name_hints = name_hints
+        """List the offline extractor's names in each prompt (off: the bench's baseline)."""
 
     @property
     def version(self) -> str:
@@ -63,7 +78,13 @@ class LLMExtractor:
         A reply that lists entities of which none occurs in the chunk is not usable (it
         would be stored as an empty extraction): re-prompted once, then quarantined.
         """
-        prompt = extract_graph.render(chunk.text, chunk.title, self.entity_types, chunk.chunk_id)
+        prompt = extract_graph.render(
+            chunk.text,
+            chunk.title,
+            self.entity_types,
+            chunk.chunk_id,
+            candidates(chunk) if self.name_hints else (),
+        )
         return replace(prompt, check=partial(ungrounded, text=chunk.text))
 
     async def _one(self, chunk: ChunkInput) -> Extraction | Quarantined:
@@ -74,6 +95,20 @@ class LLMExtractor:
             # about this chunk, or an endpoint that stayed down; bad settings propagate
             return Quarantined(f"{type(exc).__name__}: {exc}")
         return to_mentions(reply, chunk.text, self.client.stats)
+
+
+def candidates(chunk: ChunkInput) -> list[str]:
+    """Names the offline extractor finds in the chunk's text, most mentioned first.
+
+    Only names written in the text itself (not the document title, which the offline
+    extractor adds as an entity of every chunk), in the order of their counts, then of
+    their first place in the text.
+    """
+    entities, _ = extract_offline.extract(chunk.text, heading=chunk.heading)
+    lowered = _normal(chunk.text)
+    placed = [(e, lowered.find(_normal(e.name))) for e in entities]
+    written = [(e, at) for e, at in placed if at >= 0]
+    return [e.name for e, _ in sorted(written, key=lambda item: (-item[0].count, item[1]))]
 
 
 # names a small model copies from the prompt's example instead of the text
@@ -109,23 +144,94 @@ def to_mentions(reply: extract_graph.Reply, text: str, stats: LLMStats | None = 
     """
     stats = stats if stats is not None else LLMStats()
     lowered = _normal(text)
+    words = _Words(text)
+    sentences = [(_normal(seg.text), seg.text) for seg in segments(text)]
+
+    def sentence_with(*names: str) -> str:
+        """The first sentence of the text naming all of ``names`` (a reply's missing say)."""
+        wanted = [_normal(n) for n in names]
+        found = next((raw for low, raw in sentences if all(w in low for w in wanted)), "")
+        return found if len(found) <= 240 else found[:239] + "…"
+
     entities: dict[str, EntityMention] = {}
+    spelt: dict[str, str] = {}  # a reply's key -> the key of the name as the text writes it
     for item in reply.entities:
         name = item.name.strip()
+        found = len(re.findall(re.escape(_normal(name)), lowered)) if name else 0
+        if not found and not is_placeholder(name):
+            name, found = words.find(name)
         key = entity_key(name)
-        if key in entities:
-            continue
-        found = len(re.findall(re.escape(_normal(name)), lowered))
         if not key or is_placeholder(name) or not found:
             stats.dropped_entities += 1
             continue
-        entities[key] = EntityMention(name, item.type, item.description.strip(), found)
+        spelt[entity_key(item.name.strip())] = key
+        if key not in entities:
+            said = item.description.strip() or sentence_with(name)
+            entities[key] = EntityMention(name, item.type, said, found)
     relations: list[RelationMention] = []
     for rel in reply.relations:
-        ends = [rel.source.strip(), rel.target.strip()]
-        keys = [entity_key(e) for e in ends]
+        given = [rel.source.strip(), rel.target.strip()]
+        keys = [spelt.get(entity_key(e), "") for e in given]
+        # an end is written as the relation writes it, or as the text does when respelt
+        ends = [
+            e if entity_key(e) == k else entities[k].name if k in entities else e
+            for e, k in zip(given, keys, strict=True)
+        ]
         if not all(k in entities for k in keys) or keys[0] == keys[1]:
             stats.dropped_relations += 1
             continue
-        relations.append(RelationMention(ends[0], ends[1], rel.strength, rel.description.strip()))
+        said = rel.description.strip() or sentence_with(*ends)
+        relations.append(RelationMention(ends[0], ends[1], rel.strength, said))
     return Extraction(list(entities.values()), relations)
+
+
+_ALNUM = re.compile(r"[^\W_]+")
+
+
+class _Words:
+    """A text's runs of letters and digits, to find a name written with other separators."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.runs = [(m.group().lower(), m.start(), m.end()) for m in _ALNUM.finditer(text)]
+
+    def find(self, name: str) -> tuple[str, int]:
+        """The text's spelling of ``name``'s words and how often it occurs, or ``("", 0)``.
+
+        The same letters and digits in the same order, joined by anything else: ``ledger
+        db`` finds ``ledger-db``, ``err 1234`` finds ``ERR-1234``.
+        """
+        wanted = [w.lower() for w in _ALNUM.findall(name)]
+        if not wanted:
+            return "", 0
+        n = len(wanted)
+        windows = [
+            (i, [w for w, _, _ in self.runs[i : i + n]]) for i in range(len(self.runs) - n + 1)
+        ]
+        spans = [i for i, words in windows if words == wanted]
+        if not spans:  # one word off by one letter: ``payment-api`` for ``payments-api``
+            spans = [i for i, words in windows if _one_letter_off(words, wanted)]
+        if not spans:
+            return "", 0
+        start, end = self.runs[spans[0]][1], self.runs[spans[0] + n - 1][2]
+        return " ".join(self.text[start:end].split()), len(spans)
+
+
+def _one_letter_off(words: list[str], wanted: list[str]) -> bool:
+    """The same words but one, which differs by one letter added, dropped or changed.
+
+    That word has at least 4 letters on both sides, and a name of one word at least 6:
+    ``cache`` is never respelt as ``catch``, nor ``v2`` as ``v3``.
+    """
+    odd = [(a, b) for a, b in zip(words, wanted, strict=True) if a != b]
+    if len(odd) != 1:
+        return False
+    a, b = odd[0]
+    if min(len(a), len(b)) < (6 if len(words) == 1 else 4) or a.isdigit() or b.isdigit():
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = sorted((a, b), key=len)
+    return len(long) - len(short) == 1 and any(
+        long[:i] + long[i + 1 :] == short for i in range(len(long))
+    )

@@ -33,14 +33,12 @@ from graph.reports import ChunkTexts, ReportJob, ReportWriter, fingerprint
 from graph.store import GraphStore
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import ChunkInput, Extractor
-from lore.llm import ChatPrompt, LLMClient
+from lore.llm import ChatPrompt, LLMClient, chat_tokens
 from lore.prompts import extract_graph, summarize_community
 from lore.store import Store
 
 Count = Callable[[str], int]
 DEFAULT_REPORT_TOKENS = 400
-PER_MESSAGE = 3
-PER_REPLY = 3
 
 
 @dataclass
@@ -90,8 +88,7 @@ class BuildEstimate:
 
 def prompt_tokens(prompt: ChatPrompt[Any], count: Count) -> int:
     """Tokens of a chat prompt: its messages' text plus the chat format's overhead."""
-    messages = prompt.messages()
-    return sum(count(m["content"]) for m in messages) + PER_MESSAGE * len(messages) + PER_REPLY
+    return chat_tokens(prompt.messages(), count)
 
 
 def _mean_reply(client: LLMClient, task: str, count: Count) -> float | None:

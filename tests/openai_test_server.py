@@ -92,7 +92,7 @@ MISBEHAVIOURS: dict[str, Callable[[str], str]] = {
 
 def extraction_reply(user: str) -> dict[str, Any]:
     """A plausible extract_graph reply: names and identifiers of the text, chained."""
-    text = user.split("Text:\n", 1)[-1]
+    text = user.split("Text:\n", 1)[-1].split("\n\nNames found in the text:", 1)[0]
     names: list[str] = []
     for match in _NAME.finditer(text):
         name = (match.group(1) or match.group(2)).strip()

@@ -29,21 +29,25 @@ anything is written.
 
 from lore.llm.cache import ReplyCache
 from lore.llm.client import (
+    GRAMMAR_OMIT,
     ChatPrompt,
     LLMClient,
     LLMStats,
     RateLimiter,
+    chat_tokens,
     prompt_key,
     response_format,
 )
 from lore.llm.repair import parse_reply, repair_json
 
 __all__ = [
+    "GRAMMAR_OMIT",
     "ChatPrompt",
     "LLMClient",
     "LLMStats",
     "RateLimiter",
     "ReplyCache",
+    "chat_tokens",
     "parse_reply",
     "prompt_key",
     "repair_json",

@@ -34,6 +34,14 @@ T = TypeVar("T")
 
 # servers send about one token per streamed piece; prompts are estimated at this many chars
 CHARS_PER_TOKEN = 4
+# what chat formats add to the text: tokens per message, and to open the reply
+PER_MESSAGE = 3
+PER_REPLY = 3
+
+
+def chat_tokens(messages: list[dict[str, str]], count: Callable[[str], int]) -> int:
+    """Prompt tokens of chat messages: their text by ``count`` plus what chat formats add."""
+    return sum(count(m["content"]) for m in messages) + PER_MESSAGE * len(messages) + PER_REPLY
 
 
 class CallTimeoutError(Exception):
@@ -139,8 +147,11 @@ class LLMClient:
         structured_output: str = "auto",
         cache: ReplyCache | None = None,
         limiter: Callable[[], RateLimiter | None] | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.base_url = base_url
+        # counts text an endpoint reports no usage for (the dry run counts with the same)
+        self._count_tokens = count_tokens
         self.model = model
         self._api_key = api_key
         self._timeout_s = timeout_s
@@ -560,18 +571,24 @@ class LLMClient:
         return text, (first if first is not None else time.monotonic()) - started
 
     def _estimate(self, messages: list[dict[str, str]], text: str, pieces: int) -> None:
-        """Count tokens an endpoint did not report: a piece a token, else 4 chars a token."""
+        """Count tokens an endpoint did not report.
+
+        The prompt by the client's counter (the one ``graph build --dry-run`` counts
+        with), else 4 characters a token; the reply a streamed piece a token, else the same.
+        """
+        count = self._count_tokens or (lambda t: len(t) // CHARS_PER_TOKEN)
         if self.stats.usage_estimated == 0:
             log.warning(
                 "LLM endpoint %s reports no token usage: counts are estimated "
-                "(a streamed piece a token, else %d characters a token)",
+                "(a streamed piece a token; prompts %s)",
                 self.base_url,
-                CHARS_PER_TOKEN,
+                "as the dry run counts them"
+                if self._count_tokens
+                else f"{CHARS_PER_TOKEN} characters a token",
             )
         self.stats.usage_estimated += 1
-        chars = sum(len(m["content"]) for m in messages)
-        self.stats.prompt_tokens += max(1, chars // CHARS_PER_TOKEN)
-        self.stats.completion_tokens += pieces or len(text) // CHARS_PER_TOKEN
+        self.stats.prompt_tokens += max(1, chat_tokens(messages, count))
+        self.stats.completion_tokens += pieces or count(text)
 
 
 async def _within(
@@ -623,17 +640,24 @@ def response_format(form: str, task: str, reply: type[BaseModel]) -> dict[str, A
     if form == "json_schema":
         return {
             "type": "json_schema",
-            "json_schema": {"name": task, "schema": schema, "strict": False},
+            "json_schema": {"name": task, "schema": _unmarked(schema), "strict": False},
         }
     raise ValueError(f"unknown response_format form {form!r}")
 
 
 # keywords llama-cpp-python's schema-to-grammar converter turns into rules it cannot parse
 _UNGRAMMATICAL = {"maxLength", "minLength", "maxItems", "minItems", "title", "description"}
+GRAMMAR_OMIT = "x-grammar-omit"
+"""Marks a property (``Field(json_schema_extra={GRAMMAR_OMIT: True})``) that the grammar
+form leaves out: the reply is shorter, and the field's default stands in."""
 
 
 def _plain_schema(node: Any, defs: dict[str, Any]) -> Any:
-    """The schema with references inlined and length bounds dropped (validation keeps them)."""
+    """The schema with references inlined and length bounds dropped (validation keeps them).
+
+    Keywords are dropped, never properties of those names (a report's ``title``, a
+    point's ``description``), save those marked :data:`GRAMMAR_OMIT`.
+    """
     if isinstance(node, list):
         return [_plain_schema(item, defs) for item in node]
     if not isinstance(node, dict):
@@ -641,11 +665,31 @@ def _plain_schema(node: Any, defs: dict[str, Any]) -> Any:
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         return _plain_schema(defs[ref.removeprefix("#/$defs/")], defs)
-    return {
-        k: _plain_schema(v, defs)
-        for k, v in node.items()
-        if k not in _UNGRAMMATICAL and k != "$defs"
-    }
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _UNGRAMMATICAL or key in ("$defs", GRAMMAR_OMIT):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            kept = {
+                n: v for n, v in value.items() if not (isinstance(v, dict) and v.get(GRAMMAR_OMIT))
+            }
+            out[key] = {n: _plain_schema(v, defs) for n, v in kept.items()}
+            if isinstance(node.get("required"), list):
+                out["required"] = [n for n in node["required"] if n in kept]
+        elif key == "required" and "required" in out:
+            continue
+        else:
+            out[key] = _plain_schema(value, defs)
+    return out
+
+
+def _unmarked(node: Any) -> Any:
+    """The schema without :data:`GRAMMAR_OMIT` marks (other forms keep every property)."""
+    if isinstance(node, list):
+        return [_unmarked(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {k: _unmarked(v) for k, v in node.items() if k != GRAMMAR_OMIT}
 
 
 def _retry_after(exc: Any) -> float:

@@ -7,9 +7,14 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lore.llm import ChatPrompt
+from lore.llm import GRAMMAR_OMIT, ChatPrompt
 
 TASK = "extract_graph"
+
+
+def _cut_name(value: object) -> object:
+    # a runaway name is cut, not refused: cut, it is in no text, and the entity is dropped
+    return value[:200] if isinstance(value, str) else value
 
 
 class ExtractedEntity(BaseModel):
@@ -17,7 +22,7 @@ class ExtractedEntity(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     type: str = Field("concept", max_length=50)
-    description: str = Field("", max_length=2000)
+    description: str = Field("", max_length=2000, json_schema_extra={GRAMMAR_OMIT: True})
 
     @field_validator("type", mode="before")
     @classmethod
@@ -30,14 +35,18 @@ class ExtractedEntity(BaseModel):
     def _cut(cls, value: object) -> object:
         return value[:2000] if isinstance(value, str) else value
 
+    _name = field_validator("name", mode="before")(_cut_name)
+
 
 class ExtractedRelation(BaseModel):
     """A relation between two entities of the same text."""
 
     source: str = Field(min_length=1, max_length=200)
     target: str = Field(min_length=1, max_length=200)
-    description: str = Field("", max_length=2000)
+    description: str = Field("", max_length=2000, json_schema_extra={GRAMMAR_OMIT: True})
     strength: float = Field(5.0, description="1 (weak) to 10 (strong)")
+
+    _ends = field_validator("source", "target", mode="before")(_cut_name)
 
     @field_validator("strength")
     @classmethod
@@ -70,7 +79,8 @@ and a strength from 1 (mentioned together) to 10 (one directly causes, contains 
 depends on the other). Both ends must be entities you listed.
 
 Reply with one JSON object and nothing else, in the form of the example reply. Every
-name must be written in the text exactly as it appears there.
+name must be written in the text exactly as it appears there. The names a parser found
+in the text are listed after it: keep those that matter and add others the text names.
 If the text names nothing worth keeping, reply {{"entities": [], "relations": []}}."""
 
 
@@ -117,24 +127,40 @@ EXAMPLE = json.dumps(
 )
 
 
+# what the parser finds in the example text: the reply keeps them and adds a name
+EXAMPLE_CANDIDATES = ("billing-worker", "BILL-042", "Finance")
+MAX_CANDIDATES = 24
+
+
 def render(
-    text: str, title: str, entity_types: Sequence[str], chunk_id: str = ""
+    text: str,
+    title: str,
+    entity_types: Sequence[str],
+    chunk_id: str = "",
+    candidates: Sequence[str] = (),
 ) -> ChatPrompt[Reply]:
-    """The prompt for one chunk (the document title gives context)."""
+    """The prompt for one chunk (the document title gives context).
+
+    ``candidates`` are names a parser found in the text (the offline extractor's): a small
+    model that copies names from a list writes them as the text does, where it otherwise
+    paraphrases them into names the text does not contain.
+    """
     return ChatPrompt(
         task=TASK,
         system=SYSTEM.format(types=", ".join(entity_types)),
-        examples=((user_turn("Billing notes", EXAMPLE_TEXT), EXAMPLE),),
-        user=user_turn(title, text),
+        examples=((user_turn("Billing notes", EXAMPLE_TEXT, EXAMPLE_CANDIDATES), EXAMPLE),),
+        user=user_turn(title, text, candidates),
         reply=Reply,
         chunk_ids=(chunk_id,) if chunk_id else (),
         max_tokens=reply_budget(text),
     )
 
 
-def user_turn(title: str, text: str) -> str:
-    """The user message for one chunk (the document title gives context)."""
-    return f"Document: {title}\n\nText:\n{text}"
+def user_turn(title: str, text: str, candidates: Sequence[str] = ()) -> str:
+    """The user message for one chunk: its document's title, its text, the parser's names."""
+    names = ", ".join(list(dict.fromkeys(c for c in candidates if c.strip()))[:MAX_CANDIDATES])
+    found = f"\n\nNames found in the text: {names}" if names else ""
+    return f"Document: {title}\n\nText:\n{text}{found}"
 
 
 def reply_budget(text: str) -> int:

@@ -231,3 +231,36 @@ def test_the_form_can_be_chosen(
 ) -> None:
     ask(client_for(server, None, **options))
     assert server.requests[-1]["body"].get("response_format") == sent
+
+
+def test_a_name_spelt_with_other_separators_is_kept_as_the_text_spells_it() -> None:
+    reply = extract_graph.Reply.model_validate(
+        {
+            "entities": [
+                {"name": "Payments API", "type": "service"},  # the text: `payments-api`
+                {"name": "pay 5031", "type": "error"},  # the text: PAY-5031
+                {"name": "payments"},  # written in the text (inside a name): kept
+                {"name": "ledger-data-base"},  # other words: dropped
+            ],
+            "relations": [{"source": "Payments API", "target": "pay 5031", "strength": 8}],
+        }
+    )
+    stats = LLMStats()
+    mentions = to_mentions(reply, TEXT, stats)
+    assert [e.name for e in mentions.entities] == ["payments-api", "PAY-5031", "payments"]
+    assert [(r.source, r.target) for r in mentions.relations] == [("payments-api", "PAY-5031")]
+    assert stats.dropped_entities == 1
+
+
+def test_the_prompt_lists_the_names_the_offline_extractor_finds_in_the_chunk(
+    server: OpenAITestServer,
+) -> None:
+    chunk = ChunkInput("c1", "d1", TEXT, "Payments runbook")
+    prompt = LLMExtractor(client_for(server), ["service"]).prompt(chunk)
+    listed = prompt.user.split("Names found in the text: ", 1)[1].split(", ")
+    assert {"payments-api", "PAY-5031", "Ledger Database"} <= set(listed)
+    assert "Payments runbook" not in listed  # the title is not written in the text
+    # the worked example shows the list too, and a reply that adds to it
+    assert "Names found in the text: " in prompt.examples[0][0]
+    bare = LLMExtractor(client_for(server), ["service"], name_hints=False).prompt(chunk)
+    assert "Names found" not in bare.user

@@ -193,3 +193,20 @@ def test_calls_refused_together_drop_a_response_format_once(server: OpenAITestSe
     assert len(replies) == 4 and client.stats.retries == 0
     # four calls were refused json_schema at once: the next form is llama.cpp's, not plain
     assert client.structured_output == "json_object_schema"
+
+
+def test_tokens_an_endpoint_does_not_report_are_counted_as_the_dry_run_counts_them(
+    server: OpenAITestServer,
+) -> None:
+    from app.builders import llm_token_count
+    from lore.llm import chat_tokens
+    from lore.settings import Settings
+
+    server.refuse_stream_options = True
+    count = llm_token_count(Settings())
+    client = client_for(server, count_tokens=count)
+    [reply] = ask_all(client)
+    prompt = extract_graph.render(f"{TEXT} Item0", "P", ["service"])  # as ask_all sends it
+    assert reply.entities and client.stats.usage_estimated == 1  # the refused call: none
+    assert client.stats.prompt_tokens == chat_tokens(prompt.messages(), count)
+    assert client.stats.prompt_tokens < chat_tokens(prompt.messages(), len) // 3  # not chars

@@ -1,9 +1,12 @@
 """Repair and validation of model replies (pure functions of lore/llm.py)."""
 
+import json
+from typing import Any
+
 import pytest
 from pydantic import BaseModel
 
-from lore.llm import parse_reply, repair_json
+from lore.llm import parse_reply, repair_json, response_format
 from lore.prompts import (
     answer_global_map,
     answer_question,
@@ -75,3 +78,37 @@ def test_every_prompt_renders_with_its_task_first_and_a_reply_model() -> None:
     assert "R1:\nTimeouts everywhere" in mapped.user and "[1] Because" in answer.user
     strength = extract_graph.ExtractedRelation(source="a", target="b", strength=42)
     assert strength.strength == 10.0  # clamped to the scale the prompt asks for
+
+
+@pytest.mark.parametrize(
+    ("module", "field"),
+    [(summarize_community, "title"), (answer_global_map, "description")],
+)
+def test_the_grammar_form_keeps_properties_named_like_schema_keywords(
+    module: Any, field: str
+) -> None:
+    # a report's "title" and a point's "description" are required fields, not keywords
+    sent = response_format("json_object_schema", "t", module.Reply)
+    assert sent is not None
+    schema = sent["schema"]
+    text = json.dumps(schema)
+    assert f'"{field}": {{"type": "string"}}' in text
+    for node in _objects(schema):
+        assert set(node.get("required", [])) <= set(node.get("properties", {})), node
+
+
+def test_the_grammar_form_leaves_out_extraction_descriptions_and_no_other_form_does() -> None:
+    grammar = response_format("json_object_schema", "t", extract_graph.Reply)
+    assert grammar is not None
+    entity = grammar["schema"]["properties"]["entities"]["items"]
+    assert set(entity["properties"]) == {"name", "type"}
+    schema = json.dumps(response_format("json_schema", "t", extract_graph.Reply))
+    assert '"description": {"default": ""' in schema and "x-grammar-omit" not in schema
+
+
+def _objects(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, list):
+        return [o for item in node for o in _objects(item)]
+    if not isinstance(node, dict):
+        return []
+    return [node, *(o for value in node.values() for o in _objects(value))]
