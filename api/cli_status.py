@@ -74,13 +74,20 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
 
 
 def missing_failed(runtime: Runtime) -> list[str]:
-    """Failed documents whose source file does not exist (paths relative to the cwd)."""
+    """Failed documents whose source file does not exist.
+
+    A source under one of the store's roots is that root's file; any other (stored
+    before ids were root-relative) is read as a path relative to the working directory.
+    """
+    from ingest.legacy_ids import file_part
+    from ingest.roots import file_of, known_roots
     from lore.models import DocumentStatus
 
+    roots = known_roots(runtime.store)
     gone = []
     for doc in runtime.store.list_documents(DocumentStatus.FAILED):
-        file_id = doc.source.partition(".jsonl#")[0]
-        file = Path(file_id + ".jsonl" if file_id != doc.source else doc.source)
+        source = file_part(doc.source)
+        file = file_of(source, roots) or Path(source)
         if not file.exists():
             gone.append(doc.id)
     return gone
