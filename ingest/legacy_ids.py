@@ -6,7 +6,9 @@ repository, ``/home/me/notes/a.md`` from elsewhere. A store made then is marked
 ``legacy`` (``lore.store.IDS_KEY``). When a root is ingested into it, every loaded file
 whose new id (``production/alerts/x.md``) is not stored yet is looked for among the
 older documents: one whose source is the file's absolute path, or a tail of it (``…/``
-cut at a directory boundary). That document is renamed in place: id, source and
+cut at a directory boundary; for a file changed since, a tail that names the root's
+folder too, as ``corpus/production/alerts/x.md`` does, not a bare ``alerts/x.md`` that
+any root could hold). That document is renamed in place: id, source and
 content hash; its chunks, embeddings and graph stay, so an unchanged file is then
 skipped as unchanged, and a changed one is re-chunked reusing the embeddings of its
 unchanged chunks, as any edit. A JSON Lines record keeps its own id; only its source
@@ -21,9 +23,9 @@ exactly the new content, and the file is then stored under its new id beside the
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from ingest.roots import file_of
+from ingest.roots import file_of, owner
 from lore.models import DocumentInfo, Loaded, SourceDocument
 from lore.store import IDS_KEY, Store
 
@@ -48,6 +50,11 @@ def file_part(source: str) -> str:
     """A source's file: ``dir/a.jsonl`` for ``dir/a.jsonl#id``, else the source itself."""
     head, sep, _ = source.partition(JSONL_RECORD)
     return head + ".jsonl" if sep else source
+
+
+def _names_the_root(old_file: str, depth: int) -> bool:
+    """True when an older file id reaches up to the root's own folder (or is absolute)."""
+    return old_file.startswith("/") or len(PurePosixPath(old_file).parts) > depth
 
 
 def _tail_of(old_file: str, absolute: str) -> bool:
@@ -95,7 +102,9 @@ class LegacyIds:
             and _tail_of(file_part(old.source), absolute)
         ]
         same = [old for old in candidates if old.content_hash == _hash_with(doc, old.source)]
-        pick = same if same else candidates
+        label = owner(new_file, self.roots) or ""
+        depth = len(PurePosixPath(new_file[len(label) + 1 :]).parts)  # the path in the root
+        pick = same or [old for old in candidates if _names_the_root(file_part(old.source), depth)]
         if len(pick) != 1:
             return
         old = pick[0]

@@ -105,3 +105,39 @@ def test_a_file_stored_twice_under_older_ids_is_not_guessed(
     assert ids == ["home/notes/a.md", "notes/a.md"]  # "notes/a.md" is the new one
     assert runtime.store.get_document("notes/a.md").source == "notes/a.md"  # type: ignore[union-attr]
     runtime.close()
+
+
+def test_older_json_lines_records_keep_their_ids_and_take_the_new_source(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    home = tmp_path / "home"
+    (home / "corpus").mkdir(parents=True)
+    shutil.copy(CORPUS / "production" / "alert-catalog.jsonl", home / "corpus")
+    older = older_ids(home / "corpus", home)
+    assert older[0].source == "corpus/alert-catalog.jsonl#alert-001"
+    made_before(tmp_path / "data", local_embedder, older)
+    runtime = make_runtime(tmp_path / "data", local_embedder)
+    before = chunk_rows(runtime)
+    report = runtime.ingest_paths([home / "corpus"], label="alerts")
+    assert report.done == [] and report.embedded == 0 and len(report.unchanged) == len(before)
+    assert chunk_rows(runtime) == before  # same ids, same chunk rows
+    stored = runtime.store.get_document("alert-001")
+    assert stored is not None and stored.source == "alerts/alert-catalog.jsonl#alert-001"
+    runtime.close()
+
+
+def test_a_bare_older_name_is_renamed_only_when_its_content_is_the_files(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nThe osprey-cache note.\n")
+    (root / "b.md").write_text("# B\n\nThe heron-queue note.\n")
+    made_before(tmp_path / "data", local_embedder, older_ids(root, root))  # a.md, b.md
+    runtime = make_runtime(tmp_path / "data", local_embedder)
+    (root / "b.md").write_text("# B\n\nA different heron-queue note.\n")  # any root's b.md?
+    report = runtime.ingest_paths([root])
+    assert report.unchanged == ["notes/a.md"] and report.done == ["notes/b.md"]
+    ids = sorted(d.id for d in runtime.store.list_documents())
+    assert ids == ["b.md", "notes/a.md", "notes/b.md"]  # the older b.md is not taken over
+    runtime.close()
