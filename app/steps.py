@@ -95,7 +95,8 @@ def load_documents(
         extra_metadata=metadata,
     )
     if is_legacy(store):
-        return LegacyIds(store, known_roots(store)).through(items)
+        quarantine = runtime.quarantine()
+        return LegacyIds(store, known_roots(store), quarantine.rename_document).through(items)
     return items
 
 

@@ -22,7 +22,7 @@ exactly the new content, and the file is then stored under its new id beside the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from ingest.roots import file_of, owner
@@ -66,9 +66,16 @@ def _tail_of(old_file: str, absolute: str) -> bool:
 class LegacyIds:
     """Renames older documents to the ids of the files being loaded (see the module)."""
 
-    def __init__(self, store: Store, roots: Mapping[str, Path]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        roots: Mapping[str, Path],
+        on_rename: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.store = store
         self.roots = roots
+        self.on_rename = on_rename
+        """Told (old id, new id) after each rename (the quarantine's entries follow)."""
         self._by_name: dict[str, list[DocumentInfo]] | None = None
         self.renamed: list[tuple[str, str]] = []
 
@@ -112,6 +119,8 @@ class LegacyIds:
         written = doc if same else SourceDocument(doc.id, doc.source, f"renamed from {old.id}")
         if self.store.rename_document(old.id, written, old.content_hash):
             self.renamed.append((old.id, doc.id))
+            if self.on_rename is not None:
+                self.on_rename(old.id, doc.id)
 
     def through(self, items: Iterable[Loaded]) -> Iterator[Loaded]:
         """``items`` as they come, each document's older copy renamed first."""

@@ -67,6 +67,8 @@ def test_reingesting_a_root_renames_older_documents_without_embedding_again(
         c.id
         for c in runtime.store.chunks_of_document("corpus/staging/ledger-db/service-overview.md")
     }
+    held = runtime.store.chunks_of_document("corpus/staging/ledger-db/runbook-failover.md")[0]
+    runtime.quarantine().add(held.id, held.document_id, "llm:test", "a reply that never parsed")
     edited = staging / "ledger-db" / "service-overview.md"
     edited.write_text(edited.read_text() + "\n\nA new line about E_EDITED_9.\n")
 
@@ -78,6 +80,8 @@ def test_reingesting_a_root_renames_older_documents_without_embedding_again(
     assert sorted(after) == sorted("staging/" + d.split("corpus/staging/", 1)[1] for d in before)
     kept = "staging/ledger-db/runbook-failover.md"
     assert after[kept] == before["corpus/staging/ledger-db/runbook-failover.md"]  # same rows
+    (entry,) = runtime.quarantine().entries()
+    assert (entry.chunk_id, entry.document_id) == (held.id, kept)  # it follows the rename
     assert graph_before and runtime.graph().extracted_chunks() >= graph_before - old_edited
     hit = runtime.query_sync(QueryRequest(search_text="E_EDITED_9", top_k=1)).results[0]
     assert hit.document_id == "staging/ledger-db/service-overview.md"
