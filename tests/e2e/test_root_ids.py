@@ -91,6 +91,12 @@ def test_ids_do_not_depend_on_the_working_directory_and_labels_do_not_collide(
     assert {f"staging-eu/{p}" for p in shared} <= set(now) and len(now) == len(ids) + 15
     bad = lore(tmp_path, data, "ingest", str(other), "--as", "../x")
     assert bad.returncode != 0 and "root label" in bad.stdout + bad.stderr
+    roots = json.loads(ok(lore(tmp_path, data, "status", "--json")))["roots"]
+    assert roots == {
+        "production": str((home / "corpus" / "production").resolve()),
+        "staging": str((home / "corpus" / "staging").resolve()),
+        "staging-eu": str(other.resolve()),
+    }
     ok(lore(other / "ledger-db", data, "delete", "runbook-failover.md"))
     assert "staging-eu/ledger-db/runbook-failover.md" not in stored(data)
     assert "staging/ledger-db/runbook-failover.md" in stored(data)
