@@ -70,7 +70,10 @@ def default_label(directory: Path) -> str:
         raise InvalidRequestError(
             f"{directory} has no name to label its documents with: choose one with --as LABEL"
         )
-    return check_label(directory.name)
+    try:
+        return check_label(directory.name)
+    except InvalidRequestError as exc:
+        raise InvalidRequestError(f"{exc} (the name of {directory}): choose one with --as") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,9 @@ def plan_targets(
             targets.append(Target(path, Root(inner[0], inner[1]), offset))
             continue
         new = chosen if chosen is not None else default_label(directory)
+        if not path.exists():  # recorded as failed, under its directory's name: no new root
+            targets.append(Target(path, Root(new, directory), PurePosixPath(".")))
+            continue
         if new in roots and roots[new].exists():
             raise collision(path, new, roots[new], directory)
         held = [(lab, root) for lab, root in roots.items() if _inside(directory, root)]

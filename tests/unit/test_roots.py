@@ -72,6 +72,8 @@ def test_labels_are_checked() -> None:
     with pytest.raises(InvalidRequestError, match=r"no name .* --as LABEL"):
         plain_target(Path("/"))
     assert plain_target(Path("/"), "disk").root.label == "disk"
+    with pytest.raises(InvalidRequestError, match=r"the name of .*: choose one with --as"):
+        plain_target(Path("/tmp/C#notes/x.md"))
 
 
 def test_a_label_is_one_roots_and_paths_inside_a_root_keep_its_ids(tmp_path: Path) -> None:
@@ -84,6 +86,8 @@ def test_a_label_is_one_roots_and_paths_inside_a_root_keep_its_ids(tmp_path: Pat
         plan_targets([b], None, known_roots(store))
     message = str(refused.value)
     assert str(a.resolve()) in message and str(b.resolve()) in message and "--as" in message
+    typo, added = plan_targets([tmp_path / "c" / "typo.md"], None, known_roots(store))
+    assert added == {} and typo[0].id_of(typo[0].path) == "c/typo.md"  # no root for a typo
     again, added = plan_targets([a, a / "alerts", a / "alerts" / "x.md"], None, known_roots(store))
     assert added == {} and [t.prefix for t in again] == [
         "docs/",
