@@ -129,6 +129,13 @@ def main(
     help="Then delete the stored documents that came from under PATHS and are no longer "
     "there (files removed, JSON Lines records gone from their file), graph included.",
 )
+@click.option(
+    "--as",
+    "label",
+    metavar="LABEL",
+    help="The root label that prefixes the ids (LABEL/path/in/dir.md); default: the "
+    "directory's name (a file's: its directory's).",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -139,8 +146,14 @@ def ingest(
     as_json: bool,
     wait: bool,
     prune: bool,
+    label: str | None,
 ) -> None:
     """Ingest files and directories (.md, .txt, .html, .jsonl) as one job.
+
+    A file's id is its root's label and its path below that root: `lore ingest
+    docs/prod` stores docs/prod/a/b.md as `prod/a/b.md`, from any working directory.
+    A directory whose name is already another directory's label is refused: give
+    it its own with --as LABEL.
 
     Without a broker the job runs here; with one (LORE_BROKER__URL) it is queued for
     the workers and its id printed, or followed with a progress bar (--wait).
@@ -160,7 +173,7 @@ def ingest(
     ctx.obj["settings"] = settings.model_copy(update={"ingest": loading})
     if prune and (absent := [str(p) for p in paths if not p.exists()]):
         raise click.UsageError(f"--prune: {', '.join(absent)} does not exist; nothing was done")
-    summary = ingest_command(ctx, list(paths), metadata, wait, as_json)
+    summary = ingest_command(ctx, list(paths), metadata, wait, as_json, label)
     if prune:
         summary["pruned"] = prune_command(ctx, list(paths), wait or not settings.broker.url)
     if as_json:
@@ -176,10 +189,12 @@ def ingest(
 def prune_command(ctx: click.Context, paths: list[Path], wait: bool) -> dict[str, Any]:
     """Delete what ``paths`` no longer hold (one delete job); returns its result."""
     from app.lifecycle import delete as delete_documents
+    from ingest.roots import known_roots
     from ingest.sync import missing_documents
 
     with runtime_context(ctx) as runtime:
-        plan = missing_documents(runtime.store.list_documents(), paths)
+        roots = known_roots(runtime.store)
+        plan = missing_documents(runtime.store.list_documents(), paths, roots)
         kept = [{"id": d, "reason": why} for d, why in plan.kept]
         if not plan.missing:
             return {"deleted": [], "kept": kept}

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
 
 
 def ingest_command(
-    ctx: click.Context, paths: list[Path], metadata: dict[str, str], wait: bool, as_json: bool
+    ctx: click.Context,
+    paths: list[Path],
+    metadata: dict[str, str],
+    wait: bool,
+    as_json: bool,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """Ingest ``paths`` through the one entry point; returns the summary to print.
 
@@ -39,6 +44,7 @@ def ingest_command(
     """
     from app.ingest import ingest_paths, queued
     from ingest.loaders import count_documents
+    from ingest.roots import known_roots, plan_targets
 
     with (
         runtime_context(ctx, create=True) as runtime,
@@ -60,6 +66,7 @@ def ingest_command(
             bar.update(done, total, last=last)
 
         is_queued = queued(runtime.settings)
+        plan_targets(paths, label, known_roots(runtime.store))  # a bad label: before counting
         if not is_queued:
             cfg = runtime.settings.ingest
             bar.phase("ingest", count_documents(paths, include=cfg.include, exclude=cfg.exclude))
@@ -67,6 +74,7 @@ def ingest_command(
             runtime,
             paths,
             metadata,
+            label=label,
             wait=wait or not is_queued,
             progress=progress,
             on_update=followed,

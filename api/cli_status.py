@@ -1,6 +1,7 @@
 """``lore status``: what a data directory holds and how it is configured.
 
-Documents per status (failed and skipped ones with their reasons), chunks, the
+Documents per status (failed and skipped ones with their reasons), chunks, the roots
+ids are labelled by (``ingest.roots``), the
 embedding model (the one the data was embedded with, or the configured one before the
 first ingest), whether the search indexes are caught up with the store, graph counts,
 quarantined chunks and the LLM settings (whether a key is set, never the key).
@@ -29,8 +30,10 @@ LISTED = 50  # failed / skipped documents listed by name
 
 def status_info(runtime: Runtime) -> dict[str, Any]:
     """Everything ``lore status`` shows, as JSON-ready data."""
+    from ingest.roots import known_roots
     from lore.errors import LoreError
     from lore.models import DocumentStatus
+    from lore.store import IDS_KEY
 
     settings = runtime.settings
     store = runtime.store
@@ -51,6 +54,8 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
     return {
         "data_dir": str(runtime.data_dir),
         "counts": store.counts(),
+        "roots": {label: str(path) for label, path in sorted(known_roots(store).items())},
+        "document_ids": store.get_meta(IDS_KEY),
         "embedding_model": recorded or runtime.embedder.name,
         "embedding_model_source": "recorded with the data" if recorded else "configured",
         "embedding_dim": int(store.get_meta("embedding_dim") or runtime.embedder.dimension),
@@ -74,13 +79,20 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
 
 
 def missing_failed(runtime: Runtime) -> list[str]:
-    """Failed documents whose source file does not exist (paths relative to the cwd)."""
+    """Failed documents whose source file does not exist.
+
+    A source under one of the store's roots is that root's file; any other (stored
+    before ids were root-relative) is read as a path relative to the working directory.
+    """
+    from ingest.legacy_ids import file_part
+    from ingest.roots import file_of, known_roots
     from lore.models import DocumentStatus
 
+    roots = known_roots(runtime.store)
     gone = []
     for doc in runtime.store.list_documents(DocumentStatus.FAILED):
-        file_id = doc.source.partition(".jsonl#")[0]
-        file = Path(file_id + ".jsonl" if file_id != doc.source else doc.source)
+        source = file_part(doc.source)
+        file = file_of(source, roots) or Path(source)
         if not file.exists():
             gone.append(doc.id)
     return gone
@@ -138,6 +150,10 @@ def print_status(info: dict[str, Any]) -> None:
     )
     for key, value in sorted(info["counts"].items()):
         say(f"  {key}: {value}")
+    for label, path in info["roots"].items():
+        say(f"root {label}/ ← {path}")
+    if info["document_ids"] == "legacy":
+        say("some ids may predate root labels: ingesting a root again renames its documents")
     idx = info["indexes"]
     state = "current" if idx["current"] else "behind (caught up on the next search)"
     say(

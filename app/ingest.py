@@ -130,10 +130,16 @@ def ingest_paths(
     runtime: Runtime,
     paths: Sequence[Path],
     metadata: Mapping[str, str] | None = None,
+    *,
+    label: str | None = None,
     **options: Any,
 ) -> IngestResult:
-    """Load files and directories and :func:`ingest` them (same options)."""
-    items = load_documents(runtime, paths, metadata)
+    """Load files and directories and :func:`ingest` them (same options).
+
+    File ids are ``<label>/<path relative to the root>`` (``ingest.roots``): ``label``
+    names the root, by default the directory's name.
+    """
+    items = load_documents(runtime, paths, metadata, label)
     return ingest(runtime, items, detail={"paths": [str(p) for p in paths]}, **options)
 
 

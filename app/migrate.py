@@ -44,7 +44,7 @@ from lore.errors import (
 )
 from lore.llm import ReplyCache
 from lore.settings import Settings
-from lore.store import NAMESPACE_KEY, Store
+from lore.store import IDS_KEY, NAMESPACE_KEY, Store
 from retrieval.report_vectors import ReportVectorStore
 
 Opener = Callable[[Database], Any]
@@ -59,7 +59,7 @@ FILES: dict[str, tuple[Opener, ...]] = {
 # Tables the database layer keeps for itself, never copied, and the meta rows a store
 # writes when it is opened (a target holding only these is still empty).
 BOOKKEEPING = frozenset({"schema_versions", "generations", "sqlite_sequence"})
-SEEDED_META = ("schema_version", "store_id", NAMESPACE_KEY)
+SEEDED_META = ("schema_version", "store_id", NAMESPACE_KEY, IDS_KEY)
 BATCH_ROWS = 1000
 
 

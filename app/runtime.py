@@ -295,12 +295,13 @@ class Runtime:
         progress: Progress | None = None,
         *,
         extract_graph: bool = True,
+        label: str | None = None,
     ) -> IngestReport:
         """Load files and directories and ingest them (``app.ingest.ingest_paths``)."""
         from app import ingest as ingesting
 
         return ingesting.ingest_paths(
-            self, paths, metadata, progress=progress, extract_graph=extract_graph
+            self, paths, metadata, label=label, progress=progress, extract_graph=extract_graph
         ).report
 
     def delete(self, document_id: str) -> DeletionReport:

@@ -23,8 +23,10 @@ from app.refresh import extractor_for
 from graph.cascade import CascadeReport, extractor_warning
 from ingest.extraction import ChunkInput, Extractor
 from ingest.graph_build import extract_chunks
-from ingest.loaders import document_id_for, load_paths
+from ingest.legacy_ids import LegacyIds, is_legacy
+from ingest.loaders import load_paths
 from ingest.pipeline import IngestReport, Outcome
+from ingest.roots import known_roots, plan_targets, record_roots
 from lore.llm import LLMStats
 from lore.models import Loaded, Rejected, Skipped
 
@@ -67,19 +69,35 @@ def stage_documents(
 
 
 def load_documents(
-    runtime: Runtime, paths: Sequence[Path], metadata: Mapping[str, str] | None = None
+    runtime: Runtime,
+    paths: Sequence[Path],
+    metadata: Mapping[str, str] | None = None,
+    label: str | None = None,
 ) -> Iterable[Loaded]:
-    """Files and directories as documents (lazily); their old load failures are cleared."""
+    """Files and directories as documents (lazily); their old load failures are cleared.
+
+    Ids are relative to each path's root (``ingest.roots``): a label (``label``, else the
+    directory's name) that is already another directory's is refused here, before
+    anything is written; new roots are recorded. In a store made before such ids, each
+    document's older copy is renamed to its new id first (``ingest.legacy_ids``).
+    """
     cfg = runtime.settings.ingest
-    for path in paths:
-        runtime.store.clear_failures(document_id_for(path) + ("/" if path.is_dir() else ""))
-    return load_paths(
-        list(paths),
+    store = runtime.store
+    targets, added = plan_targets(paths, label, known_roots(store))
+    record_roots(store, added)
+    for target in targets:
+        store.clear_failures(target.prefix)
+    items = load_paths(
+        targets,
         include=cfg.include,
         exclude=cfg.exclude,
         max_bytes=cfg.max_document_bytes,
         extra_metadata=metadata,
     )
+    if is_legacy(store):
+        quarantine = runtime.quarantine()
+        return LegacyIds(store, known_roots(store), quarantine.rename_document).through(items)
+    return items
 
 
 def ingest_documents(

@@ -45,6 +45,7 @@ from typing import Any
 
 from bench.common import machine, percentiles, runtime_for
 from bench.doc_tree_chrome import chunk_figures
+from ingest.roots import file_of, known_roots
 from retrieval.contract import QueryRequest
 
 SEED = 27
@@ -107,16 +108,21 @@ def ingest_and_build(tree: Path, under: list[str], work: Path) -> dict[str, Any]
     return figures
 
 
+def _page(source: str, roots: dict[str, Path], root: Path) -> str:
+    """A source's page path relative to the tree (the source itself when not in it)."""
+    file = file_of(source, roots)
+    try:
+        return file.relative_to(root).as_posix() if file else source
+    except ValueError:
+        return source
+
+
 def _pages(runtime: Any, tree: Path) -> dict[str, str]:
-    """Document id → page path relative to the tree."""
-    root = tree.resolve()
-    pages: dict[str, str] = {}
-    for doc in runtime.store.list_documents():
-        try:
-            pages[doc.id] = Path(doc.source).resolve().relative_to(root).as_posix()
-        except ValueError:
-            pages[doc.id] = doc.source
-    return pages
+    """Document id → page path relative to the tree (found through the store's roots)."""
+    roots = known_roots(runtime.store)
+    return {
+        doc.id: _page(doc.source, roots, tree.resolve()) for doc in runtime.store.list_documents()
+    }
 
 
 def _recall(
@@ -155,6 +161,7 @@ def _answers(
 ) -> tuple[dict[str, Any], list[float]]:
     """Coverage and precision of the pages an answer cites; the seconds of each answer."""
     root = tree.resolve()
+    roots = known_roots(runtime.store)
     coverage: list[float] = []
     precision: list[float] = []
     cited_counts: list[int] = []
@@ -167,10 +174,7 @@ def _answers(
         cited: set[str] = set()
         for citation in response.citations:
             for source in citation.sources:
-                try:
-                    cited.add(Path(source).resolve().relative_to(root).as_posix())
-                except ValueError:
-                    cited.add(source)
+                cited.add(_page(source, roots, root))
         gold = set(row["gold"])
         good = len(cited & gold)
         coverage.append(good / len(gold))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import shutil
 import tempfile
@@ -34,24 +33,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def demo_corpus() -> list[SourceDocument]:
-    """The demo corpus, loaded as ``make demo`` does (ids relative to the repository)."""
-    previous = Path.cwd()
-    os.chdir(ROOT)
-    try:
-        docs = []
-        for env in ("production", "staging"):
-            for item in load_paths(
-                [Path("examples/corpus") / env],
-                include=IngestSettings().include,
-                exclude=IngestSettings().exclude,
-                max_bytes=10**7,
-                extra_metadata={"env": env},
-            ):
-                if isinstance(item, SourceDocument):
-                    docs.append(item)
-        return docs
-    finally:
-        os.chdir(previous)
+    """The demo corpus, loaded as ``make demo`` does (ids ``production/…``, ``staging/…``)."""
+    docs = []
+    for env in ("production", "staging"):
+        for item in load_paths(
+            [ROOT / "examples" / "corpus" / env],
+            include=IngestSettings().include,
+            exclude=IngestSettings().exclude,
+            max_bytes=10**7,
+            extra_metadata={"env": env},
+        ):
+            if isinstance(item, SourceDocument):
+                docs.append(item)
+    return docs
 
 
 def edit(doc: SourceDocument, number: int) -> SourceDocument:

@@ -67,6 +67,13 @@ class Quarantine(Tables):
         ]
         return sorted(entries, key=lambda e: (e.document_id, e.chunk_id))  # any collation
 
+    def rename_document(self, old: str, new: str) -> None:
+        """Entries of document ``old`` name it ``new`` (a stored document was renamed)."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE quarantined_chunks SET document_id = ? WHERE document_id = ?", (new, old)
+            )
+
     def release(self, chunk_ids: Sequence[str] | None = None) -> int:
         """Forget these entries (all when None); return how many."""
         with self._transaction() as db:

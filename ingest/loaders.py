@@ -12,14 +12,15 @@ licence lines: ``ingest.boilerplate``), which are then left out of every page bu
 first that holds them; the pages read then are converted only once.
 
 Every document loaded from a file on disk (not an upload, which has no tree to be
-relative to) carries path metadata relative to the ingest root
-(the directory given, or the file's own directory for a file given by name): ``path``
+relative to) carries path metadata relative to its ingest root (``ingest.roots``: the
+directory given, or the file's own directory for a file given by name): ``path``
 (``alerts/etcd/high-latency.md``), ``dir`` (``alerts/etcd``, ``.`` at the root) and
 ``ext`` (``md``). A document's own keys (front matter, JSON fields) win over these, and
 metadata given for the run (``--meta k=v``) wins over both.
 
-Document ids: a file's path relative to the working directory (absolute when outside
-it); a JSON Lines record's own id.
+Document ids: a file's ``<root label>/<path relative to the root>``
+(``production/alerts/etcd/high-latency.md``), the same from any working directory; a
+JSON Lines record's own id, its source ``<file's id>#<record id>``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ingest.boilerplate import RepeatedBlocks
 from ingest.front_matter import FrontMatterError
 from ingest.front_matter import split_front_matter as _split_front_matter
 from ingest.html import html_to_markdown
+from ingest.roots import Target, plain_target
 from lore import jsonsafe
 from lore.errors import InvalidRequestError
 from lore.metadata import Metadata, normalize_metadata
@@ -52,16 +54,23 @@ LoadResult = SourceDocument | Rejected | Skipped
 
 
 def load_paths(
-    paths: Sequence[Path],
+    paths: Sequence[Path | Target],
     *,
     include: Sequence[str],
     exclude: Sequence[str],
     max_bytes: int,
     extra_metadata: Mapping[str, Any] | None = None,
 ) -> Iterator[LoadResult]:
-    """Yield a document or a rejection for every file under ``paths``, in sorted order."""
+    """Yield a document or a rejection for every file under ``paths``, in sorted order.
+
+    A plain path is its own root, labelled with its directory's name
+    (:func:`ingest.roots.plain_target`); a store's roots come as targets
+    (``app.steps.load_documents`` plans them).
+    """
     extra = normalize_metadata(extra_metadata)
-    for path in paths:
+    for given in paths:
+        target = given if isinstance(given, Target) else plain_target(given)
+        path = target.path
         if path.is_dir():
             files = list(_walk(path, include, exclude))
             chrome, converted = _census(files, max_bytes)
@@ -70,14 +79,14 @@ def load_paths(
                     file,
                     max_bytes=max_bytes,
                     extra_metadata=extra,
-                    root=path,
+                    target=target,
                     chrome=chrome,
                     converted=converted.pop(file, None),
                 )
         elif path.is_file():
-            yield from load_file(path, max_bytes=max_bytes, extra_metadata=extra)
+            yield from load_file(path, max_bytes=max_bytes, extra_metadata=extra, target=target)
         else:
-            yield Rejected(document_id_for(path), str(path), "no such file or directory")
+            yield Rejected(target.id_of(path), str(path), "no such file or directory")
 
 
 def count_documents(
@@ -132,13 +141,9 @@ def _walk(root: Path, include: Sequence[str], exclude: Sequence[str]) -> Iterato
             yield file
 
 
-def document_id_for(path: Path) -> str:
-    """The id a file gets when ingested from the current working directory."""
-    resolved = path.resolve()
-    try:
-        return resolved.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return resolved.as_posix()
+def document_id_for(path: Path, label: str | None = None) -> str:
+    """The id a file gets as its own root's (labelled ``label`` or its directory's name)."""
+    return plain_target(path, label).id_of(path)
 
 
 def path_metadata(relative: PurePosixPath) -> dict[str, str]:
@@ -156,22 +161,20 @@ def load_file(
     *,
     max_bytes: int,
     extra_metadata: Metadata | None = None,
-    root: Path | None = None,
+    target: Target | None = None,
     chrome: RepeatedBlocks | None = None,
     converted: tuple[str, str] | None = None,
 ) -> Iterator[LoadResult]:
     """Load one file (a JSON Lines file may yield many documents).
 
-    ``root`` is the directory the path metadata is relative to (default: the file's own);
-    ``chrome`` the directory's repeated blocks and ``converted`` the page already
-    converted while counting them (HTML only).
+    ``target`` is the path given to ingest that holds the file, with its root (default:
+    the file's own directory, named after it): the id and the path metadata are
+    relative to that root. ``chrome`` holds the directory's repeated blocks and
+    ``converted`` the page already converted while counting them (HTML only).
     """
-    doc_id = document_id_for(path)
-    try:
-        relative = PurePosixPath(path.relative_to(root).as_posix()) if root else None
-    except ValueError:
-        relative = None
-    file_meta = path_metadata(relative or PurePosixPath(path.name))
+    label, relative = (target or plain_target(path)).place(path)
+    doc_id = f"{label}/{relative.as_posix()}"
+    file_meta = path_metadata(relative)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         yield Rejected(

@@ -1,17 +1,20 @@
 """Which stored document a person means: by id, by the source they were shown, or by path.
 
 Search results, ingest reports and ``lore status`` print a document's ``document_id``
-and its ``source`` (``examples/corpus/production/alert-catalog.jsonl#alert-001`` for a
-JSON Lines record, ``upload:notes.md`` for an upload). Every one of those, and a path to
-the file as typed in a shell (``./docs/a.md``), names the same document here, so what a
-user sees is what a user can act on (delete, show).
+and its ``source`` (``production/alert-catalog.jsonl#alert-001`` for a JSON Lines
+record, ``upload:notes.md`` for an upload). Every one of those, and a path to the file
+as typed in a shell (``./docs/a.md``, found through the store's roots:
+``ingest.roots``), names the same document here, so what a user sees is what a user
+can act on (delete, show).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from ingest.loaders import document_id_for
+from ingest.legacy_ids import legacy_id_for
+from ingest.roots import known_roots, locate
 from lore.errors import InvalidRequestError, NotFoundError
 from lore.store import Store
 
@@ -20,14 +23,15 @@ def resolve_document_id(store: Store, ref: str) -> str:
     """The id of the stored document ``ref`` names; ``NotFoundError`` when none does.
 
     Tried in order: a document id or a recorded source (``Store.resolve_document_id``,
-    what HTTP and MCP use too); then a file path (relative to the working directory, as
-    the loader names files), alone or with a ``#record`` suffix. A source shared by
+    what HTTP and MCP use too); then a file path under one of the store's roots (and,
+    for documents stored before ids were root-relative, relative to the working
+    directory), alone or with a ``#record`` suffix. A source shared by
     several documents is an ``InvalidRequestError`` listing them.
     """
     ref = ref.strip()
     if not ref:
         raise InvalidRequestError("give a document id, a source or a file path")
-    for candidate in _spellings(ref):
+    for candidate in _spellings(ref, known_roots(store)):
         found = store.resolve_document_id(candidate)  # a shared source raises, listing ids
         if found is not None:
             return found
@@ -37,7 +41,7 @@ def resolve_document_id(store: Store, ref: str) -> str:
     )
 
 
-def _spellings(ref: str) -> list[str]:
+def _spellings(ref: str, roots: Mapping[str, Path]) -> list[str]:
     """``ref`` as given, then as the loader would have named the file it points to."""
     out = [ref]
     path_part, sep, record = ref.partition("#")
@@ -50,6 +54,7 @@ def _spellings(ref: str) -> list[str]:
         except OSError:  # e.g. a name too long for the filesystem
             exists = False
         if exists:
-            named = document_id_for(path)
-            out.append(named if text == ref else f"{named}{sep}{record}")
+            for named in (locate(path, roots), legacy_id_for(path)):
+                if named is not None:
+                    out.append(named if text == ref else f"{named}{sep}{record}")
     return list(dict.fromkeys(out))

@@ -1,22 +1,25 @@
 """Which stored documents a path no longer holds (``lore ingest PATH --prune``).
 
-A document came from under PATH when its source is PATH's id, lies below it (PATH a
-directory) or is a record of a JSON Lines file there (``file.jsonl#record-id``). It is
-*missing* when its file no longer exists, or when it is a record its (still existing)
-file no longer has. Nothing outside PATH is ever considered, a PATH that does not
-exist prunes nothing (a missing mount must not empty the store), and a JSON Lines file
-with a line that cannot be read keeps all its records (which record a broken line held
-is unknown), reported as kept with the reason.
+A stored document came from a file when its source (``<label>/<path>``, or
+``<label>/<path>.jsonl#record-id`` for a JSON Lines record) starts with the label of a
+root the store knows (``ingest.roots``): that root's directory joined with the path is
+its file, whatever the working directory. It came from under PATH when that file is
+PATH or lies below it (PATH a directory). It is *missing* when its file no longer
+exists, or when it is a record its (still existing) file no longer has. Nothing outside
+PATH is ever considered (documents stored from uploads, HTTP or MCP have no root), a
+PATH that does not exist prunes nothing (a missing mount must not empty the store),
+and a JSON Lines file with a line that cannot be read keeps all its records (which
+record a broken line held is unknown), reported as kept with the reason.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.loaders import document_id_for
+from ingest.roots import directory_of, file_of
 from lore.errors import InvalidRequestError
 from lore.models import DocumentInfo
 
@@ -31,30 +34,28 @@ class SyncPlan:
     kept: list[tuple[str, str]] = field(default_factory=list)
 
 
-def missing_documents(documents: Sequence[DocumentInfo], paths: Sequence[Path]) -> SyncPlan:
-    """The documents from under ``paths`` that are no longer there (ids relative to cwd)."""
+def missing_documents(
+    documents: Sequence[DocumentInfo], paths: Sequence[Path], roots: Mapping[str, Path]
+) -> SyncPlan:
+    """The documents from under ``paths`` that are no longer there (``roots``: label → dir)."""
     plan = SyncPlan()
-    records: dict[str, set[str] | str] = {}
+    records: dict[Path, set[str] | str] = {}
     for path in paths:
         if not path.exists():
             raise InvalidRequestError(
                 f"{path} does not exist: nothing pruned (to forget its documents, "
                 "`lore delete` them)"
             )
-        base = document_id_for(path)
-        prefix = "" if base == "." else base + "/"
+        base = directory_of(path) if path.is_dir() else directory_of(path) / path.name
         for doc in documents:
-            source = doc.source
-            file_id, sep, _ = source.partition(JSONL_RECORD)
-            file_id = file_id + ".jsonl" if sep else source
-            under = file_id == base or (path.is_dir() and file_id.startswith(prefix))
-            if not under or (prefix == "" and file_id.startswith("/")):
+            head, sep, _ = doc.source.partition(JSONL_RECORD)
+            file = file_of(head + ".jsonl" if sep else doc.source, roots)
+            if file is None or not (file == base or (path.is_dir() and base in file.parents)):
                 continue
-            file = Path(file_id)
             if not file.exists():
                 plan.missing.append(doc.id)
             elif sep:
-                held = records.setdefault(file_id, _record_ids(file))
+                held = records.setdefault(file, _record_ids(file))
                 if isinstance(held, str):
                     plan.kept.append((doc.id, held))
                 elif doc.id not in held:

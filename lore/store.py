@@ -32,6 +32,9 @@ from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChun
 
 SCHEMA_VERSION = "1"
 NAMESPACE_KEY = "namespace"  # meta: the namespace a store belongs to (listing namespaces)
+IDS_KEY = "document_ids"
+"""meta: ``rooted`` for a store made with root-relative file ids, ``legacy`` for one made
+before (its file ids may be relative to some working directory: ``ingest.legacy_ids``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -146,6 +149,9 @@ class Store(Tables):
         with self._transaction() as db:
             db.execute(_KEEP_FIRST, ("schema_version", SCHEMA_VERSION))
             db.execute(_KEEP_FIRST, ("store_id", uuid.uuid4().hex))
+            if db.execute("SELECT 1 FROM meta WHERE key = ?", (IDS_KEY,)).fetchone() is None:
+                older = db.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+                db.execute(_KEEP_FIRST, (IDS_KEY, "legacy" if older else "rooted"))
             if self.database.kind == "sqlite":
                 columns = {str(r[1]) for r in db.execute("PRAGMA table_info(documents)")}
                 if "text" not in columns:  # stores made before documents kept their text
@@ -173,6 +179,22 @@ class Store(Tables):
         """Record a value with the data, replacing an earlier one."""
         with self._transaction() as db:
             db.execute(upsert_sql("meta", ("key", "value"), ("key",)), (key, value))
+
+    def meta_with_prefix(self, prefix: str) -> dict[str, str]:
+        """The recorded values whose key starts with ``prefix``, by key."""
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT key, value FROM meta WHERE {_PREFIX.replace('id', 'key')}",
+                (len(prefix), prefix),
+            ).fetchall()
+        return {str(k): str(v) for k, v in rows}
+
+    def claim_meta(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless one is already there; return the one held."""
+        with self._transaction() as db:
+            db.execute(_KEEP_FIRST, (key, value))
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0])
 
     def bind_embedder(self, model: str, dimension: int) -> None:
         """Record the embedding model on first use; refuse a different one later."""
@@ -376,6 +398,32 @@ class Store(Tables):
                     doc.text,
                 ),
             )
+        return True
+
+    def rename_document(self, old: str, doc: SourceDocument, old_hash: str) -> bool:
+        """Give the stored document ``old`` the id, source and hash of ``doc``; True if done.
+
+        Only while ``old`` still holds ``old_hash`` and ``doc.id`` is free (or is ``old``):
+        its chunks, embeddings and row ids stay, so no index changes (chunk ids, opaque,
+        keep the old document id in their hash; the graph keeps them too).
+        """
+        with self._transaction() as db:
+            if (
+                doc.id != old
+                and db.execute("SELECT 1 FROM documents WHERE id = ?", (doc.id,)).fetchone()
+            ):
+                return False
+            cur = db.execute(
+                "UPDATE documents SET id = ?, source = ?, content_hash = ? "
+                "WHERE id = ? AND content_hash = ?",
+                (doc.id, doc.source, doc.content_hash(), old, old_hash),
+            )
+            if cur.rowcount != 1:
+                return False
+            for table in ("chunks", "doc_meta", "rejected_versions"):
+                db.execute(
+                    f"UPDATE {table} SET document_id = ? WHERE document_id = ?", (doc.id, old)
+                )
         return True
 
     def mark_failed(

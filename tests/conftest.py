@@ -43,15 +43,10 @@ def demo_runtime(
 ) -> Iterator[Runtime]:
     """The demo corpus ingested in-process as ``make demo`` does, its graph left unbuilt."""
     data = tmp_path_factory.mktemp("demo") / "data"
-    previous = Path.cwd()
-    os.chdir(ROOT)  # document ids are paths relative to the working directory
-    try:
-        runtime = make_runtime(data, local_embedder)
-        for env in ("production", "staging"):
-            report = runtime.ingest_paths([CORPUS / env], {"env": env}, extract_graph=False)
-            assert not report.failed, report.failed
-    finally:
-        os.chdir(previous)
+    runtime = make_runtime(data, local_embedder)
+    for env in ("production", "staging"):
+        report = runtime.ingest_paths([CORPUS / env], {"env": env}, extract_graph=False)
+        assert not report.failed, report.failed
     yield runtime
     runtime.close()
 

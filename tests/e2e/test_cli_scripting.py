@@ -125,11 +125,11 @@ def test_status_forgets_failed_documents_whose_file_is_gone(tmp_path: Path) -> N
     typo = lore("ingest", str(real), str(tmp_path / "rael.md"), cwd=tmp_path, **env)
     assert typo.returncode == 3  # one failed: no such file
     failed = json.loads(lore("status", "--json", cwd=tmp_path, **env).stdout)["failed"]
-    assert [f["id"] for f in failed] == ["rael.md"]
+    assert [f["id"] for f in failed] == [f"{tmp_path.name}/rael.md"]
     forgot = lore("status", "--forget-missing", "--json", cwd=tmp_path, **env)
     assert forgot.returncode == 0, forgot.stderr
     info = json.loads(forgot.stdout)
-    assert info["forgotten"] == ["rael.md"] and info["failed"] == []
+    assert info["forgotten"] == [f"{tmp_path.name}/rael.md"] and info["failed"] == []
     assert info["counts"]["documents_done"] == 1  # the real one stays
     assert "documents_failed" not in info["counts"]
     again = json.loads(lore("status", "--json", cwd=tmp_path, **env).stdout)

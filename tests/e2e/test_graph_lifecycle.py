@@ -2,7 +2,7 @@
 
 Everything goes through ``lore`` subprocesses (and ``lore serve`` for the HTTP routes)
 on a copy of the demo corpus in a temporary directory, so files can be edited and
-removed; document ids are paths relative to that directory, as a user's would be.
+removed; document ids are ``production/…`` and ``staging/…``, the roots' labels.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ingest.roots import META_PREFIX
+from lore.store import Store
 from tests.conftest import CORPUS, ROOT
 from tests.e2e.test_cli import serving
 
@@ -57,6 +59,10 @@ def home(built: Path, tmp_path: Path) -> Path:
     """A private copy of the built directory (corpus files and data)."""
     target = tmp_path / "home"
     shutil.copytree(built, target)
+    store = Store(target / "data" / "lore.sqlite3")  # the copy's roots are its own folders
+    for env in ("production", "staging"):
+        store.set_meta(META_PREFIX + env, str((target / "corpus" / env).resolve()))
+    store.close()
     return target
 
 
@@ -66,7 +72,7 @@ def mentioning(home: Path, needle: str) -> list[str]:
     for path in sorted((home / "corpus").rglob("*")):
         if not path.is_file() or needle not in path.read_text():
             continue
-        rel = path.relative_to(home).as_posix()
+        rel = path.relative_to(home / "corpus").as_posix()  # production/…: the roots' labels
         if path.suffix == ".jsonl":
             ids += [
                 json.loads(line)["id"] for line in path.read_text().splitlines() if needle in line
@@ -133,7 +139,7 @@ def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> N
 
 def test_http_delete_and_prune_say_what_the_graph_lost(home: Path) -> None:
     data = home / "data"
-    doc = "corpus/production/payments-api/runbook-db-timeouts.md"
+    doc = "production/payments-api/runbook-db-timeouts.md"
     with serving(data, home / "serve.log") as base:
         assert httpx.get(f"{base}/readyz", timeout=600).status_code == 200  # model loaded
         reply = httpx.delete(f"{base}/v1/documents/{doc}", timeout=300)
@@ -166,7 +172,7 @@ def test_http_delete_and_prune_say_what_the_graph_lost(home: Path) -> None:
         assert pruned.json()["graph"]["entities_removed"] >= 1
         assert httpx.get(f"{base}/v1/entities/E_WIKI_B", timeout=30).status_code == 404
         assert httpx.get(f"{base}/v1/entities/E_WIKI_A", timeout=30).status_code == 200
-        kept = "corpus/production/payments-api/service-overview.md"
+        kept = "production/payments-api/service-overview.md"
         assert httpx.get(f"{base}/v1/documents/{kept}", timeout=30).status_code == 200
         empty = httpx.post(f"{base}/v1/documents/prune", json={"prefix": ""}, timeout=30)
         assert empty.status_code == 422
@@ -194,7 +200,7 @@ def test_ingest_prune_deletes_what_is_gone_and_nothing_else(home: Path) -> None:
             )
         )
     )
-    assert staging["pruned"]["deleted"] == ["corpus/staging/extra.md"]
+    assert staging["pruned"]["deleted"] == ["staging/extra.md"]
     assert staging["pruned"]["graph"]["entities_removed"] >= 1
     production = lore(
         home, data, "ingest", "corpus/production", "--meta", "env=production", "--prune"
@@ -250,7 +256,7 @@ def test_an_unreachable_llm_leaves_the_graph_intact(home: Path) -> None:
     assert "1 documents stored and searchable" in result.stderr
     assert ok(lore(home, data, "graph", "export")) == before  # nothing in the graph touched
     hits = json.loads(ok(lore(home, data, "search", "E_KESTREL_9", "--json")))
-    assert hits["results"][0]["source"] == "new.md"
+    assert hits["results"][0]["source"] == "home/new.md"  # a file's root: its folder
     again = json.loads(ok(lore(home, data, "status", "--json")))["counts"]
     assert again["documents_done"] == counts["documents_done"] + 1
     build = lore(home, data, "graph", "build", **down)

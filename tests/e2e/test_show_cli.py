@@ -16,14 +16,14 @@ def test_show_and_delete_take_ids_and_printed_sources(tmp_path: Path) -> None:
     data = tmp_path / "data"
     done = lore(data, "ingest", str(tree), "--meta", "team=ops")
     assert done.returncode == 0, done.stderr
-    guide_id = (tree / "guide.md").resolve().as_posix()
+    guide_id = "tree/guide.md"  # its root's label (the folder's name) and its path there
 
     shown = lore(data, "show", guide_id)
     assert shown.returncode == 0, shown.stderr
     assert "done" in shown.stdout and "team: ops" in shown.stdout
     assert "When ERR_SHOW_GUIDE appears, restart the relay." in shown.stdout
 
-    by_path = lore(data, "show", str(tree / "guide.md"), "--json")
+    by_path = lore(data, "show", str(tree / "guide.md"), "--json")  # a path finds it too
     body = json.loads(by_path.stdout)
     assert body["id"] == guide_id and body["text"].startswith("# Guide")
     assert len(body["chunk_list"]) == body["chunks"] == 1

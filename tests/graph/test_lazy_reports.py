@@ -11,7 +11,7 @@ import pytest
 from graph.lazy_reports import LAZY_METHOD
 from lore.embedders import LocalEmbedder
 from lore.errors import ConfigurationError
-from tests.conftest import CORPUS, ROOT, make_runtime
+from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
 QUESTION = "What themes recur across all the runbooks?"
@@ -40,9 +40,8 @@ def report_row_writes(database: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a_change(
-    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
-    monkeypatch.chdir(ROOT)
     corpus = tmp_path / "corpus"
     shutil.copytree(CORPUS / "staging", corpus)
     with OpenAITestServer() as server:

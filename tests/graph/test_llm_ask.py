@@ -7,15 +7,14 @@ from pathlib import Path
 import pytest
 
 from lore.embedders import LocalEmbedder
-from tests.conftest import CORPUS, ROOT, make_runtime
+from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
 
 @pytest.mark.slow
 def test_the_llm_routes_maps_and_answers_with_valid_citations(
-    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
-    monkeypatch.chdir(ROOT)
     with OpenAITestServer() as server:
         llm = {"base_url": server.base_url, "model": "test-model", "backoff_s": 0.01}
         rt = make_runtime(tmp_path / "data", local_embedder, llm=llm)

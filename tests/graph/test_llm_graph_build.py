@@ -7,15 +7,14 @@ from pathlib import Path
 import pytest
 
 from lore.embedders import LocalEmbedder
-from tests.conftest import CORPUS, ROOT, make_runtime
+from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
 
 @pytest.mark.slow
 def test_every_chunk_ends_extracted_or_quarantined_and_a_rerun_costs_nothing(
-    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
-    monkeypatch.chdir(ROOT)
     with OpenAITestServer() as server:
         server.chat_chaos(seed=7, malformed=0.3)
         llm = {"base_url": server.base_url, "model": "test-model", "backoff_s": 0.01}

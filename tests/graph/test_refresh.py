@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -22,9 +21,10 @@ from graph.refresh import Summarizer, plan_refresh, report_job, report_jobs, run
 from graph.reports import ExtractiveWriter
 from graph.stores import open_graph_store
 from ingest.loaders import load_paths
+from ingest.roots import known_roots, plan_targets
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
-from tests.conftest import ROOT, make_runtime
+from tests.conftest import CORPUS, make_runtime
 from tests.graph.test_lazy_reports import report_row_writes, watch_report_rows
 
 
@@ -186,14 +186,11 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
     quiet = refresh_inline(runtime, jobs)
     assert (quiet["stale"], quiet["refreshed"], quiet["llm_calls"]) == (0, 0, 0)
 
-    path = Path("examples/corpus/production/notification-worker/runbook-queue-backlog.md")
-    previous = Path.cwd()
-    os.chdir(ROOT)
-    try:
-        (doc,) = load_paths([path], include=["*"], exclude=[], max_bytes=10**7)
-    finally:
-        os.chdir(previous)
+    path = CORPUS / "production/notification-worker/runbook-queue-backlog.md"
+    (target,), _ = plan_targets([path], None, known_roots(runtime.store))
+    (doc,) = load_paths([target], include=["*"], exclude=[], max_bytes=10**7)
     assert isinstance(doc, SourceDocument)
+    assert doc.id == "production/notification-worker/runbook-queue-backlog.md"
     edited = SourceDocument(
         doc.id,
         doc.source,

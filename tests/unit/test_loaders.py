@@ -19,11 +19,6 @@ def _load(tmp_path: Path, **kw: object) -> dict[str, SourceDocument | Rejected]:
     return {Path(i.source).name if "#" not in i.source else i.id: i for i in items}
 
 
-@pytest.fixture(autouse=True)
-def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-
-
 def test_markdown_front_matter_title_and_run_metadata(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("---\nservice: pay\ntags: [x, y]\n---\n# Title here\n\nBody.\n")
     doc = _load(tmp_path, meta={"env": "prod", "service": "override"})["a.md"]
@@ -37,7 +32,7 @@ def test_markdown_front_matter_title_and_run_metadata(tmp_path: Path) -> None:
         "dir": ".",
         "ext": "md",
     }
-    assert doc.id == "a.md"
+    assert doc.id == f"{tmp_path.name}/a.md"  # the directory's name labels its root
     assert not doc.text.startswith("---")
 
 

@@ -187,9 +187,8 @@ def test_an_id_owned_by_another_source_is_not_overwritten(
 
 
 def test_fixed_inputs_lose_their_old_failures(
-    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
-    monkeypatch.chdir(tmp_path)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{broken\n')
