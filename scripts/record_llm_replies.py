@@ -38,7 +38,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from lore.llm import ChatPrompt, prompt_key
+from lore.llm import REPROMPT, ChatPrompt, prompt_key, response_format
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "llm_replies"
@@ -159,22 +159,45 @@ def reply_model(task: str) -> Any:
     return import_module(f"lore.prompts.{task}").Reply
 
 
-def first_turn_hash(model: str, messages: list[dict[str, str]]) -> str:
-    """``lore.llm.prompt_key`` of the first two messages (the cache key of the prompt)."""
+def first_turn(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], int]:
+    """The messages of the prompt's first turn, and which turn ``messages`` is (1, 2, …).
+
+    A first turn is the system message, the worked examples (user/assistant pairs) and the
+    question; each re-prompt adds the model's reply and a user turn starting
+    :data:`REPROMPT`.
+    """
+    reprompts = [
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and m["content"].startswith(REPROMPT)
+    ]
+    first = messages[: reprompts[0] - 1] if reprompts else messages
+    return first, len(reprompts) + 1
+
+
+def first_turn_prompt(model_messages: list[dict[str, str]]) -> ChatPrompt[Any]:
+    """The :class:`ChatPrompt` of a request's first turn (system, examples, question)."""
+    messages, _ = first_turn(model_messages)
     task = task_of(messages)
-    prompt = ChatPrompt(task, messages[0]["content"], messages[1]["content"], reply_model(task))
-    return prompt_key(model, prompt)
+    turns = messages[1:-1]
+    examples = tuple(
+        (turns[i]["content"], turns[i + 1]["content"]) for i in range(0, len(turns) - 1, 2)
+    )
+    return ChatPrompt(
+        task, messages[0]["content"], messages[-1]["content"], reply_model(task), examples=examples
+    )
 
 
-def forms(task: str) -> dict[str, dict[str, Any]]:
-    """The schema-carrying response formats to try besides plain json_object."""
-    schema = reply_model(task).model_json_schema()
+def first_turn_hash(model: str, messages: list[dict[str, str]]) -> str:
+    """``lore.llm.prompt_key`` of the first turn (the cache key of the prompt)."""
+    return prompt_key(model, first_turn_prompt(messages))
+
+
+def forms(task: str) -> dict[str, dict[str, Any] | None]:
+    """The schema-carrying response formats to try besides plain json_object, as sent."""
     return {
-        "json_object_schema": {"type": "json_object", "schema": schema},
-        "json_schema": {
-            "type": "json_schema",
-            "json_schema": {"name": task, "schema": schema, "strict": True},
-        },
+        form: response_format(form, task, reply_model(task))
+        for form in ("json_object_schema", "json_schema")
     }
 
 
@@ -190,7 +213,7 @@ def fixture(
         "model": model,
         "server": server,
         "prompt_hash": first_turn_hash(model, messages),
-        "turn": (len(messages) - 2) // 2 + 1,
+        "turn": first_turn(messages)[1],
         "request": {
             k: request.get(k) for k in ("messages", "max_tokens", "temperature", "response_format")
         },
@@ -216,6 +239,8 @@ def save(record: dict[str, Any], out: Path) -> Path:
 def chunk_prompts(n: int) -> list[dict[str, Any]]:
     """Requests as the client sends them for the first ``n`` chunks of :data:`DOCS`."""
     from ingest.chunking import chunk_text
+    from ingest.extract_llm import candidates
+    from ingest.extraction import ChunkInput
     from lore.prompts import extract_graph
     from lore.settings import GraphSettings, LLMSettings
     from lore.tokens import counter_for, packaged_model_dir
@@ -226,11 +251,12 @@ def chunk_prompts(n: int) -> list[dict[str, Any]]:
     for doc in DOCS:
         path = ROOT / "examples" / "corpus" / doc
         for draft in chunk_text(path.read_text(), counter, size=200, overlap=32, title=path.stem):
-            prompt = extract_graph.render(draft.text, path.stem, types)
+            chunk = ChunkInput(f"{doc}#{draft.ordinal}", doc, draft.text, path.stem)
+            prompt = extract_graph.render(draft.text, path.stem, types, "", candidates(chunk))
             requests.append(
                 {
                     "messages": prompt.messages(),
-                    "max_tokens": llm.max_tokens,
+                    "max_tokens": min(llm.max_tokens, prompt.max_tokens or llm.max_tokens),
                     "temperature": llm.temperature,
                     "response_format": {"type": "json_object"},
                 }
@@ -274,11 +300,11 @@ def main() -> int:
     for e in chat:
         messages = e["request"]["messages"]
         task = task_of(messages)
-        if len(messages) != 2 or per_task.get(task, 0) >= args.per_task:
+        if first_turn(messages)[1] != 1 or per_task.get(task, 0) >= args.per_task:
             continue
         per_task[task] = per_task.get(task, 0) + 1
-        for form, response_format in forms(task).items():
-            request = {"model": model, **e["request"], "response_format": response_format}
+        for form, sent_format in forms(task).items():
+            request = {"model": model, **e["request"], "response_format": sent_format}
             status, answer, s = _post(url + "/chat/completions", request, 900)
             record = fixture(model, server, form, request, status, answer, s)
             print(save(record, args.out), record["status"], f"{s:.0f} s", file=sys.stderr)

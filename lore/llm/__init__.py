@@ -30,6 +30,7 @@ anything is written.
 from lore.llm.cache import ReplyCache
 from lore.llm.client import (
     GRAMMAR_OMIT,
+    REPROMPT,
     ChatPrompt,
     LLMClient,
     LLMStats,
@@ -42,6 +43,7 @@ from lore.llm.repair import parse_reply, repair_json
 
 __all__ = [
     "GRAMMAR_OMIT",
+    "REPROMPT",
     "ChatPrompt",
     "LLMClient",
     "LLMStats",

@@ -34,6 +34,8 @@ T = TypeVar("T")
 
 # servers send about one token per streamed piece; prompts are estimated at this many chars
 CHARS_PER_TOKEN = 4
+REPROMPT = "Your reply could not be used"
+"""How the user turn of a re-prompt starts (after an unusable reply)."""
 # what chat formats add to the text: tokens per message, and to open the reply
 PER_MESSAGE = 3
 PER_REPLY = 3
@@ -328,7 +330,7 @@ class LLMClient:
                 {"role": "assistant", "content": text},
                 {
                     "role": "user",
-                    "content": f"Your reply could not be used: {first}. Reply again with only "
+                    "content": f"{REPROMPT}: {first}. Reply again with only "
                     "the JSON object described above, nothing before or after it.",
                 },
             ]

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from lore.llm import ChatPrompt, parse_reply, prompt_key
+from lore.llm import parse_reply, prompt_key
+from scripts.record_llm_replies import first_turn_prompt
 from tests.conftest import FIXTURES
 
 REPLIES = FIXTURES / "llm_replies"
@@ -55,8 +56,8 @@ def test_the_fixtures_are_real_extraction_replies() -> None:
 @pytest.mark.parametrize("path", ALL, ids=ids(ALL))
 def test_a_fixture_names_its_prompt_by_the_cache_key(path: Path) -> None:
     record = load(path)
-    system, user = (m["content"] for m in record["request"]["messages"][:2])
-    prompt = ChatPrompt(record["task"], system, user, reply_model(record["task"]))
+    prompt = first_turn_prompt(record["request"]["messages"])
+    assert prompt.task == record["task"] and prompt.reply is reply_model(record["task"])
     assert prompt_key(record["model"], prompt) == record["prompt_hash"]
     assert path.name.startswith(record["prompt_hash"][:16])
 
@@ -124,3 +125,25 @@ def test_an_empty_extraction_is_valid_only_when_said() -> None:
 def test_every_prompt_refuses_unknown_top_level_keys(task: str, content: str) -> None:
     with pytest.raises(ValueError, match="does not match Reply"):
         parse_reply(content, reply_model(task))
+
+
+SCHEMA_EXTRACTIONS = fixtures(task="extract_graph", form="json_object_schema", status=200)
+
+
+@pytest.mark.parametrize("path", SCHEMA_EXTRACTIONS, ids=ids(SCHEMA_EXTRACTIONS))
+def test_a_grammar_constrained_reply_keeps_only_names_the_chunk_writes(path: Path) -> None:
+    from ingest.extract_llm import to_mentions
+    from lore.llm import LLMStats
+    from lore.prompts import extract_graph
+
+    record = load(path)
+    reply, _ = parse_reply(record["content"], extract_graph.Reply)  # the shape holds
+    text = record["request"]["messages"][-1]["content"].split("Text:\n", 1)[1]
+    text = text.split("\n\nNames found in the text:", 1)[0]
+    stats = LLMStats()
+    mentions = to_mentions(reply, text, stats)
+    flat = " ".join(text.replace("`", "").lower().split())
+    for entity in mentions.entities:  # as the text writes it, or respelt to it
+        assert " ".join(entity.name.replace("`", "").lower().split()) in flat, entity
+        assert entity.description, entity  # the grammar asks none: the chunk's sentence
+    assert mentions.entities or stats.dropped_entities == len(reply.entities)
