@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from graph.models import CommunityReport
 from lore.errors import LLMReplyError, TransientError
@@ -119,18 +120,35 @@ class LLMAnswerWriter:
         numbered = [(c.id, _evidence_text(c, evidence)) for c in offline.citations]
         if not numbered:
             return offline
+        by_id = {c.id: c for c in offline.citations}
+        prompt = answer_question.render(evidence.question, numbered)
+        prompt = replace(prompt, check=partial(uncited, numbers=set(by_id)))
         try:
             async with self.client.connected():
-                reply = await self.client.ask(answer_question.render(evidence.question, numbered))
+                reply = await self.client.ask(prompt)
         except LLMFailure as exc:
             return WrittenAnswer(
                 f"(LLM answer unavailable: {exc})\n{offline.text}", offline.citations, True
             )
-        by_id = {c.id: c for c in offline.citations}
         used = [int(n) for n in _MARKER.findall(reply.answer)] + reply.cited
         citations = [by_id[n] for n in dict.fromkeys(used) if n in by_id]
         text = _MARKER.sub(lambda m: m.group(0) if int(m.group(1)) in by_id else "", reply.answer)
         return WrittenAnswer(text.strip(), citations, False)
+
+
+def uncited(reply: answer_question.Reply, numbers: set[int]) -> str | None:
+    """Why an answer cannot be used: it cites none of the evidence it was given.
+
+    An answer nobody can check against its sources is not served: re-prompted once with
+    this reason, then the extractive answer (which shows the evidence) stands in.
+    """
+    used = {int(n) for n in _MARKER.findall(reply.answer)} | set(reply.cited)
+    if used & numbers:
+        return None
+    return (
+        "the answer cites none of the evidence: put the number of the evidence each "
+        f"statement rests on in brackets after it, like [{min(numbers)}]"
+    )
 
 
 def _evidence_text(citation: Citation, evidence: Evidence) -> str:

@@ -64,6 +64,7 @@ CHAT_BEHAVIOURS = (
     "invalid",
     "wrong_shape",
     "ungrounded",
+    "uncited",
     "empty",
     "timeout",
     "stall",
@@ -86,6 +87,8 @@ MISBEHAVIOURS: dict[str, Callable[[str], str]] = {
     "invalid": lambda _: json.dumps({"entities": [{"kind": "x"}], "title": None}),
     "wrong_shape": lambda _: json.dumps(WRONG_SHAPE),  # valid JSON, another top level
     "ungrounded": lambda _: json.dumps(UNGROUNDED),  # the right shape, names the text lacks
+    # an answer of the right shape that cites none of its evidence
+    "uncited": lambda _: json.dumps({"answer": "Here is what I know.", "cited": []}),
     "empty": lambda _: "",
 }
 

@@ -39,4 +39,13 @@ def test_the_llm_routes_maps_and_answers_with_valid_citations(
         assert "LLM router unavailable" in " ".join(degraded.route.reasons)
         assert degraded.extractive and "LLM answer unavailable" in degraded.answer
         assert degraded.citations  # still answered, from the evidence itself
+
+        # an answer citing none of its evidence is re-prompted, then not served
+        server.chat_next("good", "uncited", "uncited")
+        unsourced = rt.ask_sync("What does PAY-5031 mean for payments in staging?")
+        assert unsourced.mode == "local" and unsourced.extractive
+        assert "cites none of the evidence" in unsourced.answer and unsourced.citations
+        server.chat_next("good", "uncited")  # the re-prompt's answer cites [1] [2]
+        recovered = rt.ask_sync("What does PAY-5031 mean for payments?")
+        assert not recovered.extractive and [c.id for c in recovered.citations] == [1, 2]
         rt.close()
