@@ -54,7 +54,14 @@ class GraphStore(Protocol):
         ...
 
     def extracted_chunks(self) -> set[str]:
-        """Chunk ids whose contributions are stored (extracted, possibly with nothing)."""
+        """Chunk ids whose contributions are stored (extracted, possibly with nothing).
+
+        Every one: O(corpus). :meth:`extracted_among` asks about a few.
+        """
+        ...
+
+    def extracted_among(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` whose contributions are stored; the cost is the ids asked."""
         ...
 
     def entity(self, name: str) -> Entity | None:

@@ -204,13 +204,21 @@ class LocalGraphStore(Tables):
         if not chunk_ids:
             return 0
         with self._write() as db:
-            before = _entity_count(db)
-            _touch(db, _delete_chunks(db, chunk_ids))
-            return before - _entity_count(db)
+            mentioned = _delete_chunks(db, chunk_ids)
+            _touch(db, mentioned)
+            select = "SELECT DISTINCT entity_key FROM entity_mentions"
+            still = {str(r[0]) for r in _rows_of(db, select, sorted(mentioned), "entity_key")}
+            return len(mentioned - still)
 
     def extracted_chunks(self) -> set[str]:
         """Chunk ids already extracted."""
         return self._column("SELECT chunk_id FROM extracted_chunks")
+
+    def extracted_among(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of these chunk ids already extracted (read by the primary key)."""
+        select = "SELECT chunk_id FROM extracted_chunks"
+        with self._read() as db:
+            return {str(r[0]) for r in _rows_of(db, select, sorted(set(chunk_ids)), "chunk_id")}
 
     def entity(self, name: str) -> Entity | None:
         """Merged entity: most frequent spelling and type, merged descriptions, provenance."""

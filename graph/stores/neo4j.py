@@ -286,6 +286,11 @@ class Neo4jGraphStore:
 
         return self._write(work) if ids else 0
 
+    def extracted_among(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of these chunk ids already extracted (read by the chunk constraint)."""
+        rows = self._select(q.STORED_CHUNKS, "chunk_ids", sorted(set(chunk_ids)))
+        return {str(r["id"]) for r in rows}
+
     def extracted_chunks(self) -> set[str]:
         """Chunk ids already extracted."""
         return {str(r["id"]) for r in self._select(q.EXTRACTED_CHUNKS)}

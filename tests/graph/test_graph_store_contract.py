@@ -545,3 +545,12 @@ def test_largest_reports_and_graph_meta(store: GraphStore) -> None:
     store.set_graph_meta({"drift_base": "40", "drift_pending": "3"})
     store.set_graph_meta({"drift_pending": "4"})
     assert (store.graph_meta("drift_base"), store.graph_meta("drift_pending")) == ("40", "4")
+
+
+def test_extracted_among_asks_about_those_chunks_only(store: GraphStore) -> None:
+    store.put_chunk("c1", "d1", [mention("a")], [])
+    store.put_chunk("c2", "d2", [], [])  # extracted, with nothing
+    assert store.extracted_among(["c2", "c9", "c1", "c1"]) == {"c1", "c2"}
+    assert store.extracted_among([]) == set()
+    assert store.remove_chunks(["c1", "c2"]) == 1
+    assert store.extracted_among(["c1", "c2"]) == set()
