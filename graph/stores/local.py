@@ -193,8 +193,9 @@ class LocalGraphStore(Tables):
         if not todo:
             return
         with self._write() as db:
-            gone = _delete_chunks(db, [c.chunk_id for c in todo])
-            _touch(db, gone | {row[0] for row in ent_rows})
+            gone = set().union(*_delete_chunks(db, [c.chunk_id for c in todo]))
+            ends = {key for row in rel_rows for key in row[:2]}
+            _touch(db, gone | ends | {row[0] for row in ent_rows})
             db.executemany(_upsert("entity_mentions"), ent_rows)
             db.executemany(_upsert("relation_mentions"), rel_rows)
             db.executemany(_upsert("extracted_chunks"), [(c.chunk_id, c.document_id) for c in todo])
@@ -204,8 +205,8 @@ class LocalGraphStore(Tables):
         if not chunk_ids:
             return 0
         with self._write() as db:
-            mentioned = _delete_chunks(db, chunk_ids)
-            _touch(db, mentioned)
+            mentioned, ends = _delete_chunks(db, chunk_ids)
+            _touch(db, mentioned | ends)
             select = "SELECT DISTINCT entity_key FROM entity_mentions"
             still = {str(r[0]) for r in _rows_of(db, select, sorted(mentioned), "entity_key")}
             return len(mentioned - still)
@@ -649,21 +650,27 @@ def _touch(db: Conn, keys: set[str]) -> None:
     )
 
 
-def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> set[str]:
-    """Drop the chunks' rows; return the keys of the entities they mentioned."""
+def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Drop the chunks' rows; return the keys they mentioned, and their relations' ends."""
     mentioned: set[str] = set()
+    related: set[str] = set()
     for start in range(0, len(chunk_ids), 500):
         batch = list(chunk_ids[start : start + 500])
         marks = ",".join("?" * len(batch))
         gone = db.execute(
-            f"SELECT DISTINCT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
+            f"SELECT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
+            batch,
+        ).fetchall()
+        ends = db.execute(
+            f"SELECT source_key, target_key FROM relation_mentions WHERE chunk_id IN ({marks})",
             batch,
         ).fetchall()
         mentioned.update(str(r[0]) for r in gone)
+        related.update(str(key) for row in ends for key in row)
     rows = [(c,) for c in sorted(set(chunk_ids))]
     for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
         db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
-    return mentioned
+    return mentioned, related
 
 
 def _rows_of(db: Conn, select: str, values: Sequence[str], column: str = "id") -> list[Any]:

@@ -265,11 +265,12 @@ class Neo4jGraphStore:
         rels = [{**row, "chunk_id": c.chunk_id} for c in todo for row in relation_rows(c.relations)]
 
         def work(tx: neo4j.ManagedTransaction) -> None:
-            mentioned, affected = self._detach(tx, [c.chunk_id for c in todo])
+            _, affected = self._detach(tx, [c.chunk_id for c in todo])
             self._run_batched(tx, q.MERGE_CHUNKS, "chunks", heads)
             self._run_batched(tx, q.CREATE_MENTIONS, "rows", ents)
             self._run_batched(tx, q.CREATE_RELATIONS, "rows", rels)
-            self._touch_and_tidy(tx, mentioned | {row["key"] for row in ents}, affected)
+            ends = {row[end] for row in rels for end in ("source", "target")}
+            self._touch_and_tidy(tx, affected | ends | {row["key"] for row in ents}, affected)
 
         self._write(work)
 
@@ -281,7 +282,7 @@ class Neo4jGraphStore:
             mentioned, affected = self._detach(tx, ids)
             self._run_batched(tx, q.DELETE_CHUNKS, "chunk_ids", ids)
             gone = self._run_batched(tx, q.COUNT_UNMENTIONED, "keys", sorted(mentioned))
-            self._touch_and_tidy(tx, mentioned, affected)
+            self._touch_and_tidy(tx, affected, affected)
             return sum(int(r["gone"]) for r in gone)
 
         return self._write(work) if ids else 0

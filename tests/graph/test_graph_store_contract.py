@@ -256,7 +256,10 @@ def test_a_relation_may_end_at_a_name_no_chunk_mentions(store: GraphStore) -> No
     assert store.entity_keys() == {"a-svc"} and store.entity("ghost") is None
     assert store.edges() == [("a-svc", "ghost", 1.0)]
     assert store.neighbours("a-svc") == []  # the other end is not an entity
+    assert store.touched_entities() == {"a-svc", "ghost"}  # it gained a relation
+    store.clear_touched(["a-svc", "ghost"])
     assert store.remove_chunks(["c1"]) == 1
+    assert store.touched_entities() == {"a-svc", "ghost"}  # and lost it
     assert store.edges() == [] and store.counts()["entities"] == 0
 
 
