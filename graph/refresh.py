@@ -2,10 +2,13 @@
 
 A write to the graph leaves *touched* marks on entities. :func:`plan_refresh` turns them
 into *stale* marks on the communities holding them and on their ancestors, re-clusters
-with the previous partition as the seed (:func:`graph.incremental.update_hierarchy`, so
-unaffected communities keep their ids and members), and marks stale every community
-whose membership changed, that is new, or that has no report. It returns the stale ids
-level by level, deepest first: children are summarised before their parents.
+the region around them with the previous partition as the seed
+(:func:`graph.incremental.update_hierarchy`, so unaffected communities keep their ids
+and members, and those outside the region are not even read), and marks stale every
+community whose membership changed, that is new, or that has no report. It returns the
+stale ids level by level, deepest first: children are summarised before their parents.
+Every read is by key through an index of the store; only a fresh clustering and the
+drift measurement (once per :data:`DRIFT_SHARE` of the graph changed) read it whole.
 
 :func:`report_job` says what to write for a stale community: nothing when its
 fingerprint (members, their provenance, relation weights) matches the stored report's,
