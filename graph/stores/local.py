@@ -270,13 +270,16 @@ class LocalGraphStore(Tables):
         wanted = sorted(set(keys))
         if not wanted:
             return []
-        marks = ",".join("?" * len(wanted))
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT source_key, target_key, weight, description, chunk_id "
-                f"FROM relation_mentions WHERE source_key IN ({marks}) AND target_key IN ({marks})",
-                [*wanted, *wanted],
-            ).fetchall()
+        inside = set(wanted)
+        select = (
+            "SELECT source_key, target_key, weight, description, chunk_id FROM relation_mentions"
+        )
+        with self._read() as db:  # by source only: the keys' degrees, not len(keys) squared
+            found = _rows_of(db, select, wanted, "source_key")
+        rows = sorted(
+            (r for r in found if str(r[1]) in inside),
+            key=lambda r: (str(r[0]), str(r[1]), str(r[4])),
+        )
         merged: dict[tuple[str, str], tuple[float, str, list[str]]] = {}
         for a, b, w, d, c in rows:
             pair = (str(a), str(b))
