@@ -88,7 +88,7 @@ def prepare_refresh(
     """
     caught_up = catch_up(runtime, extractor, progress, reextract=reextract)
     if caught_up.budget_reached:
-        return RefreshPlan(communities=len(runtime.graph().communities()), stale=0), caught_up
+        return RefreshPlan(communities=runtime.graph().hierarchy_stats()[0], stale=0), caught_up
     with upkeep_lock(runtime.store.database):
         plan = _plan(runtime, rebuild=rebuild)
     return plan, caught_up
@@ -161,7 +161,7 @@ def refresh_in_process(
     built = catch_up(runtime, roles.extractor, progress, reextract=reextract)
     graph = runtime.graph()
     if built.budget_reached:  # the hierarchy and its reports stay as they were
-        refreshed = RefreshReport(communities=len(graph.communities()))
+        refreshed = RefreshReport(communities=graph.hierarchy_stats()[0])
     else:
         with upkeep_lock(runtime.store.database):  # one upkeep at a time (graph.upkeep_lock)
             plan = _plan(runtime, rebuild=rebuild)

@@ -10,7 +10,9 @@ same kind of text. Each size runs in a fresh data directory, in a child process 
 own (peak memory is that process's), and prints one JSON line: ingest chunks/s, the
 ``graph build`` seconds and peak RSS, then the cost of a one-document edit (re-ingest and
 build), a delete, a global question cold (a fresh runtime) and warm, and listing the
-level-0 communities with their reports; each also as the ratio to the smallest size. The
+level-0 communities with their reports; each also as the ratio to the smallest size.
+The edit and the delete also count their SQLite statements and virtual-machine steps
+(:func:`sqlite_work`), figures the machine's load does not change. The
 same operation on a bigger corpus should cost about the same: the change is the same.
 """
 
@@ -21,10 +23,13 @@ import asyncio
 import json
 import random
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,39 @@ def _rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+@contextmanager
+def sqlite_work(runtime: Any) -> Iterator[dict[str, int]]:
+    """Statements run and virtual-machine steps taken on the runtime's SQLite connections.
+
+    A step visits at most one row, so a table scan shows up as steps in proportion to the
+    table and an indexed lookup as a few: the count says whether an operation reads what
+    it changed or the corpus, whatever the machine's load (PostgreSQL and Neo4j: none).
+    """
+    found = {"statements": 0, "vm_steps": 0}
+    connections: list[sqlite3.Connection] = []
+    for owner in (runtime.store, runtime.graph(), runtime.quarantine()):
+        connection = getattr(getattr(owner, "database", None), "_db", None)  # embedded only
+        if isinstance(connection, sqlite3.Connection) and connection not in connections:
+            connections.append(connection)
+
+    def step() -> int:
+        found["vm_steps"] += 100
+        return 0
+
+    def statement(_: str) -> None:
+        found["statements"] += 1
+
+    for connection in connections:
+        connection.set_progress_handler(step, 100)
+        connection.set_trace_callback(statement)
+    try:
+        yield found
+    finally:
+        for connection in connections:
+            connection.set_progress_handler(None, 0)
+            connection.set_trace_callback(None)
+
+
 def one_size(count: int, scratch: Path) -> dict[str, Any]:
     """Every figure for one size (run in its own process)."""
     docs = corpus(count)
@@ -78,13 +116,15 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
         dict(target.metadata),
     )
     start = time.perf_counter()
-    runtime.ingest([edited], extract_graph=False)
-    edit, _ = runtime.build_graph()
+    with sqlite_work(runtime) as edit_work:
+        runtime.ingest([edited], extract_graph=False)
+        edit, _ = runtime.build_graph()
     edit_s = time.perf_counter() - start
 
     victim = docs[len(docs) // 3].id
     start = time.perf_counter()
-    deleted = runtime.delete_documents([victim])
+    with sqlite_work(runtime) as delete_work:
+        deleted = runtime.delete_documents([victim])
     delete_s = time.perf_counter() - start
     runtime.close()
 
@@ -112,7 +152,11 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
         "edit_s": round(edit_s, 2),
         "edit_reports_written": edit.reports_written,
         "edit_clustering": edit.clustering,
+        "edit_statements": edit_work["statements"],
+        "edit_vm_steps": edit_work["vm_steps"],
         "delete_s": round(delete_s, 2),
+        "delete_statements": delete_work["statements"],
+        "delete_vm_steps": delete_work["vm_steps"],
         "delete_reports_refreshed": deleted.graph.as_dict()["reports_refreshed"],
         "global_cold_s": round(cold_s, 2),
         "global_warm_s": round(warm_s, 3),
@@ -120,7 +164,16 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     }
 
 
-RATIOS = ("build_s", "edit_s", "delete_s", "global_cold_s", "global_warm_s", "communities_level0_s")
+RATIOS = (
+    "build_s",
+    "edit_s",
+    "edit_vm_steps",
+    "delete_s",
+    "delete_vm_steps",
+    "global_cold_s",
+    "global_warm_s",
+    "communities_level0_s",
+)
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ def forget_chunks(
         removal = remove_contributions(graph, chunk_ids)
         released = quarantine.release(sorted(set(chunk_ids))) if chunk_ids else 0
         report = CascadeReport(removal, released)
-        if removal.chunks and graph.communities():
+        if removal.chunks and graph.hierarchy_stats()[0]:
             plan = plan_refresh(graph, max_cluster_size=max_cluster_size, seed=seed)
             report.refresh = run_plan(graph, summarizer, plan)
     return report

@@ -15,6 +15,11 @@ free nodes is a new community). A community keeps its id while it exists, and be
 community whose members are unchanged nothing moves at all. New ids continue the
 previous numbering. A full rebuild (``build_communities``) is still the way to
 re-optimise from scratch.
+
+The refresh calls it on a *region* only (``graph.refresh``): the edges among the nodes
+of the previous top-level communities near the change, those communities and their
+descendants, and the number the next new cluster takes; every community outside the
+region is left as it is without being read.
 """
 
 from __future__ import annotations
@@ -43,20 +48,34 @@ def update_hierarchy(
     *,
     max_cluster_size: int = 10,
     seed: int = 42,
+    nodes: Iterable[str] | None = None,
+    next_cluster: int | None = None,
 ) -> list[Community]:
-    """The new hierarchy, keeping previous ids and members wherever nothing changed."""
+    """The new hierarchy, keeping previous ids and members wherever nothing changed.
+
+    For a region of the graph (see the module docstring): ``edges`` are those among its
+    nodes, ``nodes`` every node of the region still in the graph (one whose relations
+    all leave the region stays where it was), ``previous`` the region's communities, and
+    new clusters are numbered from ``next_cluster``.
+    """
     merged = merge_edges(edges)
-    if not previous or not merged:
+    region = next_cluster is not None
+    if not region and (not previous or not merged):
         return hierarchical_communities(merged, max_cluster_size=max_cluster_size, seed=seed)
     free = set(touched)
     children: defaultdict[str | None, list[Community]] = defaultdict(list)
     for community in previous:
         children[community.parent if community.level > 0 else None].append(community)
-    numbering = _Numbering(max(c.cluster for c in previous) + 1)
+    numbering = _Numbering(
+        next_cluster if next_cluster is not None else max(c.cluster for c in previous) + 1
+    )
     adjacency: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
     for a, b, weight in merged:
         adjacency[a].append((b, weight))
-    nodes = {n for a, b, _ in merged for n in (a, b)}
+    linked = {n for a, b, _ in merged for n in (a, b)}
+    nodes = linked if nodes is None else linked | set(nodes)
+    if not nodes:
+        return []
     out: list[Community] = []
 
     placed = {n for c in previous for n in c.members}

@@ -46,7 +46,7 @@ def remove_contributions(graph: GraphStore, chunk_ids: Sequence[str]) -> Removal
 
     Chunks the graph never extracted are ignored (nothing to remove).
     """
-    wanted = sorted(set(chunk_ids) & graph.extracted_chunks())
+    wanted = sorted(graph.extracted_among(chunk_ids))
     if not wanted:
         return Removal()
     lost = set(wanted)

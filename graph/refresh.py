@@ -2,10 +2,13 @@
 
 A write to the graph leaves *touched* marks on entities. :func:`plan_refresh` turns them
 into *stale* marks on the communities holding them and on their ancestors, re-clusters
-with the previous partition as the seed (:func:`graph.incremental.update_hierarchy`, so
-unaffected communities keep their ids and members), and marks stale every community
-whose membership changed, that is new, or that has no report. It returns the stale ids
-level by level, deepest first: children are summarised before their parents.
+the region around them with the previous partition as the seed
+(:func:`graph.incremental.update_hierarchy`, so unaffected communities keep their ids
+and members, and those outside the region are not even read), and marks stale every
+community whose membership changed, that is new, or that has no report. It returns the
+stale ids level by level, deepest first: children are summarised before their parents.
+Every read is by key through an index of the store; only a fresh clustering and the
+drift measurement (once per :data:`DRIFT_SHARE` of the graph changed) read it whole.
 
 :func:`report_job` says what to write for a stale community: nothing when its
 fingerprint (members, their provenance, relation weights) matches the stored report's,
@@ -20,15 +23,15 @@ report is stored, so an interrupted refresh is finished by the next one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graph.communities import Community, hierarchical_communities
-from graph.incremental import measure_drift, update_hierarchy
+from graph.incremental import Drift, measure_drift, update_hierarchy
 from graph.models import CommunityReport
 from graph.reports import ChunkTexts, ReportJob, ReportWriter, community_chunks, fingerprint
-from graph.staleness import stale_communities_for
 from graph.store import GraphStore
 from lore.llm import LLMStats
 
@@ -68,13 +71,19 @@ class Clustering:
     modularity (``kept_modularity``) fell more than
     ``margin`` below a fresh Leiden run's (``fresh_modularity``), so the hierarchy was
     computed afresh. The modularities are None when drift was not measured (nothing
-    touched, a rebuild asked, or a cascade, which never measures it).
+    touched, a rebuild asked, a cascade, which never measures it, or less change since
+    the last measurement than :data:`DRIFT_SHARE` of the graph).
     """
 
     mode: str
     margin: float | None = None
     kept_modularity: float | None = None
     fresh_modularity: float | None = None
+    pending: int | None = None
+    """Entities touched since drift was last measured, this refresh's included (0 when it
+    was measured now or the hierarchy computed afresh; None without a margin)."""
+    measure_at: int | None = None
+    """How many touched entities make the next refresh with a margin measure it."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -118,6 +127,13 @@ class RefreshReport:
         }
 
 
+DRIFT_SHARE = 0.1
+"""Drift is measured once the entities touched since the last measurement reach this share
+of the nodes the graph had then (see :func:`plan_refresh`)."""
+DRIFT_PENDING_META = "drift_pending"
+DRIFT_BASE_META = "drift_base"
+
+
 def plan_refresh(
     graph: GraphStore,
     *,
@@ -125,74 +141,172 @@ def plan_refresh(
     seed: int = 42,
     rebuild: bool = False,
     drift_margin: float | None = None,
+    drift_share: float = DRIFT_SHARE,
 ) -> RefreshPlan:
     """Mark stale communities, re-cluster keeping stable ids, list what to summarise.
 
-    The hierarchy is updated in place (:func:`graph.incremental.update_hierarchy`)
-    unless ``rebuild`` asks for a fresh one, or — with ``drift_margin`` and something
-    touched — the updated partition's modularity fell more than that share below a fresh
-    Leiden run's (:func:`graph.incremental.measure_drift`). After a fresh clustering
-    every community is stale; a report whose fingerprint still matches is kept.
+    The hierarchy is updated in place over the region the change touched (see
+    :func:`_region`; :func:`graph.incremental.update_hierarchy`) and written as a diff,
+    unless ``rebuild`` asks for a fresh one (or there is none yet). With
+    ``drift_margin``, once the entities touched since the last measurement reach
+    ``drift_share`` of the graph's nodes, the updated partition's modularity is compared
+    with a fresh Leiden run's (:func:`graph.incremental.measure_drift`, which reads the
+    whole graph: amortised over that much change) and the hierarchy is computed afresh
+    when it fell more than ``drift_margin`` below. After a fresh clustering every
+    community is stale; a report whose fingerprint still matches is kept.
     """
-    previous = graph.communities()
     touched = graph.touched_entities()
-    edges = graph.edges()
-    fresh = rebuild or not previous  # asked, or the first clustering
+    fresh = rebuild or graph.hierarchy_stats()[0] == 0  # asked, or the first clustering
     clustering = Clustering(mode="rebuild" if fresh else "incremental", margin=drift_margin)
-    if rebuild:
-        current = hierarchical_communities(edges, max_cluster_size=max_cluster_size, seed=seed)
+    pending = 0
+    measured: int | None = None  # nodes of the graph, when measured in full now
+    if fresh:
+        current, gone = _recluster(graph, max_cluster_size=max_cluster_size, seed=seed)
+        changed = {c.id: c for c in current}
+        measured = _nodes(current)
     else:
-        graph.mark_stale(sorted(stale_communities_for(previous, touched)))
-        current = update_hierarchy(
-            edges, previous, touched, max_cluster_size=max_cluster_size, seed=seed
+        stale_before = graph.communities_holding(sorted(touched))  # with their ancestors
+        graph.mark_stale(sorted(c.id for c in stale_before))
+        previous, upserts, deletes = _region(
+            graph, touched, max_cluster_size=max_cluster_size, seed=seed
         )
-        if drift_margin is not None and touched and previous:
-            drift = measure_drift(edges, current, margin=drift_margin, seed=seed)
-            if drift is not None:
-                clustering.kept_modularity = drift.kept
-                clustering.fresh_modularity = drift.fresh
-                if drift.exceeded:
-                    clustering.mode = "drift"
-                    current = hierarchical_communities(
-                        edges, max_cluster_size=max_cluster_size, seed=seed
-                    )
-    graph.replace_communities(current)
+        pending = _pending(graph) + len(touched)
+        drift = None
+        if drift_margin is not None and touched and pending >= drift_share * _drift_base(graph):
+            drift, measured = _drift(graph, upserts, deletes, margin=drift_margin, seed=seed)
+            pending = 0
+        if drift is not None:
+            clustering.kept_modularity = drift.kept
+            clustering.fresh_modularity = drift.fresh
+        if drift is not None and drift.exceeded:
+            clustering.mode = "drift"
+            current, gone = _recluster(graph, max_cluster_size=max_cluster_size, seed=seed)
+            changed = {c.id: c for c in current}
+        else:
+            graph.update_communities(upserts, deletes)
+            gone = sorted(set(deletes) & previous.keys())
+            reported = {r.community_id for r in graph.reports_by_id([c.id for c in upserts])}
+            before = {cid: c.members for cid, c in previous.items()}
+            changed = {
+                c.id: c for c in upserts if before.get(c.id) != c.members or c.id not in reported
+            }
+    if measured is not None:
+        graph.set_graph_meta({DRIFT_PENDING_META: "0", DRIFT_BASE_META: str(measured)})
+    elif touched:
+        graph.set_graph_meta({DRIFT_PENDING_META: str(pending)})
+    if drift_margin is not None:
+        clustering.pending = pending
+        clustering.measure_at = math.ceil(drift_share * _drift_base(graph))
     graph.clear_touched(sorted(touched))
-    ids = {c.id for c in current}
     marked = graph.stale_communities()
-    kept_sizes: dict[str, int] = {}  # chunks of each top-level community, from its report
-    if clustering.mode == "incremental":
-        before = {c.id: c.members for c in previous}
-        reports = graph.reports()
-        reported = {r.community_id for r in reports}
-        changed = {c.id for c in current if before.get(c.id) != c.members or c.id not in reported}
-        stale = _with_ancestors(current, (marked & ids) | changed)
-        kept_sizes = {r.community_id: len(r.chunk_ids) for r in reports if r.level == 0}
-    else:
-        stale = set(ids)
-    graph.clear_stale(sorted(marked - ids))
+    kept = {c.id: c for c in graph.communities_by_id(sorted(marked - changed.keys()))}
+    stale = _with_ancestors(graph, {**kept, **changed})
+    graph.clear_stale(sorted(marked - kept.keys() - changed.keys()))
     graph.mark_stale(sorted(stale))
-    by_level: dict[int, list[str]] = {}
-    for community in current:
-        if community.id in stale:
-            by_level.setdefault(community.level, []).append(community.id)
-    # the largest community is a top-level one; an unchanged one's chunks are its report's
-    largest = max(
-        (
-            len(community_chunks(graph, c)) if c.id in stale else kept_sizes.get(c.id, 0)
-            for c in current
-            if c.level == 0
-        ),
-        default=1,
-    )
+    by_level: dict[int, list[tuple[int, str]]] = {}
+    for community in stale.values():
+        by_level.setdefault(community.level, []).append((community.cluster, community.id))
     return RefreshPlan(
-        communities=len(current),
+        communities=graph.hierarchy_stats()[0],
         stale=len(stale),
-        levels=[by_level[level] for level in sorted(by_level, reverse=True)],
-        largest=max(1, largest),
+        levels=[
+            [cid for _, cid in sorted(by_level[level])] for level in sorted(by_level, reverse=True)
+        ],
+        largest=_largest(graph, [c for c in stale.values() if c.level == 0]),
         clustering=clustering,
-        gone=sorted({c.id for c in previous} - ids),
+        gone=gone,
     )
+
+
+def _recluster(
+    graph: GraphStore, *, max_cluster_size: int, seed: int
+) -> tuple[list[Community], list[str]]:
+    """A fresh hierarchy of the whole graph, stored: (it, the ids it removed)."""
+    previous = {c.id for c in graph.communities()}
+    current = hierarchical_communities(graph.edges(), max_cluster_size=max_cluster_size, seed=seed)
+    graph.replace_communities(current)
+    return current, sorted(previous - {c.id for c in current})
+
+
+def _region(
+    graph: GraphStore, touched: set[str], *, max_cluster_size: int, seed: int
+) -> tuple[dict[str, Community], list[Community], list[str]]:
+    """Re-cluster the region a change touched: (its previous communities, upserts, deletes).
+
+    The region: the previous top-level communities holding a touched entity or one of
+    their neighbours, with all their descendants; its nodes are theirs, the touched
+    entities and their neighbours (a new entity is always touched). Leiden runs over the
+    edges among them only; every other community stays as it is, unread.
+    """
+    if not touched:
+        return {}, [], []
+    near = graph.edges_of(sorted(touched))
+    around = touched | {n for a, b, _ in near for n in (a, b)}
+    tops = [c for c in graph.communities_holding(sorted(around)) if c.level == 0]
+    previous = {c.id: c for c in tops}
+    parents = [c.id for c in tops]
+    while parents:
+        children = graph.child_communities(parents)
+        previous.update((c.id, c) for c in children)
+        parents = [c.id for c in children]
+    nodes = around | {n for c in tops for n in c.members}
+    edges = {(a, b): w for a, b, w in near}
+    edges.update(((a, b), w) for a, b, w in graph.edges_of(sorted(nodes - touched)))
+    linked = {n for a, b in edges for n in (a, b)}
+    inside = [(a, b, w) for (a, b), w in sorted(edges.items()) if a in nodes and b in nodes]
+    current = update_hierarchy(
+        inside,
+        sorted(previous.values(), key=lambda c: (c.level, c.cluster)),
+        touched,
+        max_cluster_size=max_cluster_size,
+        seed=seed,
+        nodes=nodes & linked,
+        next_cluster=graph.hierarchy_stats()[1] + 1,
+    )
+    upserts = [c for c in current if previous.get(c.id) != c]
+    deletes = sorted(previous.keys() - {c.id for c in current})
+    return previous, upserts, deletes
+
+
+def _pending(graph: GraphStore) -> int:
+    return int(graph.graph_meta(DRIFT_PENDING_META) or 0)
+
+
+def _drift_base(graph: GraphStore) -> int:
+    """Nodes at the last measurement (0 when never measured: measure at the next change)."""
+    return int(graph.graph_meta(DRIFT_BASE_META) or 0)
+
+
+def _nodes(communities: Sequence[Community]) -> int:
+    return sum(len(c.members) for c in communities if c.level == 0)
+
+
+def _drift(
+    graph: GraphStore,
+    upserts: Sequence[Community],
+    deletes: Sequence[str],
+    *,
+    margin: float,
+    seed: int,
+) -> tuple[Drift | None, int]:
+    """Drift of the top level as the diff would leave it, and the graph's nodes.
+
+    Reads the whole graph: every edge and every top-level community.
+    """
+    top = {c.id: c for c in graph.communities(level=0)}
+    for cid in deletes:
+        top.pop(cid, None)
+    top.update((c.id, c) for c in upserts if c.level == 0)
+    drift = measure_drift(graph.edges(), list(top.values()), margin=margin, seed=seed)
+    return drift, _nodes(list(top.values()))
+
+
+def _largest(graph: GraphStore, stale_top: Sequence[Community]) -> int:
+    """Chunks of the largest top-level community: the stale ones counted, others' reports."""
+    counted = [len(community_chunks(graph, c)) for c in stale_top]
+    skip = {c.id for c in stale_top}
+    kept = next((n for cid, n in graph.largest_reports(0, len(skip) + 1) if cid not in skip), 0)
+    return max(1, kept, *counted)
 
 
 def report_job(graph: GraphStore, community_id: str, largest: int) -> ReportJob | None:
@@ -314,12 +428,12 @@ def plan_from_dict(data: Mapping[str, Any]) -> RefreshPlan:
     )
 
 
-def _with_ancestors(communities: Sequence[Community], ids: set[str]) -> set[str]:
-    parents = {c.id: c.parent for c in communities}
-    out: set[str] = set()
-    for start in ids:
-        current: str | None = start
-        while current is not None and current not in out:
-            out.add(current)
-            current = parents.get(current)
+def _with_ancestors(graph: GraphStore, found: Mapping[str, Community]) -> dict[str, Community]:
+    """These communities and all their ancestors, the missing ones read by id."""
+    out = dict(found)
+    wanted = {c.parent for c in found.values() if c.parent is not None} - out.keys()
+    while wanted:
+        parents = graph.communities_by_id(sorted(wanted))
+        out.update((c.id, c) for c in parents)
+        wanted = {c.parent for c in parents if c.parent is not None} - out.keys()
     return out

@@ -54,7 +54,14 @@ class GraphStore(Protocol):
         ...
 
     def extracted_chunks(self) -> set[str]:
-        """Chunk ids whose contributions are stored (extracted, possibly with nothing)."""
+        """Chunk ids whose contributions are stored (extracted, possibly with nothing).
+
+        Every one: O(corpus). :meth:`extracted_among` asks about a few.
+        """
+        ...
+
+    def extracted_among(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` whose contributions are stored; the cost is the ids asked."""
         ...
 
     def entity(self, name: str) -> Entity | None:
@@ -82,7 +89,7 @@ class GraphStore(Protocol):
         ...
 
     def edges(self) -> list[Edge]:
-        """Every relation as (source key, target key, weight), sorted."""
+        """Every relation as (source key, target key, weight), sorted (O(graph))."""
         ...
 
     def counts(self) -> dict[str, int]:
@@ -98,8 +105,58 @@ class GraphStore(Protocol):
         """
         ...
 
+    def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
+        """Change the stored hierarchy by a diff: store ``upserts``, drop ``deletes``.
+
+        The incremental refresh's write: the cost is that of the communities given (their
+        rows and member rows), not of the hierarchy. The reports of the deleted ids go in
+        the same transaction; the reports of upserted communities stay (their stale marks
+        say whether to rewrite them). An id in both lists is kept (upserted).
+        """
+        ...
+
+    def hierarchy_stats(self) -> tuple[int, int]:
+        """(number of communities, largest cluster number or -1 when there are none).
+
+        Read from counters the hierarchy writes keep (one indexed read), so a refresh
+        numbers new communities after every previous one and knows whether a hierarchy
+        exists without reading it.
+        """
+        ...
+
+    def communities_holding(self, keys: Sequence[str]) -> list[Community]:
+        """The communities, at every level, with one of these entity keys as a member.
+
+        Ordered as :meth:`communities`; read through an index of members by entity key,
+        so the cost is that of the communities found.
+        """
+        ...
+
+    def edges_of(self, keys: Sequence[str]) -> list[Edge]:
+        """Every relation with at least one end among ``keys``, as :meth:`edges` gives it.
+
+        Read through indexes on either end: the cost is the degree of those keys.
+        """
+        ...
+
+    def largest_reports(self, level: int, limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` stored reports of ``level`` citing the most chunks.
+
+        ``(community id, number of chunks)`` each, most first (ties in any order); read
+        from an index on (level, chunks), so the cost is ``limit`` rows.
+        """
+        ...
+
+    def graph_meta(self, name: str) -> str | None:
+        """A value the graph's upkeep keeps by name (None: never set); one indexed read."""
+        ...
+
+    def set_graph_meta(self, values: Mapping[str, str]) -> None:
+        """Store upkeep values by name (each over its previous value), in one write."""
+        ...
+
     def communities(self, level: int | None = None) -> list[Community]:
-        """Stored communities, optionally of one level."""
+        """Stored communities, optionally of one level (the whole hierarchy: O(graph))."""
         ...
 
     def communities_by_id(self, ids: Sequence[str]) -> list[Community]:

@@ -11,6 +11,7 @@ is the same on either engine whatever PostgreSQL's collation.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,6 +58,15 @@ CREATE TABLE IF NOT EXISTS communities (
     members TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS communities_by_parent ON communities(parent);
+CREATE TABLE IF NOT EXISTS community_members (
+    community_id TEXT NOT NULL, entity_key TEXT NOT NULL, PRIMARY KEY (community_id, entity_key)
+);
+CREATE INDEX IF NOT EXISTS community_members_by_key ON community_members(entity_key);
+CREATE TABLE IF NOT EXISTS report_sizes (
+    community_id TEXT PRIMARY KEY, level INTEGER NOT NULL, chunks INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS report_sizes_by_level ON report_sizes(level, chunks);
+CREATE TABLE IF NOT EXISTS graph_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _COLUMNS = {
     "entity_mentions": (
@@ -72,6 +82,8 @@ _COLUMNS = {
     "extracted_chunks": ("chunk_id", "document_id"),
     "communities": ("id", "level", "cluster", "parent", "members"),
     "community_reports": ("community_id", "level", "fingerprint", "report"),
+    "report_sizes": ("community_id", "level", "chunks"),
+    "graph_meta": ("name", "value"),
 }
 _KEYS = {
     "entity_mentions": ("entity_key", "chunk_id"),
@@ -79,6 +91,8 @@ _KEYS = {
     "extracted_chunks": ("chunk_id",),
     "community_reports": ("community_id",),
     "communities": ("id",),
+    "report_sizes": ("community_id",),
+    "graph_meta": ("name",),
 }
 
 
@@ -105,6 +119,37 @@ class LocalGraphStore(Tables):
             raise TypeError("LocalGraphStore needs a path or a Database")
         super().__init__(target, _SCHEMA)
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None
+        self._backfill()
+
+    def _backfill(self) -> None:
+        """Fill the member and report-size tables of a store written before they existed.
+
+        Two one-row reads on every open; the fill itself reads every community and report
+        once, on the first open after the upgrade.
+        """
+
+        def some(db: Conn, table: str) -> bool:
+            return db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+
+        with self._read() as db:
+            members = some(db, "communities") and not some(db, "community_members")
+            sizes = some(db, "community_reports") and not some(db, "report_sizes")
+        if not (members or sizes):
+            return
+        with self._write() as db:
+            if members:
+                rows = db.execute("SELECT id, members FROM communities").fetchall()
+                db.executemany(
+                    "INSERT INTO community_members(community_id, entity_key) VALUES (?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    [(str(cid), key) for cid, raw in rows for key in sorted(set(json.loads(raw)))],
+                )
+            if sizes:
+                reports = db.execute("SELECT report FROM community_reports").fetchall()
+                db.executemany(
+                    _upsert("report_sizes"),
+                    [_size_row(CommunityReport.from_json(str(r[0]))) for r in reports],
+                )
 
     def generation(self) -> tuple[int, int]:
         """Changes whenever the graph (or anything else in its database) was written.
@@ -148,8 +193,9 @@ class LocalGraphStore(Tables):
         if not todo:
             return
         with self._write() as db:
-            gone = _delete_chunks(db, [c.chunk_id for c in todo])
-            _touch(db, gone | {row[0] for row in ent_rows})
+            gone = set().union(*_delete_chunks(db, [c.chunk_id for c in todo]))
+            ends = {key for row in rel_rows for key in row[:2]}
+            _touch(db, gone | ends | {row[0] for row in ent_rows})
             db.executemany(_upsert("entity_mentions"), ent_rows)
             db.executemany(_upsert("relation_mentions"), rel_rows)
             db.executemany(_upsert("extracted_chunks"), [(c.chunk_id, c.document_id) for c in todo])
@@ -159,13 +205,21 @@ class LocalGraphStore(Tables):
         if not chunk_ids:
             return 0
         with self._write() as db:
-            before = _entity_count(db)
-            _touch(db, _delete_chunks(db, chunk_ids))
-            return before - _entity_count(db)
+            mentioned, ends = _delete_chunks(db, chunk_ids)
+            _touch(db, mentioned | ends)
+            select = "SELECT DISTINCT entity_key FROM entity_mentions"
+            still = {str(r[0]) for r in _rows_of(db, select, sorted(mentioned), "entity_key")}
+            return len(mentioned - still)
 
     def extracted_chunks(self) -> set[str]:
         """Chunk ids already extracted."""
         return self._column("SELECT chunk_id FROM extracted_chunks")
+
+    def extracted_among(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of these chunk ids already extracted (read by the primary key)."""
+        select = "SELECT chunk_id FROM extracted_chunks"
+        with self._read() as db:
+            return {str(r[0]) for r in _rows_of(db, select, sorted(set(chunk_ids)), "chunk_id")}
 
     def entity(self, name: str) -> Entity | None:
         """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
@@ -216,13 +270,16 @@ class LocalGraphStore(Tables):
         wanted = sorted(set(keys))
         if not wanted:
             return []
-        marks = ",".join("?" * len(wanted))
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT source_key, target_key, weight, description, chunk_id "
-                f"FROM relation_mentions WHERE source_key IN ({marks}) AND target_key IN ({marks})",
-                [*wanted, *wanted],
-            ).fetchall()
+        inside = set(wanted)
+        select = (
+            "SELECT source_key, target_key, weight, description, chunk_id FROM relation_mentions"
+        )
+        with self._read() as db:  # by source only: the keys' degrees, not len(keys) squared
+            found = _rows_of(db, select, wanted, "source_key")
+        rows = sorted(
+            (r for r in found if str(r[1]) in inside),
+            key=lambda r: (str(r[0]), str(r[1]), str(r[4])),
+        )
         merged: dict[tuple[str, str], tuple[float, str, list[str]]] = {}
         for a, b, w, d, c in rows:
             pair = (str(a), str(b))
@@ -295,23 +352,89 @@ class LocalGraphStore(Tables):
         return dict(counts)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
-        """Store a new hierarchy and drop the reports of communities not in it, atomically."""
-        rows = {
-            c.id: (c.id, c.level, c.cluster, c.parent, json.dumps(c.members)) for c in communities
-        }
-        with self._write() as db:  # writes only what differs: a small change, a few rows
+        """Store a new hierarchy and drop the reports of communities not in it, atomically.
+
+        Reads every stored community (a rebuild's cost); writes only the rows that differ.
+        """
+        rows = {c.id: _community_row(c) for c in communities}
+        with self._write() as db:
             stored = {
                 str(row[0]): tuple(row)
                 for row in db.execute("SELECT id, level, cluster, parent, members FROM communities")
             }
-            gone = [(cid,) for cid in sorted(stored.keys() - rows.keys())]
-            db.executemany("DELETE FROM communities WHERE id = ?", gone)
-            changed = [row for cid, row in sorted(rows.items()) if stored.get(cid) != row]
-            db.executemany(_upsert("communities"), changed)
-            db.execute(
-                "DELETE FROM community_reports "
-                "WHERE community_id NOT IN (SELECT id FROM communities)"
-            )
+            gone = sorted(stored.keys() - rows.keys())
+            changed = [c for c in communities if stored.get(c.id) != rows[c.id]]
+            _write_communities(db, changed, gone)
+            for table in ("community_reports", "report_sizes"):
+                db.execute(
+                    f"DELETE FROM {table} WHERE community_id NOT IN (SELECT id FROM communities)"
+                )
+            top = max((c.cluster for c in communities), default=-1)
+            _set_meta(db, {_COUNT_META: str(len(rows)), _MAX_CLUSTER_META: str(top)})
+
+    def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
+        """Store these communities and drop those ids (and their reports), atomically."""
+        required_ids([c.id for c in upserts], "a community id")
+        gone = sorted(set(deletes) - {c.id for c in upserts})
+        with self._write() as db:
+            count, top = _hierarchy_stats(db)
+            asked = sorted({c.id for c in upserts} | set(gone))
+            existing = {str(r[0]) for r in _rows_of(db, "SELECT id FROM communities", asked)}
+            added = len({c.id for c in upserts} - existing)
+            removed = len(existing.intersection(gone))
+            _write_communities(db, upserts, gone)
+            top = max([top, *(c.cluster for c in upserts)])
+            _set_meta(db, {_COUNT_META: str(count + added - removed), _MAX_CLUSTER_META: str(top)})
+
+    def hierarchy_stats(self) -> tuple[int, int]:
+        """(communities stored, largest cluster number or -1), from two stored counters."""
+        with self._read() as db:
+            return _hierarchy_stats(db)
+
+    def communities_holding(self, keys: Sequence[str]) -> list[Community]:
+        """The communities (every level) with one of these keys among their members."""
+        select = "SELECT DISTINCT community_id FROM community_members"
+        with self._read() as db:
+            ids = {str(r[0]) for r in _rows_of(db, select, sorted(set(keys)), "entity_key")}
+        return self.communities_by_id(sorted(ids))
+
+    def edges_of(self, keys: Sequence[str]) -> list[Edge]:
+        """The relations with an end among ``keys``, as weighted edges, sorted."""
+        wanted = sorted(set(keys))
+        select = "SELECT source_key, target_key, chunk_id, weight FROM relation_mentions"
+        with self._read() as db:
+            rows = {
+                (str(a), str(b), str(c)): float(w)
+                for column in ("source_key", "target_key")
+                for a, b, c, w in _rows_of(db, select, wanted, column)
+            }
+        weights: dict[tuple[str, str], list[float]] = {}
+        for (a, b, _), weight in sorted(rows.items()):
+            weights.setdefault((a, b), []).append(weight)
+        return [(a, b, math.fsum(w)) for (a, b), w in sorted(weights.items())]
+
+    def largest_reports(self, level: int, limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` reports of ``level`` citing the most chunks: (id, chunks) each."""
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT community_id, chunks FROM report_sizes WHERE level = ? "
+                "ORDER BY chunks DESC LIMIT ?",
+                (level, max(0, int(limit))),
+            ).fetchall()
+        return [(str(cid), int(chunks)) for cid, chunks in rows]
+
+    def graph_meta(self, name: str) -> str | None:
+        """A value the graph's upkeep keeps (see :meth:`GraphStore.graph_meta`)."""
+        with self._read() as db:
+            row = db.execute("SELECT value FROM graph_meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_graph_meta(self, values: Mapping[str, str]) -> None:
+        """Store upkeep values, in one transaction."""
+        required_ids(list(values), "a meta name")
+        if values:
+            with self._write() as db:
+                _set_meta(db, values)
 
     def communities(self, level: int | None = None) -> list[Community]:
         """Stored communities ordered by level and cluster."""
@@ -337,7 +460,13 @@ class LocalGraphStore(Tables):
     def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
         """Store the reports of the current hierarchy, replacing all others."""
         rows = [(r.community_id, r.level, r.fingerprint, r.to_json()) for r in reports]
-        self._replace_all("community_reports", rows)
+        with self._write() as db:
+            for table, values in (
+                ("community_reports", rows),
+                ("report_sizes", [_size_row(r) for r in reports]),
+            ):
+                db.execute(f"DELETE FROM {table}")
+                db.executemany(_insert(table), values)
 
     def put_reports(
         self,
@@ -368,12 +497,15 @@ class LocalGraphStore(Tables):
                 row = (r.community_id, r.level, r.fingerprint, r.to_json())
                 if expected is None:
                     db.execute(_upsert("community_reports"), row)
+                    db.execute(_upsert("report_sizes"), _size_row(r))
                 elif not db.execute(
                     "UPDATE community_reports SET level = ?, fingerprint = ?, report = ? "
                     "WHERE community_id = ? AND report = ?",
                     (*row[1:], r.community_id, raw[r.community_id]),
                 ).rowcount:
                     continue  # changed since read, by a transaction that committed first
+                else:
+                    db.execute(_upsert("report_sizes"), _size_row(r))
                 stored.add(r.community_id)
         return stored
 
@@ -432,11 +564,6 @@ class LocalGraphStore(Tables):
                 f"DELETE FROM {table} WHERE {column} = ?", [(k,) for k in sorted(set(keys))]
             )
 
-    def _replace_all(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        with self._write() as db:
-            db.execute(f"DELETE FROM {table}")
-            db.executemany(_insert(table), rows)
-
     def _by_level(self, select: str, level: int | None, then: str | None) -> list[tuple[Any, ...]]:
         where, args = (" WHERE level = ?", (level,)) if level is not None else ("", ())
         order = f" ORDER BY level, {then}" if then else ""
@@ -463,6 +590,61 @@ def _community(row: Sequence[Any]) -> Community:
     )
 
 
+_COUNT_META = "communities"
+_MAX_CLUSTER_META = "max_cluster"
+
+
+def _community_row(c: Community) -> tuple[Any, ...]:
+    return (c.id, c.level, c.cluster, c.parent, json.dumps(c.members))
+
+
+def _size_row(report: CommunityReport) -> tuple[str, int, int]:
+    return (report.community_id, report.level, len(report.chunk_ids))
+
+
+def _set_meta(db: Conn, values: Mapping[str, str]) -> None:
+    db.executemany(_upsert("graph_meta"), sorted(values.items()))
+
+
+def _hierarchy_stats(db: Conn) -> tuple[int, int]:
+    """(communities, max cluster) from the counters; counted once on a store without them."""
+    marks = ",".join("?" * 2)
+    found = dict(
+        db.execute(
+            f"SELECT name, value FROM graph_meta WHERE name IN ({marks})",
+            (_COUNT_META, _MAX_CLUSTER_META),
+        ).fetchall()
+    )
+    if len(found) == 2:
+        return int(found[_COUNT_META]), int(found[_MAX_CLUSTER_META])
+    count, top = db.execute("SELECT COUNT(*), MAX(cluster) FROM communities").fetchone()
+    return int(count), -1 if top is None else int(top)
+
+
+def _write_communities(db: Conn, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
+    """Upsert these communities and their member rows; delete those ids and their reports."""
+    gone = [(cid,) for cid in sorted(set(deletes))]
+    for table, column in _BY_COMMUNITY:
+        db.executemany(f"DELETE FROM {table} WHERE {column} = ?", gone)
+    ordered = sorted(upserts, key=lambda c: c.id)
+    db.executemany(
+        "DELETE FROM community_members WHERE community_id = ?", [(c.id,) for c in ordered]
+    )
+    db.executemany(_upsert("communities"), [_community_row(c) for c in ordered])
+    db.executemany(
+        "INSERT INTO community_members(community_id, entity_key) VALUES (?, ?)",
+        [(c.id, key) for c in ordered for key in sorted(set(c.members))],
+    )
+
+
+_BY_COMMUNITY = (
+    ("communities", "id"),
+    ("community_members", "community_id"),
+    ("community_reports", "community_id"),
+    ("report_sizes", "community_id"),
+)
+
+
 def _touch(db: Conn, keys: set[str]) -> None:
     """Mark entities touched, in key order (concurrent writers then never deadlock)."""
     db.executemany(
@@ -471,21 +653,27 @@ def _touch(db: Conn, keys: set[str]) -> None:
     )
 
 
-def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> set[str]:
-    """Drop the chunks' rows; return the keys of the entities they mentioned."""
+def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Drop the chunks' rows; return the keys they mentioned, and their relations' ends."""
     mentioned: set[str] = set()
+    related: set[str] = set()
     for start in range(0, len(chunk_ids), 500):
         batch = list(chunk_ids[start : start + 500])
         marks = ",".join("?" * len(batch))
         gone = db.execute(
-            f"SELECT DISTINCT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
+            f"SELECT entity_key FROM entity_mentions WHERE chunk_id IN ({marks})",
+            batch,
+        ).fetchall()
+        ends = db.execute(
+            f"SELECT source_key, target_key FROM relation_mentions WHERE chunk_id IN ({marks})",
             batch,
         ).fetchall()
         mentioned.update(str(r[0]) for r in gone)
+        related.update(str(key) for row in ends for key in row)
     rows = [(c,) for c in sorted(set(chunk_ids))]
     for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
         db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
-    return mentioned
+    return mentioned, related
 
 
 def _rows_of(db: Conn, select: str, values: Sequence[str], column: str = "id") -> list[Any]:

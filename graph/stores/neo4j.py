@@ -116,7 +116,17 @@ def _report_row(report: CommunityReport) -> dict[str, Any]:
         "level": report.level,
         "fingerprint": report.fingerprint,
         "json": report.to_json(),
+        "chunks": len(report.chunk_ids),
     }
+
+
+_COUNT_META = "communities"
+_MAX_CLUSTER_META = "max_cluster"
+_SIZES_META = "report_sizes"
+
+
+def _member_rows(communities: Sequence[Community]) -> Rows:
+    return [{"community": c.id, "key": k} for c in communities for k in sorted(set(c.members))]
 
 
 class Neo4jGraphStore:
@@ -151,6 +161,7 @@ class Neo4jGraphStore:
                     self._driver.execute_query(
                         statement, database_=database, bookmark_manager_=self._bookmarks
                     )
+            self._backfill()
         except BaseException:
             self._driver.close()
             raise
@@ -254,11 +265,12 @@ class Neo4jGraphStore:
         rels = [{**row, "chunk_id": c.chunk_id} for c in todo for row in relation_rows(c.relations)]
 
         def work(tx: neo4j.ManagedTransaction) -> None:
-            mentioned, affected = self._detach(tx, [c.chunk_id for c in todo])
+            _, affected = self._detach(tx, [c.chunk_id for c in todo])
             self._run_batched(tx, q.MERGE_CHUNKS, "chunks", heads)
             self._run_batched(tx, q.CREATE_MENTIONS, "rows", ents)
             self._run_batched(tx, q.CREATE_RELATIONS, "rows", rels)
-            self._touch_and_tidy(tx, mentioned | {row["key"] for row in ents}, affected)
+            ends = {row[end] for row in rels for end in ("source", "target")}
+            self._touch_and_tidy(tx, affected | ends | {row["key"] for row in ents}, affected)
 
         self._write(work)
 
@@ -270,10 +282,15 @@ class Neo4jGraphStore:
             mentioned, affected = self._detach(tx, ids)
             self._run_batched(tx, q.DELETE_CHUNKS, "chunk_ids", ids)
             gone = self._run_batched(tx, q.COUNT_UNMENTIONED, "keys", sorted(mentioned))
-            self._touch_and_tidy(tx, mentioned, affected)
+            self._touch_and_tidy(tx, affected, affected)
             return sum(int(r["gone"]) for r in gone)
 
         return self._write(work) if ids else 0
+
+    def extracted_among(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of these chunk ids already extracted (read by the chunk constraint)."""
+        rows = self._select(q.STORED_CHUNKS, "chunk_ids", sorted(set(chunk_ids)))
+        return {str(r["id"]) for r in rows}
 
     def extracted_chunks(self) -> set[str]:
         """Chunk ids already extracted."""
@@ -365,12 +382,105 @@ class Neo4jGraphStore:
         """
         rows = [asdict(c) for c in communities]  # the driver sends tuples as lists
         ids = {c.id for c in communities}
+        top = max((c.cluster for c in communities), default=-1)
 
         def work(tx: neo4j.ManagedTransaction) -> None:
             _data(tx, q.DELETE_COMMUNITIES, self._params())
+            _data(tx, q.DELETE_ALL_MEMBERS, self._params())
             self._run_batched(tx, q.CREATE_COMMUNITIES, "rows", rows)
+            self._run_batched(tx, q.CREATE_MEMBERS, "rows", _member_rows(communities))
             reported = {str(r["id"]) for r in _data(tx, q.REPORT_IDS, self._params())}
             self._run_batched(tx, q.DELETE_REPORTS_OF, "ids", sorted(reported - ids))
+            self._set_meta(tx, {_COUNT_META: str(len(ids)), _MAX_CLUSTER_META: str(top)})
+
+        self._write(work)
+
+    def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
+        """Store these communities and drop those ids (and their reports), atomically."""
+        required_ids([c.id for c in upserts], "a community id")
+        ordered = sorted(upserts, key=lambda c: c.id)
+        gone = sorted(set(deletes) - {c.id for c in ordered})
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            count, top = self._hierarchy_stats(tx)
+            asked = sorted({c.id for c in ordered} | set(gone))
+            existing = {
+                str(r["id"]) for r in self._run_batched(tx, q.CURRENT_COMMUNITIES, "ids", asked)
+            }
+            self._run_batched(tx, q.DELETE_COMMUNITIES_BY_ID, "ids", gone)
+            self._run_batched(tx, q.DELETE_REPORTS_OF, "ids", gone)
+            self._run_batched(tx, q.DELETE_MEMBERS_OF, "ids", asked)
+            self._run_batched(tx, q.UPSERT_COMMUNITIES, "rows", [asdict(c) for c in ordered])
+            self._run_batched(tx, q.CREATE_MEMBERS, "rows", _member_rows(ordered))
+            count += len({c.id for c in ordered} - existing) - len(existing.intersection(gone))
+            top = max([top, *(c.cluster for c in ordered)])
+            self._set_meta(tx, {_COUNT_META: str(count), _MAX_CLUSTER_META: str(top)})
+
+        self._write(work)
+
+    def hierarchy_stats(self) -> tuple[int, int]:
+        """(communities stored, largest cluster number or -1), from two stored counters."""
+        return self._read(self._hierarchy_stats)
+
+    def _hierarchy_stats(self, tx: neo4j.ManagedTransaction) -> tuple[int, int]:
+        found = self._meta(tx, [_COUNT_META, _MAX_CLUSTER_META])
+        if len(found) == 2:
+            return int(found[_COUNT_META]), int(found[_MAX_CLUSTER_META])
+        row = _data(tx, q.HIERARCHY_COUNTED, self._params())[0]
+        return int(row["n"]), -1 if row["top"] is None else int(row["top"])
+
+    def communities_holding(self, keys: Sequence[str]) -> list[Community]:
+        """The communities (every level) with one of these keys among their members."""
+        rows = self._select(q.COMMUNITIES_HOLDING, "keys", sorted(set(keys)))
+        return self.communities_by_id(sorted({str(r["id"]) for r in rows}))
+
+    def edges_of(self, keys: Sequence[str]) -> list[Edge]:
+        """The relations with an end among ``keys``, as weighted edges, sorted."""
+        wanted = sorted(set(keys))
+
+        def work(tx: neo4j.ManagedTransaction) -> Rows:
+            out = self._run_batched(tx, q.RELATIONS_FROM, "keys", wanted)
+            return out + self._run_batched(tx, q.RELATIONS_TO, "keys", wanted)
+
+        unique = {row[:3]: row for row in (relation_row(r) for r in self._read(work))}
+        relations = merge_relations(unique.values())
+        return [(r.source, r.target, r.weight) for r in relations]
+
+    def largest_reports(self, level: int, limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` reports of ``level`` citing the most chunks: (id, chunks) each."""
+        rows = self._select(q.LARGEST_REPORTS, level=level, limit=max(0, int(limit)))
+        return [(str(r["id"]), int(r["chunks"])) for r in rows]
+
+    def graph_meta(self, name: str) -> str | None:
+        """A value the graph's upkeep keeps (see :meth:`GraphStore.graph_meta`)."""
+        return self._read(lambda tx: self._meta(tx, [name])).get(name)
+
+    def set_graph_meta(self, values: Mapping[str, str]) -> None:
+        """Store upkeep values, in one transaction."""
+        required_ids(list(values), "a meta name")
+        if values:
+            self._write(lambda tx: self._set_meta(tx, values))
+
+    def _meta(self, tx: neo4j.ManagedTransaction, names: Sequence[str]) -> dict[str, str]:
+        rows = _data(tx, q.META, self._params(names=list(names)))
+        return {str(r["name"]): str(r["value"]) for r in rows}
+
+    def _set_meta(self, tx: neo4j.ManagedTransaction, values: Mapping[str, str]) -> None:
+        rows = [{"name": k, "value": v} for k, v in sorted(values.items())]
+        _data(tx, q.SET_META, self._params(rows=rows))
+
+    def _backfill(self) -> None:
+        """Member nodes and report sizes for a namespace written before they existed (once)."""
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            if self._meta(tx, [_SIZES_META]):
+                return
+            communities = _communities(_data(tx, q.COMMUNITIES, self._params(level=None)))
+            _data(tx, q.DELETE_ALL_MEMBERS, self._params())
+            self._run_batched(tx, q.CREATE_MEMBERS, "rows", _member_rows(communities))
+            reports = _reports(_data(tx, q.REPORTS, self._params(level=None)))
+            self._run_batched(tx, q.PUT_REPORTS, "rows", [_report_row(r) for r in reports])
+            self._set_meta(tx, {_SIZES_META: "1"})
 
         self._write(work)
 

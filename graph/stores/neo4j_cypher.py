@@ -15,6 +15,11 @@ has refused a null or empty one (:func:`graph.stores.merging.checked_chunks`,
     (:LoreCommunity {ns, id, level, cluster, parent, members})
     (:LoreReport {ns, community_id, level, fingerprint, json})
     (:LoreTouched {ns, key})   (:LoreStale {ns, id})
+    (:LoreMember {ns, community, key})   (:LoreMeta {ns, name, value})
+
+A ``LoreMember`` per (community, member key) finds the communities holding an entity
+through an index (``members`` is a list property, which no index serves); ``LoreMeta``
+holds the upkeep's counters (communities, largest cluster number, drift bookkeeping).
 
 One ``MENTIONS`` per (chunk, entity key) and one ``RELATED`` per (source, target, chunk),
 stored from the smaller key to the larger: removing a chunk deletes exactly its own
@@ -42,6 +47,11 @@ SCHEMA: Final = (
     "FOR (s:LoreStale) REQUIRE (s.ns, s.id) IS UNIQUE",
     "CREATE INDEX lore_related_chunk IF NOT EXISTS FOR ()-[r:RELATED]-() ON (r.ns, r.chunk_id)",
     "CREATE INDEX lore_community_parent IF NOT EXISTS FOR (c:LoreCommunity) ON (c.ns, c.parent)",
+    "CREATE INDEX lore_member_key IF NOT EXISTS FOR (m:LoreMember) ON (m.ns, m.key)",
+    "CREATE INDEX lore_member_community IF NOT EXISTS FOR (m:LoreMember) ON (m.ns, m.community)",
+    "CREATE INDEX lore_report_chunks IF NOT EXISTS FOR (r:LoreReport) ON (r.ns, r.level, r.chunks)",
+    "CREATE CONSTRAINT lore_meta_name IF NOT EXISTS "
+    "FOR (m:LoreMeta) REQUIRE (m.ns, m.name) IS UNIQUE",
 )
 
 # -- writes: a chunk's contributions ----------------------------------------------------
@@ -224,7 +234,8 @@ DELETE_REPORTS: Final = "MATCH (r:LoreReport {ns: $ns}) DETACH DELETE r"
 CREATE_REPORTS: Final = """
 UNWIND $rows AS row
 CREATE (r:LoreReport {ns: $ns, community_id: row.community_id})
-SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json
+SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json,
+    r.chunks = row.chunks
 """
 
 REPORTS: Final = """
@@ -264,7 +275,81 @@ RETURN r.community_id AS community_id, r.json AS json
 PUT_REPORTS: Final = """
 UNWIND $rows AS row
 MERGE (r:LoreReport {ns: $ns, community_id: row.community_id})
-SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json
+SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json,
+    r.chunks = row.chunks
+"""
+
+# -- the hierarchy by diff, members by key, counters ---------------------------------------
+
+UPSERT_COMMUNITIES: Final = """
+UNWIND $rows AS row
+MERGE (c:LoreCommunity {ns: $ns, id: row.id})
+SET c.level = row.level, c.cluster = row.cluster, c.parent = row.parent,
+    c.members = row.members
+"""
+
+DELETE_COMMUNITIES_BY_ID: Final = """
+UNWIND $ids AS community_id
+MATCH (c:LoreCommunity {ns: $ns, id: community_id})
+DETACH DELETE c
+"""
+
+DELETE_MEMBERS_OF: Final = """
+UNWIND $ids AS community_id
+MATCH (m:LoreMember {ns: $ns, community: community_id})
+DELETE m
+"""
+
+DELETE_ALL_MEMBERS: Final = "MATCH (m:LoreMember {ns: $ns}) DELETE m"
+
+CREATE_MEMBERS: Final = """
+UNWIND $rows AS row
+CREATE (:LoreMember {ns: $ns, community: row.community, key: row.key})
+"""
+
+COMMUNITIES_HOLDING: Final = """
+UNWIND $keys AS key
+MATCH (m:LoreMember {ns: $ns, key: key})
+RETURN DISTINCT m.community AS id
+"""
+
+RELATIONS_FROM: Final = """
+UNWIND $keys AS key
+MATCH (a:LoreEntity {ns: $ns, key: key})-[r:RELATED]->(b:LoreEntity)
+RETURN a.key AS source, b.key AS target, r.chunk_id AS chunk_id,
+       r.weight AS weight, r.description AS description
+"""
+
+RELATIONS_TO: Final = """
+UNWIND $keys AS key
+MATCH (a:LoreEntity)-[r:RELATED]->(b:LoreEntity {ns: $ns, key: key})
+RETURN a.key AS source, b.key AS target, r.chunk_id AS chunk_id,
+       r.weight AS weight, r.description AS description
+"""
+
+LARGEST_REPORTS: Final = """
+MATCH (r:LoreReport {ns: $ns, level: $level})
+WHERE r.chunks IS NOT NULL
+RETURN r.community_id AS id, r.chunks AS chunks
+ORDER BY r.chunks DESC
+LIMIT $limit
+"""
+
+HIERARCHY_COUNTED: Final = """
+MATCH (c:LoreCommunity {ns: $ns})
+RETURN count(c) AS n, max(c.cluster) AS top
+"""
+
+META: Final = """
+UNWIND $names AS name
+MATCH (m:LoreMeta {ns: $ns, name: name})
+RETURN m.name AS name, m.value AS value
+"""
+
+SET_META: Final = """
+UNWIND $rows AS row
+MERGE (m:LoreMeta {ns: $ns, name: row.name})
+SET m.value = row.value
 """
 
 # -- staleness marks -----------------------------------------------------------------------
@@ -301,4 +386,6 @@ DROP_BATCH: Final = (
     "MATCH (n:LoreTouched {ns: $ns}) WITH n LIMIT $batch "
     "DETACH DELETE n RETURN count(*) AS deleted",
     "MATCH (n:LoreStale {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreMember {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "MATCH (n:LoreMeta {ns: $ns}) WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
 )

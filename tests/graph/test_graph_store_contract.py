@@ -256,7 +256,10 @@ def test_a_relation_may_end_at_a_name_no_chunk_mentions(store: GraphStore) -> No
     assert store.entity_keys() == {"a-svc"} and store.entity("ghost") is None
     assert store.edges() == [("a-svc", "ghost", 1.0)]
     assert store.neighbours("a-svc") == []  # the other end is not an entity
+    assert store.touched_entities() == {"a-svc", "ghost"}  # it gained a relation
+    store.clear_touched(["a-svc", "ghost"])
     assert store.remove_chunks(["c1"]) == 1
+    assert store.touched_entities() == {"a-svc", "ghost"}  # and lost it
     assert store.edges() == [] and store.counts()["entities"] == 0
 
 
@@ -485,3 +488,72 @@ def test_a_compare_and_set_never_overwrites_a_concurrent_write(backend: Backend)
         assert (outcome, rival.refused, store.reports()) == ([{"0-0"}], True, [rewrite])
     else:
         assert (outcome, rival.refused, store.reports()) == ([set()], False, [refreshed])
+
+
+def test_updating_the_hierarchy_by_a_diff_keeps_the_rest_and_its_counters(
+    store: GraphStore,
+) -> None:
+    assert store.hierarchy_stats() == (0, -1)
+    hierarchy = _hierarchy()
+    store.replace_communities(hierarchy)
+    assert store.hierarchy_stats() == (4, 2)
+    store.replace_reports([_report(c.id, c.level) for c in hierarchy])
+    moved = replace(hierarchy[2], members=("b", "d"))
+    added = Community("1-7", 1, 7, "0-0", ("e",))
+    store.update_communities([moved, added], ["1-2", "1-9"])  # 1-9: no such community
+    assert store.communities() == [hierarchy[0], hierarchy[1], moved, added]
+    assert [r.community_id for r in store.reports()] == ["0-0", "1-0", "1-1"]
+    assert store.hierarchy_stats() == (4, 7)
+    assert store.counts()["communities"] == 4
+    store.update_communities([], [])
+    assert store.hierarchy_stats() == (4, 7)
+
+
+def test_communities_holding_keys_and_edges_of_keys(store: GraphStore) -> None:
+    hierarchy = _hierarchy()
+    store.replace_communities(hierarchy)
+    assert [c.id for c in store.communities_holding(["c"])] == ["0-0", "1-2"]
+    assert [c.id for c in store.communities_holding(["a", "b", "zz"])] == ["0-0", "1-0", "1-1"]
+    assert store.communities_holding([]) == []
+    store.update_communities([replace(hierarchy[3], members=("d",))], [])
+    assert [c.id for c in store.communities_holding(["c"])] == ["0-0"]
+    assert [c.id for c in store.communities_holding(["d"])] == ["1-2"]
+    store.put_chunk("c1", "d1", [mention("a"), mention("b")], [rel("a", "b"), rel("c", "a")])
+    store.put_chunk("c2", "d2", [mention("a"), mention("x")], [rel("b", "a", 2.0), rel("x", "y")])
+    assert store.edges_of(["a"]) == [("a", "b", 3.0), ("a", "c", 1.0)]
+    assert store.edges_of(["y", "c"]) == [("a", "c", 1.0), ("x", "y", 1.0)]
+    assert store.edges_of(["a", "b", "x"]) == store.edges()
+    assert store.edges_of([]) == []
+
+
+def test_largest_reports_and_graph_meta(store: GraphStore) -> None:
+    store.replace_communities(
+        [Community(f"0-{i}", 0, i, None, (f"k{i}",)) for i in range(4)]
+        + [Community("1-9", 1, 9, "0-0", ("k0",))]
+    )
+    sizes = {"0-0": 3, "0-1": 5, "0-2": 1, "0-3": 4, "1-9": 9}
+    reports = [
+        replace(_report(cid, int(cid[0])), chunk_ids=tuple(f"c{n}" for n in range(size)))
+        for cid, size in sizes.items()
+    ]
+    store.replace_reports(reports[:2])
+    store.put_reports(reports[2:])
+    assert store.largest_reports(0, 2) == [("0-1", 5), ("0-3", 4)]
+    assert store.largest_reports(1, 5) == [("1-9", 9)]
+    store.put_reports([replace(reports[2], chunk_ids=("c1",) * 7)])
+    assert store.largest_reports(0, 1) == [("0-2", 7)]
+    store.update_communities([], ["0-2"])
+    assert store.largest_reports(0, 1) == [("0-1", 5)]
+    assert store.graph_meta("drift_base") is None
+    store.set_graph_meta({"drift_base": "40", "drift_pending": "3"})
+    store.set_graph_meta({"drift_pending": "4"})
+    assert (store.graph_meta("drift_base"), store.graph_meta("drift_pending")) == ("40", "4")
+
+
+def test_extracted_among_asks_about_those_chunks_only(store: GraphStore) -> None:
+    store.put_chunk("c1", "d1", [mention("a")], [])
+    store.put_chunk("c2", "d2", [], [])  # extracted, with nothing
+    assert store.extracted_among(["c2", "c9", "c1", "c1"]) == {"c1", "c2"}
+    assert store.extracted_among([]) == set()
+    assert store.remove_chunks(["c1", "c2"]) == 1
+    assert store.extracted_among(["c1", "c2"]) == set()

@@ -72,6 +72,8 @@ MERGE_GUARDS = {
     "TOUCH": "keys of checked mentions, or keys already stored",
     "MARK_STALE": "required_ids: community ids",
     "PUT_REPORTS": "checked_reports: community ids",
+    "UPSERT_COMMUNITIES": "required_ids: community ids",
+    "SET_META": "required_ids: meta names",
 }
 
 

@@ -219,3 +219,46 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
     assert set(canary.chunk_ids) <= set(report.chunk_ids)
     assert not graph.stale_communities() and not graph.touched_entities()
     jobs.close()
+
+
+def test_a_refresh_reclusters_only_the_region_it_touched_and_drops_a_lost_relation_end(
+    tmp_path: Path,
+) -> None:
+    graph = open_graph_store("local", path=tmp_path / "g.sqlite3")
+    graph.put_chunks(_group_chunks(4, 30, 80))
+    graph.put_chunk(
+        "ghostly",
+        "d-ghost",
+        [EntityMention("g0-1", "thing", "g0-1 again.", 1)],
+        [RelationMention("g0-1", "ghost", 1.0, "g0-1 calls a name nobody mentions.")],
+    )
+    summarizer = Summarizer(ExtractiveWriter(), _texts)
+    run_plan(graph, summarizer, plan_refresh(graph, max_cluster_size=10))
+    assert any("ghost" in c.members for c in graph.communities())
+    outside = {
+        c.id: c for c in graph.communities() if not any(m.startswith("g0-") for m in c.members)
+    }
+    reports = {r.community_id: r for r in graph.reports_by_id(sorted(outside))}
+    top = graph.hierarchy_stats()[1]
+
+    graph.remove_chunks(["ghostly"])  # "ghost" loses its only relation: touched, it goes
+    graph.put_chunk("edit", "d-edit", [EntityMention("g0-2", "thing", "g0-2 edited.", 1)], [])
+    graph.put_chunk(
+        "new",
+        "d-new",
+        [EntityMention("g0-3", "thing", "x", 1), EntityMention("newcomer", "thing", "y", 1)],
+        [RelationMention("g0-3", "newcomer", 3.0, "g0-3 hands over to newcomer.")],
+    )
+    plan = plan_refresh(graph, max_cluster_size=10)
+    run_plan(graph, summarizer, plan)
+
+    after = graph.communities()
+    assert not any("ghost" in c.members for c in after)
+    assert any("newcomer" in c.members for c in after)
+    assert {c.id: c for c in after if c.id in outside} == outside  # unread, unchanged
+    assert {r.community_id: r for r in graph.reports_by_id(sorted(outside))} == reports
+    new = [c for c in after if c.cluster > top]
+    assert all(c.id == f"{c.level}-{c.cluster}" for c in new)  # numbering continues
+    assert graph.hierarchy_stats() == (len(after), max(c.cluster for c in after))
+    assert not graph.stale_communities() and not graph.touched_entities()
+    graph.close()
