@@ -68,7 +68,7 @@ def build(
     if dry_run:
         with runtime_context(ctx) as runtime:
             estimate = runtime.estimate_build(
-                retry_quarantined=retry_quarantined, reextract=reextract
+                retry_quarantined=retry_quarantined, reextract=reextract, rebuild=rebuild
             )
         print_estimate(estimate, as_json)
         return

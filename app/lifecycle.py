@@ -147,7 +147,11 @@ def forget_gone(runtime: Runtime) -> CascadeReport:
 
 
 def estimate_build(
-    runtime: Runtime, *, retry_quarantined: bool = False, reextract: bool = False
+    runtime: Runtime,
+    *,
+    retry_quarantined: bool = False,
+    reextract: bool = False,
+    rebuild: bool = False,
 ) -> BuildEstimate:
     """What a graph build would send to the LLM (nothing is written or called)."""
     settings = runtime.settings
@@ -176,6 +180,7 @@ def estimate_build(
         seed=cfg.seed,
         prices=(llm.price_prompt_per_million, llm.price_completion_per_million),
         budget_tokens=llm.budget_tokens_per_run,
+        rebuild=rebuild,
     )
     recorded = runtime.store.get_meta(EXTRACTOR_META)
     if not redo and recorded and recorded != extractor.version and done:

@@ -355,13 +355,13 @@ class Runtime:
         return report, refreshed.communities
 
     def estimate_build(
-        self, *, retry_quarantined: bool = False, reextract: bool = False
+        self, *, retry_quarantined: bool = False, reextract: bool = False, rebuild: bool = False
     ) -> BuildEstimate:
         """What :meth:`build_graph` would send to the LLM (``app.lifecycle``)."""
         from app import lifecycle
 
         return lifecycle.estimate_build(
-            self, retry_quarantined=retry_quarantined, reextract=reextract
+            self, retry_quarantined=retry_quarantined, reextract=reextract, rebuild=rebuild
         )
 
     def close(self) -> None:

@@ -428,6 +428,48 @@ def plan_from_dict(data: Mapping[str, Any]) -> RefreshPlan:
     )
 
 
+def preview_refresh(
+    graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 42, rebuild: bool = False
+) -> list[Community]:
+    """The communities a refresh would summarise, as it would leave them; nothing written.
+
+    What ``graph build --dry-run`` prices: the same planning as :func:`plan_refresh`
+    (the region the touched entities reach, re-clustered; the communities whose members
+    changed or that have no report; those marked stale; their ancestors), deepest level
+    first. A first clustering, or ``rebuild``: every community of a fresh hierarchy. A
+    drift re-clustering is not foreseen (it happens once a tenth of the graph changed
+    since the last measurement, and the build says so). Whether a community's report is
+    current is the caller's check (its fingerprint), as :func:`report_jobs` does it.
+    """
+    if rebuild or graph.hierarchy_stats()[0] == 0:
+        fresh = hierarchical_communities(
+            graph.edges(), max_cluster_size=max_cluster_size, seed=seed
+        )
+        return sorted(fresh, key=lambda c: (-c.level, c.cluster))
+    touched = graph.touched_entities()
+    holding = {c.id for c in graph.communities_holding(sorted(touched))}
+    previous, upserts, deletes = _region(
+        graph, touched, max_cluster_size=max_cluster_size, seed=seed
+    )
+    after = {c.id: c for c in upserts}
+    reported = {r.community_id for r in graph.reports_by_id(sorted(after))}
+    changed = {
+        c.id: c
+        for c in upserts
+        if c.id not in previous or previous[c.id].members != c.members or c.id not in reported
+    }
+    marked = (graph.stale_communities() | holding) - set(deletes) - changed.keys()
+    found = {**{c.id: after.get(c.id, c) for c in graph.communities_by_id(sorted(marked))}}
+    found.update(changed)
+    wanted = {c.parent for c in found.values() if c.parent is not None} - found.keys()
+    while wanted:
+        parents = [after[w] for w in wanted if w in after]
+        parents += graph.communities_by_id(sorted(w for w in wanted if w not in after))
+        found.update((c.id, c) for c in parents)
+        wanted = {c.parent for c in parents if c.parent is not None} - found.keys()
+    return sorted(found.values(), key=lambda c: (-c.level, c.cluster))
+
+
 def _with_ancestors(graph: GraphStore, found: Mapping[str, Community]) -> dict[str, Community]:
     """These communities and all their ancestors, the missing ones read by id."""
     out = dict(found)

@@ -13,7 +13,10 @@ answered (those cost nothing), and counts the rest:
   when there are some, else a stated assumption (an extraction reply as long as its
   chunk, a report of 400 tokens), capped at the prompt's budget (within ``llm.max_tokens``).
 
-When chunks are still to be extracted, the communities are those of the current graph:
+The communities are those the build's refresh would summarise, planned as it plans them
+(``graph.refresh.preview_refresh``: the region the change touched; every community
+after ``--rebuild`` or on a first build). When chunks are still to be extracted, they
+are planned on the current graph:
 the extraction may change which communities need a report, so that part is a lower
 bound (``communities_final`` says so). Nothing is written and no call is made.
 """
@@ -26,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.communities import hierarchical_communities
 from graph.llm_reports import LLMReportWriter
 from graph.models import CommunityReport
+from graph.refresh import preview_refresh
 from graph.reports import ChunkTexts, ReportJob, ReportWriter, fingerprint
 from graph.store import GraphStore
 from ingest.extract_llm import LLMExtractor
@@ -109,6 +112,7 @@ def estimate_build(
     seed: int = 42,
     prices: tuple[float | None, float | None] = (None, None),
     budget_tokens: int | None = None,
+    rebuild: bool = False,
 ) -> BuildEstimate:
     """The calls, cache hits, tokens and cost of a build extracting ``pending_rows``."""
     client = _client_of(extractor) or _client_of(writer)
@@ -125,7 +129,14 @@ def estimate_build(
         _estimate_extraction(estimate, store, extractor, pending_rows, count)
     if isinstance(writer, LLMReportWriter):
         _estimate_reports(
-            estimate, graph, writer, store.texts_by_chunk_ids, count, max_cluster_size, seed
+            estimate,
+            graph,
+            writer,
+            store.texts_by_chunk_ids,
+            count,
+            max_cluster_size,
+            seed,
+            rebuild,
         )
     prompt_price, completion_price = prices
     if prompt_price is not None or completion_price is not None:
@@ -177,8 +188,9 @@ def _estimate_reports(
     count: Count,
     max_cluster_size: int,
     seed: int,
+    rebuild: bool,
 ) -> None:
-    """The reports a build would rewrite: as ``graph.reports.build_reports`` decides."""
+    """The reports a build would rewrite: as its refresh plans them (``preview_refresh``)."""
     client = writer.client
     mean = _mean_reply(client, summarize_community.TASK, count)
     estimate.completion_basis.append(
@@ -186,12 +198,12 @@ def _estimate_reports(
         if mean is not None
         else f"reports: assumed {DEFAULT_REPORT_TOKENS} tokens each (no cached replies yet)"
     )
-    communities = hierarchical_communities(
-        graph.edges(), max_cluster_size=max_cluster_size, seed=seed
+    communities = preview_refresh(
+        graph, max_cluster_size=max_cluster_size, seed=seed, rebuild=rebuild
     )
-    existing = {r.community_id: r for r in graph.reports()}
+    existing = {r.community_id: r for r in graph.reports_by_id([c.id for c in communities])}
     children: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)
-    for community in sorted(communities, key=lambda c: (-c.level, c.cluster)):
+    for community in communities:  # deepest level first, as the build writes them
         previous = existing.get(community.id)
         if previous is not None:
             children[community.parent].append(previous)

@@ -167,3 +167,35 @@ def test_an_llm_build_off_a_terminal_logs_progress_with_the_llm_counters(
     assert refreshed.returncode == 0, refreshed.stderr
     lines = [x for x in refreshed.stderr.splitlines() if x.startswith("reports:")]
     assert lines and "; LLM " in lines[-1] and "(100%)" in lines[-1], refreshed.stderr
+
+
+def test_the_dry_run_after_an_edit_prices_the_reports_the_build_rewrites(
+    tmp_path: Path, server: OpenAITestServer
+) -> None:
+    home, data = tmp_path, tmp_path / "data"
+    shutil.copytree(CORPUS / "production" / "payments-api", home / "docs")
+    llm = {
+        "LORE_LLM__BASE_URL": server.base_url,
+        "LORE_LLM__MODEL": "test-model",
+        "LORE_GRAPH__EXTRACTOR": "offline",
+        "LORE_GRAPH__REPORTS": "llm",
+    }
+    ok(lore(home, data, "ingest", "docs", **llm))
+    first = json.loads(ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm)))
+    built = json.loads(ok(lore(home, data, "graph", "build", "--json", **llm)))
+    assert first["report_calls"] == built["reports_written"] > 0
+    # one more document: the build's refresh rewrites the reports its change reaches
+    shutil.copy(CORPUS / "production" / "ledger-db" / "runbook-failover.md", home / "docs")
+    ok(lore(home, data, "ingest", "docs", **llm))
+    again = json.loads(ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm)))
+    calls_before = server.chat_calls
+    rebuilt = json.loads(ok(lore(home, data, "graph", "build", "--json", **llm)))
+    assert 0 < rebuilt["reports_written"] < built["reports_written"]
+    assert again["report_calls"] == rebuilt["reports_written"], (again, rebuilt)
+    assert server.chat_calls - calls_before == rebuilt["llm"]["calls"] == again["calls"]
+    counted = rebuilt["llm"]["prompt_tokens"] + rebuilt["llm"]["completion_tokens"]
+    assert "mean of" in again["completion_basis"][-1]
+    assert within(again["total_tokens"], counted), (again, rebuilt["llm"])
+    # --rebuild prices every community of a fresh hierarchy
+    fresh = lore(home, data, "graph", "build", "--dry-run", "--rebuild", "--json", **llm)
+    assert json.loads(ok(fresh))["communities"] >= again["communities"]
