@@ -181,6 +181,7 @@ def estimate_build(
         prices=(llm.price_prompt_per_million, llm.price_completion_per_million),
         budget_tokens=llm.budget_tokens_per_run,
         rebuild=rebuild,
+        drift_margin=cfg.recluster_margin,
     )
     recorded = runtime.store.get_meta(EXTRACTOR_META)
     if not redo and recorded and recorded != extractor.version and done:

@@ -429,28 +429,43 @@ def plan_from_dict(data: Mapping[str, Any]) -> RefreshPlan:
 
 
 def preview_refresh(
-    graph: GraphStore, *, max_cluster_size: int = 10, seed: int = 42, rebuild: bool = False
+    graph: GraphStore,
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 42,
+    rebuild: bool = False,
+    drift_margin: float | None = None,
+    drift_share: float = DRIFT_SHARE,
 ) -> list[Community]:
     """The communities a refresh would summarise, as it would leave them; nothing written.
 
     What ``graph build --dry-run`` prices: the same planning as :func:`plan_refresh`
     (the region the touched entities reach, re-clustered; the communities whose members
     changed or that have no report; those marked stale; their ancestors), deepest level
-    first. A first clustering, or ``rebuild``: every community of a fresh hierarchy. A
-    drift re-clustering is not foreseen (it happens once a tenth of the graph changed
-    since the last measurement, and the build says so). Whether a community's report is
-    current is the caller's check (its fingerprint), as :func:`report_jobs` does it.
+    first. A first clustering, or ``rebuild``: every community of a fresh hierarchy; so
+    too when the refresh would measure drift (with ``drift_margin``, when it measures it)
+    and find it exceeded. Whether a community's report is current is the caller's check
+    (its fingerprint), as :func:`report_jobs` does it.
     """
-    if rebuild or graph.hierarchy_stats()[0] == 0:
-        fresh = hierarchical_communities(
+
+    def fresh() -> list[Community]:
+        found = hierarchical_communities(
             graph.edges(), max_cluster_size=max_cluster_size, seed=seed
         )
-        return sorted(fresh, key=lambda c: (-c.level, c.cluster))
+        return sorted(found, key=lambda c: (-c.level, c.cluster))
+
+    if rebuild or graph.hierarchy_stats()[0] == 0:
+        return fresh()
     touched = graph.touched_entities()
     holding = {c.id for c in graph.communities_holding(sorted(touched))}
     previous, upserts, deletes = _region(
         graph, touched, max_cluster_size=max_cluster_size, seed=seed
     )
+    pending = _pending(graph) + len(touched)
+    if drift_margin is not None and touched and pending >= drift_share * _drift_base(graph):
+        drift, _ = _drift(graph, upserts, deletes, margin=drift_margin, seed=seed)
+        if drift is not None and drift.exceeded:
+            return fresh()
     after = {c.id: c for c in upserts}
     reported = {r.community_id for r in graph.reports_by_id(sorted(after))}
     changed = {

@@ -113,6 +113,7 @@ def estimate_build(
     prices: tuple[float | None, float | None] = (None, None),
     budget_tokens: int | None = None,
     rebuild: bool = False,
+    drift_margin: float | None = None,
 ) -> BuildEstimate:
     """The calls, cache hits, tokens and cost of a build extracting ``pending_rows``."""
     client = _client_of(extractor) or _client_of(writer)
@@ -137,6 +138,7 @@ def estimate_build(
             max_cluster_size,
             seed,
             rebuild,
+            drift_margin,
         )
     prompt_price, completion_price = prices
     if prompt_price is not None or completion_price is not None:
@@ -189,6 +191,7 @@ def _estimate_reports(
     max_cluster_size: int,
     seed: int,
     rebuild: bool,
+    drift_margin: float | None,
 ) -> None:
     """The reports a build would rewrite: as its refresh plans them (``preview_refresh``)."""
     client = writer.client
@@ -199,7 +202,11 @@ def _estimate_reports(
         else f"reports: assumed {DEFAULT_REPORT_TOKENS} tokens each (no cached replies yet)"
     )
     communities = preview_refresh(
-        graph, max_cluster_size=max_cluster_size, seed=seed, rebuild=rebuild
+        graph,
+        max_cluster_size=max_cluster_size,
+        seed=seed,
+        rebuild=rebuild,
+        drift_margin=drift_margin,
     )
     existing = {r.community_id: r for r in graph.reports_by_id([c.id for c in communities])}
     children: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)

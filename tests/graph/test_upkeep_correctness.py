@@ -20,7 +20,7 @@ from graph.cascade import forget_chunks
 from graph.incremental import measure_drift
 from graph.models import ChunkMentions, EntityMention, RelationMention
 from graph.quarantine import Quarantine
-from graph.refresh import Summarizer, plan_refresh, run_plan
+from graph.refresh import Summarizer, plan_refresh, preview_refresh, run_plan
 from graph.reports import ExtractiveWriter, fingerprint
 from graph.store import GraphStore
 from graph.stores import open_graph_store
@@ -51,7 +51,10 @@ SUMMARIZER = Summarizer(ExtractiveWriter(), _texts)
 
 
 def _refresh(graph: GraphStore, **options: object) -> str:
+    # what the dry run foresees (written nothing) is what the refresh then plans
+    foreseen = preview_refresh(graph, max_cluster_size=10, drift_margin=0.05, **options)  # type: ignore[arg-type]
     plan = plan_refresh(graph, max_cluster_size=10, drift_margin=0.05, **options)  # type: ignore[arg-type]
+    assert [c.id for c in foreseen] == [cid for level in plan.levels for cid in level]
     run_plan(graph, SUMMARIZER, plan)
     return plan.clustering.mode
 
