@@ -35,6 +35,8 @@ class Material:
     entity_of: dict[str, str] = field(default_factory=dict)
     relation_of: dict[str, tuple[str, str]] = field(default_factory=dict)
     chunks_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    held: tuple[str, ...] = ()
+    """Every chunk whose text the material may hold (descriptions, excerpts, child reports)."""
 
 
 def gather_material(
@@ -66,6 +68,12 @@ def gather_material(
         out.relations.append(row)
         out.relation_of[f"R{i}"] = (rel.source, rel.target)
     chunk_ids = sorted({c for e in entities.values() for c in e.chunk_ids})
+    out.held = tuple(
+        sorted(
+            {*chunk_ids, *(c for r in relations for c in r.chunk_ids)}
+            | {c for child in job.children for c in child.chunk_ids}
+        )
+    )
     texts = chunk_texts(chunk_ids[:200])
     raw = sum(len(t) for t in texts.values())
     if job.children and raw > budget:
@@ -140,7 +148,9 @@ class LLMReportWriter:
     @staticmethod
     def prompt_of(material: Material) -> ChatPrompt[summarize_community.Reply]:
         """The prompt showing this material."""
-        return summarize_community.render(material.entities, material.relations, material.sources)
+        return summarize_community.render(
+            material.entities, material.relations, material.sources, material.held
+        )
 
     def write_level(
         self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]

@@ -52,6 +52,9 @@ class KeyPoint:
     report_title: str
     chunk_ids: tuple[str, ...]
     also_in: tuple[tuple[str, str], ...] = ()  # (report id, title) of other reports saying it
+    sources: tuple[str, ...] = ()
+    """Every chunk the reports stating it were written from: a prompt quoting the point
+    is forgotten with any of them (the reply cache)."""
 
 
 class KeyPointMapper(Protocol):
@@ -184,7 +187,14 @@ class ExtractiveKeyPointMapper:
             if kw <= 0 and fused <= 0:
                 continue
             by_report.setdefault(report.community_id, []).append(
-                KeyPoint(text, fused, report.community_id, report.title, tuple(chunks))
+                KeyPoint(
+                    text,
+                    fused,
+                    report.community_id,
+                    report.title,
+                    tuple(chunks),
+                    sources=report.chunk_ids,
+                )
             )
         points: list[KeyPoint] = []
         for found in by_report.values():
@@ -212,8 +222,11 @@ def merge_duplicates(points: Sequence[KeyPoint]) -> list[KeyPoint]:
             )
         )
         chunks = tuple(dict.fromkeys(c for p in same for c in p.chunk_ids))
+        sources = tuple(dict.fromkeys(c for p in same for c in p.sources))
         out.append(
-            KeyPoint(best.text, best.score, best.report_id, best.report_title, chunks, others)
+            KeyPoint(
+                best.text, best.score, best.report_id, best.report_title, chunks, others, sources
+            )
         )
     return out
 

@@ -67,17 +67,26 @@ class LLMKeyPointMapper:
             (label, f"{r.title}\n{r.summary}\n" + "\n".join(f"- {t}" for t, _ in report_units(r)))
             for label, r in labels.items()
         ]
+        held = tuple(dict.fromkeys(c for r in batch for c in r.chunk_ids))
         try:
             async with self.client.connected():
-                reply = await self.client.ask(answer_global_map.render(question, material))
+                reply = await self.client.ask(answer_global_map.render(question, material, held))
         except LLMFailure:
             return _report_points(batch)
         points = []
         for p in reply.points:
             used = [labels[x] for x in p.reports if x in labels] or list(batch[:1])
             chunks = tuple(dict.fromkeys(c for r in used for c in _cited(r)))
+            sources = tuple(dict.fromkeys(c for r in used for c in r.chunk_ids))
             points.append(
-                KeyPoint(p.description, p.score, used[0].community_id, used[0].title, chunks)
+                KeyPoint(
+                    p.description,
+                    p.score,
+                    used[0].community_id,
+                    used[0].title,
+                    chunks,
+                    sources=sources,
+                )
             )
         return points
 
@@ -100,6 +109,7 @@ def _report_points(batch: Sequence[CommunityReport]) -> list[KeyPoint]:
                     report.community_id,
                     report.title,
                     tuple(chunks),
+                    sources=report.chunk_ids,
                 )
             )
     return out
@@ -119,9 +129,12 @@ class LLMAnswerWriter:
         numbered = [(c.id, _evidence_text(c, evidence)) for c in offline.citations]
         if not numbered:
             return offline
+        held = _held(offline.citations, evidence)
         try:
             async with self.client.connected():
-                reply = await self.client.ask(answer_question.render(evidence.question, numbered))
+                reply = await self.client.ask(
+                    answer_question.render(evidence.question, numbered, held)
+                )
         except LLMFailure as exc:
             return WrittenAnswer(
                 f"(LLM answer unavailable: {exc})\n{offline.text}", offline.citations, True
@@ -131,6 +144,18 @@ class LLMAnswerWriter:
         citations = [by_id[n] for n in dict.fromkeys(used) if n in by_id]
         text = _MARKER.sub(lambda m: m.group(0) if int(m.group(1)) in by_id else "", reply.answer)
         return WrittenAnswer(text.strip(), citations, False)
+
+
+def _held(citations: Sequence[Citation], evidence: Evidence) -> tuple[str, ...]:
+    """The chunks whose text the numbered evidence may quote (a point: its reports')."""
+    held: list[str] = []
+    for citation in citations:
+        held += citation.chunk_ids
+        if citation.kind != "chunk":
+            for point in evidence.points:
+                if point.report_id == citation.report_id:
+                    held += point.sources
+    return tuple(dict.fromkeys(held))
 
 
 def _evidence_text(citation: Citation, evidence: Evidence) -> str:

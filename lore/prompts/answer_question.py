@@ -28,8 +28,10 @@ Reply with one JSON object and nothing else:
 {"answer": "text with [n] markers", "cited": [1, 2]}"""
 
 
-def render(question: str, evidence: Sequence[tuple[int, str]]) -> ChatPrompt[Reply]:
-    """``evidence``: (number, text) pairs."""
+def render(
+    question: str, evidence: Sequence[tuple[int, str]], chunk_ids: Sequence[str] = ()
+) -> ChatPrompt[Reply]:
+    """``evidence``: (number, text) pairs; ``chunk_ids``: the chunks that text comes from."""
     body = "\n\n".join(f"[{n}] {text}" for n, text in evidence)
     return ChatPrompt(
         task=TASK,
@@ -37,6 +39,7 @@ def render(question: str, evidence: Sequence[tuple[int, str]]) -> ChatPrompt[Rep
         user=f"Question: {question}\n\nEvidence:\n{body}",
         reply=Reply,
         max_tokens=ANSWER_TOKENS,
+        chunk_ids=tuple(chunk_ids),
     )
 
 
