@@ -18,7 +18,7 @@ from graph.models import CommunityReport, Entity, Finding, Relation
 from graph.reports import ChunkTexts, ReportJob, extractive_report, fingerprint
 from graph.store import GraphStore
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import ChatPrompt, LLMClient, LLMStats
+from lore.llm import ChatPrompt, LLMClient, LLMStats, report_source
 from lore.prompts import summarize_community
 
 CHARS_PER_TOKEN = 4  # budgets are approximate: the writer does not know the model's tokenizer
@@ -36,7 +36,8 @@ class Material:
     relation_of: dict[str, tuple[str, str]] = field(default_factory=dict)
     chunks_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
     held: tuple[str, ...] = ()
-    """Every chunk whose text the material may hold (descriptions, excerpts, child reports)."""
+    """Where the text shown comes from: the chunks of the entities and relations shown and
+    the excerpts, and the sub-community reports (:func:`~lore.llm.report_source`)."""
 
 
 def gather_material(
@@ -52,6 +53,7 @@ def gather_material(
         degree[r.target] += r.weight
     budget = max_tokens * CHARS_PER_TOKEN
     out = Material()
+    held: list[str] = []  # a description shown may come from any chunk of its entity
     for i, key in enumerate(sorted(entities, key=lambda k: (-degree[k], k)), start=1):
         entity: Entity = entities[key]
         row = (f"E{i}", entity.name, entity.type, entity.description[:200])
@@ -59,6 +61,7 @@ def gather_material(
             break
         out.entities.append(row)
         out.entity_of[f"E{i}"] = key
+        held += entity.chunk_ids
     for i, r in enumerate(relations[:60], start=1):
         rel: Relation = r
         names = (entities[rel.source].name, entities[rel.target].name)
@@ -67,13 +70,8 @@ def gather_material(
             break
         out.relations.append(row)
         out.relation_of[f"R{i}"] = (rel.source, rel.target)
+        held += rel.chunk_ids
     chunk_ids = sorted({c for e in entities.values() for c in e.chunk_ids})
-    out.held = tuple(
-        sorted(
-            {*chunk_ids, *(c for r in relations for c in r.chunk_ids)}
-            | {c for child in job.children for c in child.chunk_ids}
-        )
-    )
     texts = chunk_texts(chunk_ids[:200])
     raw = sum(len(t) for t in texts.values())
     if job.children and raw > budget:
@@ -83,6 +81,7 @@ def gather_material(
                 break
             out.sources.append((f"S{i}", text[:1500]))
             out.chunks_of[f"S{i}"] = child.chunk_ids[:5]
+            held.append(report_source(child.community_id))
     else:
         for i, chunk_id in enumerate(chunk_ids, start=1):
             text = " ".join(texts.get(chunk_id, "").split())[:EXCERPT_CHARS]
@@ -90,6 +89,8 @@ def gather_material(
                 break
             out.sources.append((f"C{i}", text))
             out.chunks_of[f"C{i}"] = (chunk_id,)
+            held.append(chunk_id)
+    out.held = tuple(dict.fromkeys(held))
     return out
 
 

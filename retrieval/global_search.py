@@ -333,7 +333,6 @@ def _restrict(points: Sequence[KeyPoint], allowed: set[str]) -> list[KeyPoint]:
                     point.report_title,
                     chunks,
                     point.also_in,
-                    point.sources,
                 )
             )
     return out

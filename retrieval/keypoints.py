@@ -52,9 +52,6 @@ class KeyPoint:
     report_title: str
     chunk_ids: tuple[str, ...]
     also_in: tuple[tuple[str, str], ...] = ()  # (report id, title) of other reports saying it
-    sources: tuple[str, ...] = ()
-    """Every chunk the reports stating it were written from: a prompt quoting the point
-    is forgotten with any of them (the reply cache)."""
 
 
 class KeyPointMapper(Protocol):
@@ -187,14 +184,7 @@ class ExtractiveKeyPointMapper:
             if kw <= 0 and fused <= 0:
                 continue
             by_report.setdefault(report.community_id, []).append(
-                KeyPoint(
-                    text,
-                    fused,
-                    report.community_id,
-                    report.title,
-                    tuple(chunks),
-                    sources=report.chunk_ids,
-                )
+                KeyPoint(text, fused, report.community_id, report.title, tuple(chunks))
             )
         points: list[KeyPoint] = []
         for found in by_report.values():
@@ -222,11 +212,8 @@ def merge_duplicates(points: Sequence[KeyPoint]) -> list[KeyPoint]:
             )
         )
         chunks = tuple(dict.fromkeys(c for p in same for c in p.chunk_ids))
-        sources = tuple(dict.fromkeys(c for p in same for c in p.sources))
         out.append(
-            KeyPoint(
-                best.text, best.score, best.report_id, best.report_title, chunks, others, sources
-            )
+            KeyPoint(best.text, best.score, best.report_id, best.report_title, chunks, others)
         )
     return out
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from graph.models import CommunityReport
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import LLMClient
+from lore.llm import LLMClient, report_source
 from lore.prompts import answer_global_map, answer_question, route_question
 from retrieval.answer import Evidence, ExtractiveAnswerWriter, WrittenAnswer
 from retrieval.ask_contract import Citation
@@ -67,7 +67,7 @@ class LLMKeyPointMapper:
             (label, f"{r.title}\n{r.summary}\n" + "\n".join(f"- {t}" for t, _ in report_units(r)))
             for label, r in labels.items()
         ]
-        held = tuple(dict.fromkeys(c for r in batch for c in r.chunk_ids))
+        held = tuple(report_source(r.community_id) for r in batch)
         try:
             async with self.client.connected():
                 reply = await self.client.ask(answer_global_map.render(question, material, held))
@@ -77,16 +77,8 @@ class LLMKeyPointMapper:
         for p in reply.points:
             used = [labels[x] for x in p.reports if x in labels] or list(batch[:1])
             chunks = tuple(dict.fromkeys(c for r in used for c in _cited(r)))
-            sources = tuple(dict.fromkeys(c for r in used for c in r.chunk_ids))
             points.append(
-                KeyPoint(
-                    p.description,
-                    p.score,
-                    used[0].community_id,
-                    used[0].title,
-                    chunks,
-                    sources=sources,
-                )
+                KeyPoint(p.description, p.score, used[0].community_id, used[0].title, chunks)
             )
         return points
 
@@ -109,7 +101,6 @@ def _report_points(batch: Sequence[CommunityReport]) -> list[KeyPoint]:
                     report.community_id,
                     report.title,
                     tuple(chunks),
-                    sources=report.chunk_ids,
                 )
             )
     return out
@@ -147,14 +138,15 @@ class LLMAnswerWriter:
 
 
 def _held(citations: Sequence[Citation], evidence: Evidence) -> tuple[str, ...]:
-    """The chunks whose text the numbered evidence may quote (a point: its reports')."""
+    """What the numbered evidence quotes: chunks, and the reports stating its key points."""
     held: list[str] = []
     for citation in citations:
         held += citation.chunk_ids
-        if citation.kind != "chunk":
+        if citation.kind == "report" and citation.report_id:
+            held.append(report_source(citation.report_id))
             for point in evidence.points:
                 if point.report_id == citation.report_id:
-                    held += point.sources
+                    held += [report_source(other) for other, _ in point.also_in]
     return tuple(dict.fromkeys(held))
 
 

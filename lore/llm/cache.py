@@ -20,6 +20,14 @@ CREATE INDEX IF NOT EXISTS llm_reply_chunks_by_key ON llm_reply_chunks(key)
 """
 
 
+REPORT_SOURCE = "report:"
+
+
+def report_source(community_id: str) -> str:
+    """How a prompt holding a community report's text records that report."""
+    return f"{REPORT_SOURCE}{community_id}"
+
+
 class ReplyCache(Tables):
     """Valid replies by prompt hash (a SQLite file or PostgreSQL; safe across processes).
 
@@ -27,6 +35,10 @@ class ReplyCache(Tables):
     its place), so :meth:`replies` can return the latest ones on either engine. Each
     reply whose prompt held stored chunks is mapped to them (``llm_reply_chunks``), so
     deleting a document forgets the replies made from its text (:meth:`forget_chunks`).
+    A prompt holding community reports (the global map step, an answer from key points, a
+    parent's report) is mapped to those reports (:func:`report_source`) instead of every
+    chunk behind them — a global question would map to most of the corpus — and forgotten
+    when a report is rewritten or removed (:meth:`reports_held`).
     """
 
     COMPONENT = "llm_replies"
@@ -81,6 +93,20 @@ class ReplyCache(Tables):
                 "INSERT INTO llm_reply_chunks(chunk_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(chunk_id, key) for chunk_id in chunk_ids],
             )
+
+    def reports_held(self) -> set[str]:
+        """The community ids whose reports some cached reply's prompt held."""
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT DISTINCT chunk_id FROM llm_reply_chunks "
+                "WHERE chunk_id >= ? AND chunk_id < ?",
+                (REPORT_SOURCE, REPORT_SOURCE[:-1] + chr(ord(REPORT_SOURCE[-1]) + 1)),
+            ).fetchall()
+        return {str(r[0]).removeprefix(REPORT_SOURCE) for r in rows}
+
+    def forget_reports(self, community_ids: Sequence[str]) -> int:
+        """Delete the replies whose prompts held these communities' reports; how many."""
+        return self.forget_chunks([report_source(c) for c in community_ids])
 
     def forget_chunks(self, chunk_ids: Sequence[str]) -> int:
         """Delete the replies whose prompts held any of ``chunk_ids``; how many went."""

@@ -49,7 +49,9 @@ class ChatPrompt(Generic[ReplyT]):
     user: str
     reply: type[ReplyT]
     chunk_ids: tuple[str, ...] = ()
-    """The stored chunks whose text the prompt holds: deleting one forgets the reply."""
+    """The stored chunks whose text the prompt holds, and the community reports it holds
+    (:func:`~lore.llm.cache.report_source`): deleting a chunk, or rewriting or removing a
+    report, forgets the reply."""
     max_tokens: int | None = None
     """The completion tokens this reply needs at most (``llm.max_tokens`` caps it)."""
     check: Callable[[ReplyT], str | None] | None = field(default=None, compare=False)
