@@ -18,7 +18,7 @@ from graph.models import CommunityReport, Entity, Finding, Relation
 from graph.reports import ChunkTexts, ReportJob, extractive_report, fingerprint
 from graph.store import GraphStore
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import ChatPrompt, LLMClient, LLMStats, report_source
+from lore.llm import ChatPrompt, LLMClient, LLMStats
 from lore.prompts import summarize_community
 
 CHARS_PER_TOKEN = 4  # budgets are approximate: the writer does not know the model's tokenizer
@@ -36,8 +36,9 @@ class Material:
     relation_of: dict[str, tuple[str, str]] = field(default_factory=dict)
     chunks_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
     held: tuple[str, ...] = ()
-    """Where the text shown comes from: the chunks of the entities and relations shown and
-    the excerpts, and the sub-community reports (:func:`~lore.llm.report_source`)."""
+    """The chunks the text shown comes from: the entities' and relations' shown, excerpts."""
+    held_reports: tuple[str, ...] = ()
+    """The sub-communities whose reports are shown."""
 
 
 def gather_material(
@@ -81,7 +82,7 @@ def gather_material(
                 break
             out.sources.append((f"S{i}", text[:1500]))
             out.chunks_of[f"S{i}"] = child.chunk_ids[:5]
-            held.append(report_source(child.community_id))
+            out.held_reports += (child.community_id,)
     else:
         for i, chunk_id in enumerate(chunk_ids, start=1):
             text = " ".join(texts.get(chunk_id, "").split())[:EXCERPT_CHARS]
@@ -150,7 +151,11 @@ class LLMReportWriter:
     def prompt_of(material: Material) -> ChatPrompt[summarize_community.Reply]:
         """The prompt showing this material."""
         return summarize_community.render(
-            material.entities, material.relations, material.sources, material.held
+            material.entities,
+            material.relations,
+            material.sources,
+            material.held,
+            material.held_reports,
         )
 
     def write_level(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from graph.models import CommunityReport
 from lore.errors import LLMReplyError, TransientError
-from lore.llm import LLMClient, report_source
+from lore.llm import LLMClient
 from lore.prompts import answer_global_map, answer_question, route_question
 from retrieval.answer import Evidence, ExtractiveAnswerWriter, WrittenAnswer
 from retrieval.ask_contract import Citation
@@ -67,7 +67,7 @@ class LLMKeyPointMapper:
             (label, f"{r.title}\n{r.summary}\n" + "\n".join(f"- {t}" for t, _ in report_units(r)))
             for label, r in labels.items()
         ]
-        held = tuple(report_source(r.community_id) for r in batch)
+        held = tuple(r.community_id for r in batch)
         try:
             async with self.client.connected():
                 reply = await self.client.ask(answer_global_map.render(question, material, held))
@@ -120,11 +120,11 @@ class LLMAnswerWriter:
         numbered = [(c.id, _evidence_text(c, evidence)) for c in offline.citations]
         if not numbered:
             return offline
-        held = _held(offline.citations, evidence)
+        chunks, reports = _held(offline.citations, evidence)
         try:
             async with self.client.connected():
                 reply = await self.client.ask(
-                    answer_question.render(evidence.question, numbered, held)
+                    answer_question.render(evidence.question, numbered, chunks, reports)
                 )
         except LLMFailure as exc:
             return WrittenAnswer(
@@ -137,17 +137,21 @@ class LLMAnswerWriter:
         return WrittenAnswer(text.strip(), citations, False)
 
 
-def _held(citations: Sequence[Citation], evidence: Evidence) -> tuple[str, ...]:
+def _held(
+    citations: Sequence[Citation], evidence: Evidence
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What the numbered evidence quotes: chunks, and the reports stating its key points."""
-    held: list[str] = []
+    chunks: list[str] = []
+    reports: list[str] = []
     for citation in citations:
-        held += citation.chunk_ids
-        if citation.kind == "report" and citation.report_id:
-            held.append(report_source(citation.report_id))
+        if citation.kind == "chunk":
+            chunks += citation.chunk_ids
+        elif citation.report_id:
+            reports.append(citation.report_id)
             for point in evidence.points:
                 if point.report_id == citation.report_id:
-                    held += [report_source(other) for other, _ in point.also_in]
-    return tuple(dict.fromkeys(held))
+                    reports += [other for other, _ in point.also_in]
+    return tuple(dict.fromkeys(chunks)), tuple(dict.fromkeys(reports))
 
 
 def _evidence_text(citation: Citation, evidence: Evidence) -> str:

@@ -27,7 +27,7 @@ a wrong URL or key fails in seconds with a message naming the setting to fix, be
 anything is written.
 """
 
-from lore.llm.cache import ReplyCache, report_source
+from lore.llm.cache import ReplyCache
 from lore.llm.client import (
     ChatPrompt,
     LLMClient,
@@ -47,6 +47,5 @@ __all__ = [
     "parse_reply",
     "prompt_key",
     "repair_json",
-    "report_source",
     "response_format",
 ]

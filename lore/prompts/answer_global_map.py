@@ -37,9 +37,9 @@ Reply with one JSON object and nothing else:
 
 
 def render(
-    question: str, reports: Sequence[tuple[str, str]], chunk_ids: Sequence[str] = ()
+    question: str, reports: Sequence[tuple[str, str]], report_ids: Sequence[str] = ()
 ) -> ChatPrompt[Reply]:
-    """``reports``: (label, text) pairs; ``chunk_ids``: the chunks they were written from."""
+    """``reports``: (label, text) pairs; ``report_ids``: their communities."""
     body = "\n\n".join(f"{label}:\n{text}" for label, text in reports)
     return ChatPrompt(
         task=TASK,
@@ -47,5 +47,5 @@ def render(
         user=f"Question: {question}\n\nReports:\n{body}",
         reply=Reply,
         max_tokens=200 + 150 * len(reports),  # a few scored points per report shown
-        chunk_ids=tuple(chunk_ids),
+        report_ids=tuple(report_ids),
     )

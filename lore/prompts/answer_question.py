@@ -29,9 +29,12 @@ Reply with one JSON object and nothing else:
 
 
 def render(
-    question: str, evidence: Sequence[tuple[int, str]], chunk_ids: Sequence[str] = ()
+    question: str,
+    evidence: Sequence[tuple[int, str]],
+    chunk_ids: Sequence[str] = (),
+    report_ids: Sequence[str] = (),
 ) -> ChatPrompt[Reply]:
-    """``evidence``: (number, text) pairs; ``chunk_ids``: the chunks that text comes from."""
+    """``evidence``: (number, text) pairs, from ``chunk_ids`` and ``report_ids``' reports."""
     body = "\n\n".join(f"[{n}] {text}" for n, text in evidence)
     return ChatPrompt(
         task=TASK,
@@ -40,6 +43,7 @@ def render(
         reply=Reply,
         max_tokens=ANSWER_TOKENS,
         chunk_ids=tuple(chunk_ids),
+        report_ids=tuple(report_ids),
     )
 
 

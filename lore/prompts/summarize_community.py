@@ -58,8 +58,9 @@ def render(
     relations: Sequence[tuple[str, str, str, str]],
     sources: Sequence[tuple[str, str]],
     chunk_ids: Sequence[str] = (),
+    report_ids: Sequence[str] = (),
 ) -> ChatPrompt[Reply]:
-    """The prompt from labelled material (written from ``chunk_ids``).
+    """The prompt from labelled material (from ``chunk_ids`` and ``report_ids``' reports).
 
     ``entities``: (label, name, type, description); ``relations``: (label, source name,
     target name, description); ``sources``: (label, text) — chunk excerpts (``C…``) or
@@ -79,6 +80,7 @@ def render(
         reply=Reply,
         max_tokens=reply_budget(user),
         chunk_ids=tuple(chunk_ids),
+        report_ids=tuple(report_ids),
     )
 
 

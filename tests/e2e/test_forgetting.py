@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
-from lore.llm import ReplyCache, report_source
+from lore.llm import ReplyCache
 from lore.models import SourceDocument
 from lore.settings import load_settings
 from tests.conftest import make_runtime
@@ -54,8 +54,8 @@ def test_replies_whose_prompts_held_a_deleted_chunk_are_forgotten(tmp_path: Path
     cache.put("k1", "m", "extract_graph", f'{{"about": "{SENTENCE}"}}', chunk_ids=["c1"])
     cache.put("k2", "m", "extract_graph", '{"about": "other"}', chunk_ids=["c2"])
     cache.put("k3", "m", "route_question", '{"route": "local"}')
-    cache.put("k4", "m", "answer_global_map", SENTENCE, chunk_ids=[report_source("0-1")])
-    cache.put("k5", "m", "answer_global_map", "other", chunk_ids=[report_source("0-2")])
+    cache.put("k4", "m", "answer_global_map", SENTENCE, report_ids=["0-1"])
+    cache.put("k5", "m", "answer_global_map", "other", report_ids=["0-2"])
     assert cache.forget_chunks(["c1", "c9"]) == 1
     assert cache.get("k1") is None and cache.get("k2") is not None and cache.get("k3")
     assert cache.reports_held() == {"0-1", "0-2"}  # prompts that held reports, not chunks
@@ -121,9 +121,13 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
         with cache._read() as db:  # a global question maps to reports, not the corpus
             mapped = db.execute(
                 "SELECT COUNT(*) FROM llm_reply_chunks s JOIN llm_replies r ON r.key = s.key "
-                "WHERE r.task = 'answer_global_map' AND s.chunk_id NOT LIKE 'report:%'"
+                "WHERE r.task = 'answer_global_map'"
             ).fetchone()[0]
-        assert mapped == 0
+            by_report = db.execute(
+                "SELECT COUNT(*) FROM llm_reply_reports s JOIN llm_replies r ON r.key = s.key "
+                "WHERE r.task = 'answer_global_map'"
+            ).fetchone()[0]
+        assert mapped == 0 and by_report > 0
         rt.delete("secret.md")
         with cache._read() as db:
             left = db.execute(
