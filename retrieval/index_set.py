@@ -267,23 +267,23 @@ class IndexSet:
         return self.heal_in_background(damaged) if damaged else self.rebuilding()
 
     def _blindly_damaged(self, exc: BaseException) -> dict[str, str]:
-        """Indexes to rebuild when an engine reports corruption its files' marks do not show.
+        """The keyword index, when its engine reports corruption its files' marks do not show.
 
-        A bad sector keeps a file's size and time. tantivy says so (a panic, or "corrupted"):
-        every index on disk is rebuilt, at most once per :data:`BLIND_REBUILD_EVERY_S`, so
-        an error that is not damage stays visible instead of looping through rebuilds.
+        A bad sector keeps a file's size and time; tantivy says so (a panic, or
+        "corrupted" — hnswlib never does: its index is read whole at open). Rebuilt at most
+        once per :data:`BLIND_REBUILD_EVERY_S`, so an error that is not damage stays visible
+        instead of looping through rebuilds.
         """
         said = type(exc).__name__ == "PanicException" or "corrupt" in str(exc).lower()
         now = time.monotonic()
-        if not said or now - self._blind_at < BLIND_REBUILD_EVERY_S:
+        directory = self._sparse_dir()
+        if not said or "sparse" not in self._on_disk or not directory.is_dir():
+            return {}
+        if now - self._blind_at < BLIND_REBUILD_EVERY_S:
             return {}
         self._blind_at = now
         why = f"its engine failed on its files ({str(exc)[:200]}) (damaged while serving)"
-        return {
-            name: why
-            for name, d in self._directories().items()
-            if name in self._on_disk and d.is_dir()
-        }
+        return {"sparse": why}
 
     def wait_rebuilt(self, timeout_s: float | None = None) -> bool:
         """Wait for a background rebuild to end; False when it is still running."""
