@@ -77,16 +77,23 @@ def delete_documents(
         removed += runtime.store.delete_document(document_id)
     if sync_indexes:
         runtime.sync_indexes()
-    report = DeletionReport(ids, removed, forget(runtime, lost))
-    forget_text(runtime, ids, lost)
+    cascade = forget(runtime, lost)
+    report = DeletionReport(ids, removed, cascade)
+    forget_text(runtime, ids, lost, cascade.refresh.written if cascade.refresh else ())
     return report
 
 
-def forget_text(runtime: Runtime, document_ids: Sequence[str], chunk_ids: Sequence[str]) -> None:
+def forget_text(
+    runtime: Runtime,
+    document_ids: Sequence[str],
+    chunk_ids: Sequence[str],
+    rewritten: Sequence[str] = (),
+) -> None:
     """Remove deleted documents' text from the tables beside the store.
 
-    The LLM replies whose prompts held the chunks, the text staged in job records; then
-    each embedded SQLite file's WAL is checkpointed (every connection deletes with
+    The LLM replies whose prompts held the chunks, or held reports the cascade rewrote
+    (``rewritten``: community ids) or removed; the text staged in job records; then each
+    embedded SQLite file's WAL is checkpointed (every connection deletes with
     ``secure_delete``), so the deleted text is in no file of the data directory.
     """
     settings = runtime.settings
@@ -95,6 +102,10 @@ def forget_text(runtime: Runtime, document_ids: Sequence[str], chunk_ids: Sequen
         cache = ReplyCache(cache_at)
         try:
             cache.forget_chunks(chunk_ids)
+            held = cache.reports_held()
+            if held:
+                current = {r.community_id for r in runtime.graph().reports_by_id(sorted(held))}
+                cache.forget_reports(sorted((held & set(rewritten)) | (held - current)))
             checkpoint(cache.database)
         finally:
             cache.close()

@@ -2,9 +2,12 @@
 
     python -m bench.store_size [--docs 20] [--paragraphs 80] [--tags 250]
     python -m bench.store_size --corpus examples/corpus [--keep DIR]
+    python -m bench.store_size --corpus /work/shared/data/ops_runbooks/docs.jsonl
 
 ``--corpus DIR``: ingests each subfolder of ``DIR`` (the ops corpus ``examples/corpus``:
-``production/`` and ``staging/``, with ``env=<folder>`` as ``lore ingest --meta`` would)
+``production/`` and ``staging/``, with ``env=<folder>`` as ``lore ingest --meta`` would),
+or one JSON Lines file (the 1,535 runbooks and alert rules of ``ops_runbooks/docs.jsonl``;
+the input is the file's bytes: text, titles and metadata)
 with the configured embedder (by default the packaged 384-d all-MiniLM-L6-v2, read from
 its package: nothing downloads), then prints the input bytes, the data directory's bytes
 after the runtime closed, their ratio, a per-file breakdown and the SQLite tables' share
@@ -80,15 +83,19 @@ def sqlite_tables(path: Path) -> dict[str, int]:
 
 def corpus_report(corpus: Path, data: Path) -> dict[str, Any]:
     """Ingest each subfolder of ``corpus`` into ``data``; what the data directory holds."""
-    folders = sorted(p for p in corpus.iterdir() if p.is_dir()) or [corpus]
-    inputs = {
-        str(p.relative_to(corpus)): p.stat().st_size for p in corpus.rglob("*") if p.is_file()
-    }
+    if corpus.is_file():  # one JSON Lines file (the ops corpus's docs.jsonl)
+        folders, inputs = [corpus], {corpus.name: corpus.stat().st_size}
+    else:
+        folders = sorted(p for p in corpus.iterdir() if p.is_dir()) or [corpus]
+        inputs = {
+            str(p.relative_to(corpus)): p.stat().st_size for p in corpus.rglob("*") if p.is_file()
+        }
     runtime = runtime_for(data)
     done = failed = chunks = 0
     embedder = runtime.embedder
     for folder in folders:
-        report = runtime.ingest_paths([folder], {"env": folder.name} if folder != corpus else None)
+        meta = {"env": folder.name} if folder != corpus else None
+        report = runtime.ingest_paths([folder], meta)
         done, failed, chunks = (
             done + len(report.done),
             failed + len(report.failed),

@@ -35,6 +35,10 @@ class Material:
     entity_of: dict[str, str] = field(default_factory=dict)
     relation_of: dict[str, tuple[str, str]] = field(default_factory=dict)
     chunks_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    held: tuple[str, ...] = ()
+    """The chunks the text shown comes from: the entities' and relations' shown, excerpts."""
+    held_reports: tuple[str, ...] = ()
+    """The sub-communities whose reports are shown."""
 
 
 def gather_material(
@@ -50,6 +54,7 @@ def gather_material(
         degree[r.target] += r.weight
     budget = max_tokens * CHARS_PER_TOKEN
     out = Material()
+    held: list[str] = []  # a description shown may come from any chunk of its entity
     for i, key in enumerate(sorted(entities, key=lambda k: (-degree[k], k)), start=1):
         entity: Entity = entities[key]
         row = (f"E{i}", entity.name, entity.type, entity.description[:200])
@@ -57,6 +62,7 @@ def gather_material(
             break
         out.entities.append(row)
         out.entity_of[f"E{i}"] = key
+        held += entity.chunk_ids
     for i, r in enumerate(relations[:60], start=1):
         rel: Relation = r
         names = (entities[rel.source].name, entities[rel.target].name)
@@ -65,6 +71,7 @@ def gather_material(
             break
         out.relations.append(row)
         out.relation_of[f"R{i}"] = (rel.source, rel.target)
+        held += rel.chunk_ids
     chunk_ids = sorted({c for e in entities.values() for c in e.chunk_ids})
     texts = chunk_texts(chunk_ids[:200])
     raw = sum(len(t) for t in texts.values())
@@ -75,6 +82,7 @@ def gather_material(
                 break
             out.sources.append((f"S{i}", text[:1500]))
             out.chunks_of[f"S{i}"] = child.chunk_ids[:5]
+            out.held_reports += (child.community_id,)
     else:
         for i, chunk_id in enumerate(chunk_ids, start=1):
             text = " ".join(texts.get(chunk_id, "").split())[:EXCERPT_CHARS]
@@ -82,6 +90,8 @@ def gather_material(
                 break
             out.sources.append((f"C{i}", text))
             out.chunks_of[f"C{i}"] = (chunk_id,)
+            held.append(chunk_id)
+    out.held = tuple(dict.fromkeys(held))
     return out
 
 
@@ -140,7 +150,13 @@ class LLMReportWriter:
     @staticmethod
     def prompt_of(material: Material) -> ChatPrompt[summarize_community.Reply]:
         """The prompt showing this material."""
-        return summarize_community.render(material.entities, material.relations, material.sources)
+        return summarize_community.render(
+            material.entities,
+            material.relations,
+            material.sources,
+            material.held,
+            material.held_reports,
+        )
 
     def write_level(
         self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]

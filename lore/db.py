@@ -153,6 +153,10 @@ def damaged(path: Path, exc: sqlite3.DatabaseError) -> StorageError:
     )
 
 
+PAGE_SIZE = 8192
+WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
+
+
 def connect_sqlite(path: Path) -> sqlite3.Connection:
     """A WAL-mode connection usable from several threads (callers hold a lock)."""
     ensure_dir(path.parent)
@@ -163,7 +167,14 @@ def connect_sqlite(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise damaged(path, exc) from exc
     try:
+        # A new file only (an existing one keeps its size): rows of a chunk and its 1.5 KB
+        # vector fill 8 KB pages well, where 4 KB pages left a quarter of the chunks
+        # table unused (one row per page once a row passed half a page).
+        db.execute(f"PRAGMA page_size={PAGE_SIZE}")
         db.execute("PRAGMA journal_mode=WAL")
+        # checkpoint every ~4 MB of WAL, as with 4 KB pages, and give the space back after
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_BYTES // PAGE_SIZE}")
+        db.execute(f"PRAGMA journal_size_limit={WAL_CHECKPOINT_BYTES}")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=30000")
         db.execute("PRAGMA secure_delete=ON")  # deleted text is overwritten, not left in pages

@@ -10,9 +10,12 @@ id, and later writes reach the same sequence numbers again) from the one the ind
 saw. So each index's watermark (``indexes.watermark.json``) also records the change
 log's rolling digest at the sequence it applied (:meth:`lore.store.Store.digest_at`):
 when the store's digest there differs, that index is rebuilt, and :attr:`IndexSet.rebuilt`
-says why (``lore status``, ``/readyz``). Index files removed under a running process are
-noticed before the next search or catch-up (and by the periodic sweep) and rebuilt from
-the store on a background thread (:meth:`IndexSet.heal_in_background`): meanwhile
+says why (``lore status``, ``/readyz``). Index files removed, truncated or overwritten
+under a running process are noticed before the next search or catch-up (their directory
+is gone, or a file's size or modification time differs from what the process wrote or
+loaded: :class:`~retrieval.state.FileWatch`), when an engine fails on them, and by the
+periodic sweep, and rebuilt from the store on a background thread
+(:meth:`IndexSet.heal_in_background`): meanwhile
 searches are refused with :class:`~lore.errors.IndexRebuildingError` (HTTP 503 with
 ``Retry-After``) instead of waiting inside the request, and writes are stored without
 touching the indexes (the rebuild, or the next catch-up, applies them).
@@ -27,7 +30,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +42,13 @@ from lore.settings import DenseSettings, SparseSettings
 from lore.store import Store
 from retrieval.analyzer import Analyzer
 from retrieval.dense import DenseIndex, open_dense_index
-from retrieval.indexes import DerivedIndex, catch_up, index_lock
+from retrieval.indexes import (
+    DerivedIndex,
+    catch_up,
+    engine_failure,
+    index_lock,
+    index_lock_if_free,
+)
 from retrieval.rwlock import ReadWriteLock
 from retrieval.sparse import SparseIndex, open_sparse_index
 
@@ -48,6 +59,7 @@ LOCK = "indexes.lock"
 WATERMARK = "indexes.watermark.json"
 REBUILDING = "rebuilding from the store"  # what health says during a background rebuild
 REBUILD_RETRY_AFTER_S = 2  # rebuilding ~10k chunks takes seconds; a client retries soon
+BLIND_REBUILD_EVERY_S = 600.0  # rebuilds for damage the files' marks do not show, at most
 
 
 @dataclass
@@ -69,6 +81,7 @@ class IndexSet:
     _rebuilding: dict[str, str] = field(default_factory=dict, init=False)
     _heal_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _heal_thread: threading.Thread | None = field(default=None, init=False)
+    _blind_at: float = field(default=-BLIND_REBUILD_EVERY_S, init=False)
     rebuilt: dict[str, str] = field(default_factory=dict, init=False)
     """Index name → why it was last rebuilt from the store by this process."""
 
@@ -180,6 +193,33 @@ class IndexSet:
                 out[name] = f"its directory {directory.name} was removed while serving"
         return out
 
+    def _damaged(self) -> dict[str, str]:
+        """Indexes whose files changed under this process, unconfirmed (name → what changed).
+
+        Another process committing under the index lock changes them too, until it records
+        them; :meth:`_confirmed` tells the two apart.
+        """
+        out: dict[str, str] = {}
+        if self._sparse is None or self._dense is None:
+            return out
+        for name, index in (("sparse", self._sparse), ("dense", self._dense)):
+            directory = self._directories()[name]
+            if name in self._on_disk and directory.is_dir() and (why := index.damage()):
+                out[name] = f"its file {why} in {directory.name} (damaged while serving)"
+        return out
+
+    def _confirmed(self) -> dict[str, str]:
+        """Vanished indexes, and damaged ones when the index lock is free to confirm it.
+
+        Never waits: while the lock is held (a writer is committing) damage is not judged.
+        """
+        broken = self._vanished()
+        if self._damaged():
+            with index_lock_if_free(self.data_dir / LOCK) as held:
+                if held:
+                    broken = {**self._damaged(), **broken}
+        return broken
+
     def _directories(self) -> dict[str, Path]:
         return {"sparse": self._sparse_dir(), "dense": self.data_dir / "dense-hnswlib"}
 
@@ -188,25 +228,62 @@ class IndexSet:
         with self._heal_lock:
             return dict(self._rebuilding)
 
-    def heal_in_background(self) -> dict[str, str]:
-        """Start rebuilding vanished indexes on a thread; what is being rebuilt ({}: none).
+    def heal_in_background(self, suspected: dict[str, str] | None = None) -> dict[str, str]:
+        """Start rebuilding vanished or damaged indexes on a thread; what is being rebuilt.
 
-        Returns at once: the caller answers "not now" (503) instead of waiting for it.
+        Returns at once ({}: nothing to rebuild): the caller answers "not now" (503)
+        instead of waiting for it. ``suspected``: indexes to rebuild though the damage is
+        not confirmed yet (an engine failed on them); the thread confirms it under the lock.
         """
         with self._heal_lock:
             if self._rebuilding:
                 return dict(self._rebuilding)
             if self._sparse is None or self._dense is None:
                 return {}
-            gone = self._vanished()
+            gone = suspected or self._confirmed()
             if not gone:
                 return {}
             self._rebuilding = dict(gone)
             self._heal_thread = threading.Thread(
-                target=self._heal_and_log, name="lore-index-heal", daemon=True
+                target=self._heal_and_log,
+                args=(suspected or {},),
+                name="lore-index-heal",
+                daemon=True,
             )
             self._heal_thread.start()
             return dict(gone)
+
+    def recover(self, exc: BaseException) -> dict[str, str]:
+        """After an index engine raised ``exc``: the rebuild under way ({}: not damage).
+
+        An engine failing on files that changed under this process starts their rebuild in
+        the background (:meth:`heal_in_background`); any other error is the caller's.
+        """
+        if not engine_failure(exc):
+            return {}
+        damaged = self._damaged() or self._blindly_damaged(exc)
+        if damaged:
+            log.warning("an index failed on files damaged under this process: %s", exc)
+        return self.heal_in_background(damaged) if damaged else self.rebuilding()
+
+    def _blindly_damaged(self, exc: BaseException) -> dict[str, str]:
+        """The keyword index, when its engine reports corruption its files' marks do not show.
+
+        A bad sector keeps a file's size and time; tantivy says so (a panic, or
+        "corrupted" — hnswlib never does: its index is read whole at open). Rebuilt at most
+        once per :data:`BLIND_REBUILD_EVERY_S`, so an error that is not damage stays visible
+        instead of looping through rebuilds.
+        """
+        said = type(exc).__name__ == "PanicException" or "corrupt" in str(exc).lower()
+        now = time.monotonic()
+        directory = self._sparse_dir()
+        if not said or "sparse" not in self._on_disk or not directory.is_dir():
+            return {}
+        if now - self._blind_at < BLIND_REBUILD_EVERY_S:
+            return {}
+        self._blind_at = now
+        why = f"its engine failed on its files ({str(exc)[:200]}) (damaged while serving)"
+        return {"sparse": why}
 
     def wait_rebuilt(self, timeout_s: float | None = None) -> bool:
         """Wait for a background rebuild to end; False when it is still running."""
@@ -216,9 +293,9 @@ class IndexSet:
             return not thread.is_alive()
         return True
 
-    def _heal_and_log(self) -> None:
+    def _heal_and_log(self, suspected: dict[str, str]) -> None:
         try:
-            for name, why in self._heal().items():
+            for name, why in self._heal(suspected).items():
                 log.warning("rebuilt the %s index from the store: %s", name, why)
         except Exception:  # the thread must not die silently; the next read starts another
             log.exception("rebuilding the indexes from the store failed")
@@ -227,15 +304,15 @@ class IndexSet:
                 self._rebuilding = {}
 
     def heal(self) -> dict[str, str]:
-        """Rebuild from the store any index whose files vanished; name → reason (or {}).
+        """Rebuild from the store any index whose files vanished or were damaged.
 
-        In the calling thread (the periodic sweep, ``reindex``); {} while a background
-        rebuild is under way.
+        In the calling thread (the periodic sweep, ``reindex``), which waits for the index
+        lock to confirm damage; name → reason, {} while a background rebuild is under way.
         """
         with self._heal_lock:
             if self._rebuilding or self._sparse is None or self._dense is None:
                 return {}
-            gone = self._vanished()
+            gone = {**self._damaged(), **self._vanished()}
             if not gone:
                 return {}
             self._rebuilding = dict(gone)
@@ -245,15 +322,21 @@ class IndexSet:
             with self._heal_lock:
                 self._rebuilding = {}
 
-    def _heal(self) -> dict[str, str]:
+    def _heal(self, suspected: dict[str, str] | None = None) -> dict[str, str]:
+        """Rebuild what the lock confirms vanished or damaged, and the blind suspicions.
+
+        Blind: in ``suspected`` though no file's marks show it (an engine said "corrupt").
+        """
         if self._sparse is None or self._dense is None:
             return {}
         with self._open_lock, index_lock(self.data_dir / LOCK), self.guard.write():
-            gone = self._vanished()
+            blind = {n: why for n, why in (suspected or {}).items() if "engine failed" in why}
+            gone = {**blind, **self._damaged(), **self._vanished()}  # confirmed: we hold the lock
             by_name: dict[str, DerivedIndex] = {"sparse": self._sparse, "dense": self._dense}
             for name, why in gone.items():
-                index = by_name[name]
-                ensure_dir(self._directories()[name])
+                index, directory = by_name[name], self._directories()[name]
+                shutil.rmtree(directory, ignore_errors=True)  # damaged files go whole
+                ensure_dir(directory)
                 getattr(index, "recreate", index.reset)()  # tantivy reopens its directory
                 catch_up(self.store, index)
                 self.rebuilt[name] = why
@@ -280,15 +363,26 @@ class IndexSet:
         (which this starts when needed): that rebuild reads the store to its end.
         """
         sparse, dense = self.open()
-        if self.heal_in_background():
+        if self.heal_in_background() or not self.behind():
             return {"sparse": 0, "dense": 0}
-        if not self.behind():
-            return {"sparse": 0, "dense": 0}
+        failed: BaseException | None = None
         with index_lock(self.data_dir / LOCK), self.guard.write():
             self._check_watermark({"sparse": sparse, "dense": dense})
-            done = {"sparse": catch_up(self.store, sparse), "dense": catch_up(self.store, dense)}
-            self._write_watermark({"sparse": sparse, "dense": dense})
-            return done
+            try:
+                done = {
+                    "sparse": catch_up(self.store, sparse),
+                    "dense": catch_up(self.store, dense),
+                }
+            except BaseException as exc:
+                if not engine_failure(exc) or not self._damaged():
+                    raise
+                failed = exc  # files damaged under us: rebuilt once the lock is released
+            else:
+                self._write_watermark({"sparse": sparse, "dense": dense})
+                return done
+        if not self.recover(failed):
+            raise failed
+        return {"sparse": 0, "dense": 0}
 
     def reset(
         self, progress: Callable[[str], Callable[[int, int], None]] | None = None

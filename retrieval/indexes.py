@@ -44,9 +44,24 @@ class DerivedIndex(Protocol):
         """Drop everything (before a rebuild)."""
         ...
 
+    def damage(self) -> str | None:
+        """Why its files on disk are not the ones it last wrote or loaded; None if they are."""
+        ...
+
     def __len__(self) -> int:
         """Number of searchable chunks."""
         ...
+
+
+def engine_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is how an index engine fails on files it cannot read.
+
+    tantivy raises ValueError (and panics, surfacing as pyo3's ``PanicException``, a
+    BaseException) on damaged segments; hnswlib raises RuntimeError; both OSError.
+    """
+    return isinstance(exc, OSError | RuntimeError | ValueError) or (
+        type(exc).__name__ == "PanicException"
+    )
 
 
 Progress = Callable[[int, int], None]
@@ -99,5 +114,21 @@ def index_lock(path: Path) -> Iterator[None]:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def index_lock_if_free(path: Path) -> Iterator[bool]:
+    """:func:`index_lock` when nobody holds it (True inside), else at once False."""
+    ensure_dir(path.parent)
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -68,9 +68,10 @@ class LLMKeyPointMapper:
             (label, f"{r.title}\n{r.summary}\n" + "\n".join(f"- {t}" for t, _ in report_units(r)))
             for label, r in labels.items()
         ]
+        held = tuple(r.community_id for r in batch)
         try:
             async with self.client.connected():
-                reply = await self.client.ask(answer_global_map.render(question, material))
+                reply = await self.client.ask(answer_global_map.render(question, material, held))
         except LLMFailure:
             return _report_points(batch)
         points = []
@@ -121,7 +122,8 @@ class LLMAnswerWriter:
         if not numbered:
             return offline
         by_id = {c.id: c for c in offline.citations}
-        prompt = answer_question.render(evidence.question, numbered)
+        chunks, reports = _held(offline.citations, evidence)
+        prompt = answer_question.render(evidence.question, numbered, chunks, reports)
         prompt = replace(prompt, check=partial(uncited, numbers=set(by_id)))
         try:
             async with self.client.connected():
@@ -149,6 +151,23 @@ def uncited(reply: answer_question.Reply, numbers: set[int]) -> str | None:
         "the answer cites none of the evidence: put the number of the evidence each "
         f"statement rests on in brackets after it, like [{min(numbers)}]"
     )
+
+
+def _held(
+    citations: Sequence[Citation], evidence: Evidence
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the numbered evidence quotes: chunks, and the reports stating its key points."""
+    chunks: list[str] = []
+    reports: list[str] = []
+    for citation in citations:
+        if citation.kind == "chunk":
+            chunks += citation.chunk_ids
+        elif citation.report_id:
+            reports.append(citation.report_id)
+            for point in evidence.points:
+                if point.report_id == citation.report_id:
+                    reports += [other for other, _ in point.also_in]
+    return tuple(dict.fromkeys(chunks)), tuple(dict.fromkeys(reports))
 
 
 def _evidence_text(citation: Citation, evidence: Evidence) -> str:

@@ -3,9 +3,9 @@
 Before a search the indexes are caught up with the store (one cheap ``MAX(seq)`` read
 when nothing changed; the catch-up itself runs on a search thread, off the event loop),
 then the :class:`~retrieval.hybrid.HybridSearcher` or the :class:`~retrieval.ask.Asker`
-answers. The HTTP read path needs nothing else. While an index whose files vanished is
-rebuilt from the store in the background, searches are refused with a 503 and
-``Retry-After``.
+answers. The HTTP read path needs nothing else. While an index whose files vanished or
+were damaged is rebuilt from the store in the background, searches are refused with a 503
+and ``Retry-After`` — also the search during which an engine failed on damaged files.
 """
 
 from __future__ import annotations
@@ -24,6 +24,15 @@ from retrieval.index_set import REBUILD_RETRY_AFTER_S, IndexSet
 if TYPE_CHECKING:  # questions load the router, global search and answer writers on use
     from retrieval.ask import Asker
     from retrieval.ask_contract import AskRequest, AskResponse
+
+
+def _rebuilding_error(rebuilding: dict[str, str]) -> IndexRebuildingError:
+    return IndexRebuildingError(
+        "the search indexes are being rebuilt from the store ("
+        + "; ".join(f"{name}: {why}" for name, why in sorted(rebuilding.items()))
+        + "); retry shortly",
+        retry_after_s=REBUILD_RETRY_AFTER_S,
+    )
 
 
 @dataclass
@@ -52,12 +61,7 @@ class QueryService:
         """
         rebuilding = self.indexes.heal_in_background()
         if rebuilding:
-            raise IndexRebuildingError(
-                "the search indexes are being rebuilt from the store ("
-                + "; ".join(f"{name}: {why}" for name, why in sorted(rebuilding.items()))
-                + "); retry shortly",
-                retry_after_s=REBUILD_RETRY_AFTER_S,
-            )
+            raise _rebuilding_error(rebuilding)
         if self.indexes.behind():
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self.searcher.executor, self.indexes.catch_up)
@@ -65,12 +69,26 @@ class QueryService:
     async def query(self, request: QueryRequest) -> QueryResponse:
         """Catch up, then search."""
         await self.catch_up()
-        return await self.searcher.search(request)
+        try:
+            return await self.searcher.search(request)
+        except BaseException as exc:
+            self._refuse_if_damaged(exc)
+            raise
 
     async def ask(self, request: AskRequest) -> AskResponse:
         """Catch up, then route, gather and answer."""
         await self.catch_up()
-        return await self.asker.ask(request)
+        try:
+            return await self.asker.ask(request)
+        except BaseException as exc:
+            self._refuse_if_damaged(exc)
+            raise
+
+    def _refuse_if_damaged(self, exc: BaseException) -> None:
+        """A 503 when an index engine failed on files damaged under the process."""
+        rebuilding = self.indexes.recover(exc)
+        if rebuilding:
+            raise _rebuilding_error(rebuilding) from exc
 
     def close(self) -> None:
         """Stop the search threads."""

@@ -10,7 +10,8 @@ chained by relations; ``summarize_community`` gets a report citing the first lab
 was shown. Failures and delays can be scripted (``fail_next(429)``, ``delay_next(2.0)``,
 ``chat_next("malformed", "timeout", ...)``, ``chat_poison("text")``) or drawn at random with a seed
 (``chat_chaos(malformed=0.3)``) to test repair, re-prompts, retries, timeouts and error
-mapping. A chat request with ``stream: true`` is answered as server-sent events, a piece
+mapping; with ``chat_quote("text")`` a reply quotes that text when its prompt holds it.
+A chat request with ``stream: true`` is answered as server-sent events, a piece
 of the reply every ``token_delay`` seconds, with a usage chunk when ``stream_options``
 asks for one; ``refuse_stream`` / ``refuse_stream_options`` answer such requests 400 as
 an endpoint that cannot stream does; ``serial = True`` serves one chat at a time (the
@@ -159,6 +160,25 @@ def answer_reply(user: str) -> dict[str, Any]:
     }
 
 
+def quoting(task: str, reply: dict[str, Any], quoted: list[str]) -> dict[str, Any]:
+    """``reply`` with the strings in ``quoted`` in its main text, as a model quotes its input."""
+    if not quoted:
+        return reply
+    tail = " Quoting: " + " / ".join(quoted)
+    if task == "extract_graph" and reply["entities"]:
+        reply["entities"][0]["description"] += tail
+    elif task == "summarize_community":
+        reply["summary"] += tail
+    elif task == "answer_global_map":
+        for point in reply["points"]:
+            point["description"] += tail
+    elif task == "answer_question":
+        reply["answer"] += tail
+    elif task == "route_question":
+        reply["reason"] += tail
+    return reply
+
+
 TASK_REPLIES = {
     "extract_graph": extraction_reply,
     "summarize_community": report_reply,
@@ -183,6 +203,7 @@ class OpenAITestServer:
         self.requests: list[dict[str, Any]] = []
         self.chat_outcomes: list[str] = []
         self.poison: tuple[str, ...] = ()
+        self.quote: tuple[str, ...] = ()
         # response_format types answered 500 naming it, as llama-cpp-python does json_schema
         self.refused_formats: set[str] = set()
         # streaming: seconds between pieces, refusals, one chat at a time, what was abandoned
@@ -304,6 +325,7 @@ class OpenAITestServer:
                     if m["role"] == "user" and not m["content"].startswith(REPROMPT)
                 ][-1]
                 reply = TASK_REPLIES.get(task, report_reply)(user)
+                reply = quoting(task, reply, [q for q in server.quote if q in user])
                 content = json.dumps(reply)
                 content = MISBEHAVIOURS.get(behaviour, str)(content)
                 words = sum(server.count_tokens(m["content"]) for m in messages)
@@ -415,6 +437,10 @@ class OpenAITestServer:
         if unknown:
             raise ValueError(f"unknown chat behaviours {sorted(unknown)}")
         self.chat_script.extend(behaviours)
+
+    def chat_quote(self, *needles: str) -> None:
+        """Quote each of these strings in the reply to a prompt that holds it."""
+        self.quote = needles
 
     def chat_poison(self, *needles: str) -> None:
         """Always answer malformed when the request contains one of these strings."""

@@ -2,7 +2,12 @@
 
 Mentions are stored per chunk (``entity_mentions``, ``relation_mentions``); merged
 entities and relations are computed from them by SQL, so removing a chunk's rows is the
-whole cascade: an entity or relation no other chunk mentions is gone. Graph algorithms
+whole cascade: an entity or relation no other chunk mentions is gone. A chunk's mention
+descriptions are stored once each (``mention_texts``, numbered per chunk; a mention holds
+the number in ``text_n``): the offline extractor gives every relation of a chunk the same
+"mentioned in …" and every entity of a sentence that sentence, which stored per mention
+made the mention tables larger than the text they came from. Rows written before keep
+their text in ``description``. Graph algorithms
 (Leiden) read :meth:`edges`; a NetworkX view is built on demand by :meth:`to_networkx`.
 Rows that feed the graph algorithms are sorted here, not by the database, so their order
 is the same on either engine whatever PostgreSQL's collation.
@@ -34,16 +39,21 @@ from lore.db import Conn, Database, Tables, upsert_sql
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_mentions (
-    entity_key TEXT NOT NULL, chunk_id TEXT NOT NULL, document_id TEXT NOT NULL,
+    entity_key TEXT NOT NULL, chunk_id TEXT NOT NULL,
+    document_id TEXT NOT NULL, -- unused: a chunk's document is in extracted_chunks
     name TEXT NOT NULL, type TEXT NOT NULL, description TEXT NOT NULL, count INTEGER NOT NULL,
+    text_n INTEGER,
     PRIMARY KEY (entity_key, chunk_id)
 );
 CREATE INDEX IF NOT EXISTS entity_mentions_by_chunk ON entity_mentions(chunk_id);
 CREATE TABLE IF NOT EXISTS relation_mentions (
     source_key TEXT NOT NULL, target_key TEXT NOT NULL, chunk_id TEXT NOT NULL,
-    weight REAL NOT NULL, description TEXT NOT NULL,
+    weight REAL NOT NULL, description TEXT NOT NULL, text_n INTEGER,
     PRIMARY KEY (source_key, target_key, chunk_id)
 );
+CREATE TABLE IF NOT EXISTS mention_texts (
+    chunk_id TEXT NOT NULL, n INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (chunk_id, n)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS relation_mentions_by_chunk ON relation_mentions(chunk_id);
 CREATE INDEX IF NOT EXISTS relation_mentions_by_target ON relation_mentions(target_key);
 CREATE TABLE IF NOT EXISTS extracted_chunks (chunk_id TEXT PRIMARY KEY, document_id TEXT);
@@ -77,8 +87,17 @@ _COLUMNS = {
         "type",
         "description",
         "count",
+        "text_n",
     ),
-    "relation_mentions": ("source_key", "target_key", "chunk_id", "weight", "description"),
+    "relation_mentions": (
+        "source_key",
+        "target_key",
+        "chunk_id",
+        "weight",
+        "description",
+        "text_n",
+    ),
+    "mention_texts": ("chunk_id", "n", "text"),
     "extracted_chunks": ("chunk_id", "document_id"),
     "communities": ("id", "level", "cluster", "parent", "members"),
     "community_reports": ("community_id", "level", "fingerprint", "report"),
@@ -88,12 +107,23 @@ _COLUMNS = {
 _KEYS = {
     "entity_mentions": ("entity_key", "chunk_id"),
     "relation_mentions": ("source_key", "target_key", "chunk_id"),
+    "mention_texts": ("chunk_id", "n"),
     "extracted_chunks": ("chunk_id",),
     "community_reports": ("community_id",),
     "communities": ("id",),
     "report_sizes": ("community_id",),
     "graph_meta": ("name",),
 }
+
+
+# a mention's description: its numbered text, or (rows written before) its own column
+_DESCRIPTION = "COALESCE(t.text, m.description)"
+_TEXTS = "LEFT JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.n = m.text_n"
+
+
+def _number(numbers: dict[str, int], text: str) -> int | None:
+    """``text``'s number among its chunk's mention texts (None: no text)."""
+    return numbers.setdefault(text, len(numbers)) if text else None
 
 
 def _upsert(table: str) -> str:
@@ -118,6 +148,7 @@ class LocalGraphStore(Tables):
         if target is None:
             raise TypeError("LocalGraphStore needs a path or a Database")
         super().__init__(target, _SCHEMA)
+        self._add_text_numbers()
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None
         self._backfill()
 
@@ -151,6 +182,23 @@ class LocalGraphStore(Tables):
                     [_size_row(CommunityReport.from_json(str(r[0]))) for r in reports],
                 )
 
+    def _add_text_numbers(self) -> None:
+        """A graph made before ``mention_texts``: its mention tables get ``text_n``."""
+        with self._transaction() as db:
+            for table in ("entity_mentions", "relation_mentions"):
+                if self.database.kind == "sqlite":
+                    columns = {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+                    if "text_n" not in columns:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN text_n INTEGER")
+                    continue
+                found = db.execute(  # looked up first: ALTER TABLE waits for every reader
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                    "current_schema() AND table_name = ? AND column_name = 'text_n'",
+                    (table,),
+                ).fetchone()
+                if found is None:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS text_n BIGINT")
+
     def generation(self) -> tuple[int, int]:
         """Changes whenever the graph (or anything else in its database) was written.
 
@@ -179,23 +227,30 @@ class LocalGraphStore(Tables):
     def put_chunks(self, chunks: Sequence[ChunkMentions]) -> None:
         """Replace many chunks' contributions in one transaction (bad ids: nothing written)."""
         todo = checked_chunks(chunks)
-        ent_rows = [
-            (entity_key(e.name), c.chunk_id, c.document_id, e.name, e.type, e.description, e.count)
-            for c in todo
-            for e in c.entities
-        ]
-        rel_rows = []
+        ent_rows: list[tuple[Any, ...]] = []
+        rel_rows: list[tuple[Any, ...]] = []
+        text_rows: list[tuple[str, int, str]] = []
         for c in todo:
+            numbers: dict[str, int] = {}  # a chunk's mention texts, each stored once
+            for e in c.entities:
+                n = _number(numbers, e.description)
+                ent_rows.append(
+                    (entity_key(e.name), c.chunk_id, "", e.name, e.type, "", e.count, n)
+                )
             for r in c.relations:
                 a, b = sorted((entity_key(r.source), entity_key(r.target)))
                 if a != b:
-                    rel_rows.append((a, b, c.chunk_id, r.weight, r.description))
+                    rel_rows.append(
+                        (a, b, c.chunk_id, r.weight, "", _number(numbers, r.description))
+                    )
+            text_rows += [(c.chunk_id, n, text) for text, n in numbers.items()]
         if not todo:
             return
         with self._write() as db:
             gone = set().union(*_delete_chunks(db, [c.chunk_id for c in todo]))
             ends = {key for row in rel_rows for key in row[:2]}
             _touch(db, gone | ends | {row[0] for row in ent_rows})
+            db.executemany(_upsert("mention_texts"), text_rows)
             db.executemany(_upsert("entity_mentions"), ent_rows)
             db.executemany(_upsert("relation_mentions"), rel_rows)
             db.executemany(_upsert("extracted_chunks"), [(c.chunk_id, c.document_id) for c in todo])
@@ -226,8 +281,8 @@ class LocalGraphStore(Tables):
         key = entity_key(name)
         with self._read() as db:
             found = db.execute(
-                "SELECT name, type, description, count, chunk_id FROM entity_mentions "
-                "WHERE entity_key = ?",
+                f"SELECT m.name, m.type, {_DESCRIPTION}, m.count, m.chunk_id "
+                f"FROM entity_mentions m {_TEXTS} WHERE m.entity_key = ?",
                 (key,),
             ).fetchall()
         if not found:
@@ -272,10 +327,11 @@ class LocalGraphStore(Tables):
             return []
         inside = set(wanted)
         select = (
-            "SELECT source_key, target_key, weight, description, chunk_id FROM relation_mentions"
+            f"SELECT m.source_key, m.target_key, m.weight, {_DESCRIPTION}, m.chunk_id "
+            f"FROM relation_mentions m {_TEXTS}"
         )
         with self._read() as db:  # by source only: the keys' degrees, not len(keys) squared
-            found = _rows_of(db, select, wanted, "source_key")
+            found = _rows_of(db, select, wanted, "m.source_key")
         rows = sorted(
             (r for r in found if str(r[1]) in inside),
             key=lambda r: (str(r[0]), str(r[1]), str(r[4])),
@@ -671,7 +727,7 @@ def _delete_chunks(db: Conn, chunk_ids: Sequence[str]) -> tuple[set[str], set[st
         mentioned.update(str(r[0]) for r in gone)
         related.update(str(key) for row in ends for key in row)
     rows = [(c,) for c in sorted(set(chunk_ids))]
-    for table in ("entity_mentions", "relation_mentions", "extracted_chunks"):
+    for table in ("entity_mentions", "relation_mentions", "mention_texts", "extracted_chunks"):
         db.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", rows)
     return mentioned, related
 

@@ -18,6 +18,12 @@ CREATE TABLE IF NOT EXISTS llm_reply_chunks (
 );
 CREATE INDEX IF NOT EXISTS llm_reply_chunks_by_key ON llm_reply_chunks(key)
 """
+_REPORTS = """
+CREATE TABLE IF NOT EXISTS llm_reply_reports (
+    community_id TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (community_id, key)
+);
+CREATE INDEX IF NOT EXISTS llm_reply_reports_by_key ON llm_reply_reports(key)
+"""
 
 
 class ReplyCache(Tables):
@@ -27,6 +33,10 @@ class ReplyCache(Tables):
     its place), so :meth:`replies` can return the latest ones on either engine. Each
     reply whose prompt held stored chunks is mapped to them (``llm_reply_chunks``), so
     deleting a document forgets the replies made from its text (:meth:`forget_chunks`).
+    A prompt holding community reports (the global map step, an answer from key points, a
+    parent's report) is mapped to those reports (``llm_reply_reports``) instead of every
+    chunk behind them — a global question would map to most of the corpus — and forgotten
+    when a report is rewritten or removed (:meth:`reports_held`, :meth:`forget_reports`).
     """
 
     COMPONENT = "llm_replies"
@@ -38,6 +48,7 @@ class ReplyCache(Tables):
             self._number_rows()
         self.database.apply_schema(self.COMPONENT, self.VERSION, _BY_TASK)
         self.database.apply_schema("llm_reply_chunks", 1, _SOURCES)
+        self.database.apply_schema("llm_reply_reports", 1, _REPORTS)
 
     def _number_rows(self) -> None:
         """A cache made before replies had ids: copy it, numbered in rowid order."""
@@ -69,9 +80,16 @@ class ReplyCache(Tables):
         return [str(r[0]) for r in rows]
 
     def put(
-        self, key: str, model: str, task: str, reply: str, *, chunk_ids: Sequence[str] = ()
+        self,
+        key: str,
+        model: str,
+        task: str,
+        reply: str,
+        *,
+        chunk_ids: Sequence[str] = (),
+        report_ids: Sequence[str] = (),
     ) -> None:
-        """Remember a reply that validated (and the stored chunks its prompt held)."""
+        """Remember a reply that validated (and the chunks and reports its prompt held)."""
         with self._transaction() as db:
             db.execute(
                 upsert_sql("llm_replies", ("key", "model", "task", "reply"), ("key",)),
@@ -81,19 +99,36 @@ class ReplyCache(Tables):
                 "INSERT INTO llm_reply_chunks(chunk_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(chunk_id, key) for chunk_id in chunk_ids],
             )
+            db.executemany(
+                "INSERT INTO llm_reply_reports(community_id, key) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
+                [(community_id, key) for community_id in report_ids],
+            )
+
+    def reports_held(self) -> set[str]:
+        """The community ids whose reports some cached reply's prompt held."""
+        with self._read() as db:
+            rows = db.execute("SELECT DISTINCT community_id FROM llm_reply_reports").fetchall()
+        return {str(r[0]) for r in rows}
+
+    def forget_reports(self, community_ids: Sequence[str]) -> int:
+        """Delete the replies whose prompts held these communities' reports; how many."""
+        return self._forget("llm_reply_reports", "community_id", community_ids)
 
     def forget_chunks(self, chunk_ids: Sequence[str]) -> int:
         """Delete the replies whose prompts held any of ``chunk_ids``; how many went."""
+        return self._forget("llm_reply_chunks", "chunk_id", chunk_ids)
+
+    def _forget(self, table: str, column: str, values: Sequence[str]) -> int:
         removed = 0
         with self._transaction() as db:
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
+            for start in range(0, len(values), 500):
+                batch = list(values[start : start + 500])
                 marks = ",".join("?" * len(batch))
                 keys = [
                     str(r[0])
                     for r in db.execute(
-                        f"SELECT DISTINCT key FROM llm_reply_chunks WHERE chunk_id IN ({marks})",
-                        batch,
+                        f"SELECT DISTINCT key FROM {table} WHERE {column} IN ({marks})", batch
                     )
                 ]
                 for key in keys:
@@ -101,4 +136,5 @@ class ReplyCache(Tables):
                         db.execute("DELETE FROM llm_replies WHERE key = ?", (key,)).rowcount
                     )
                     db.execute("DELETE FROM llm_reply_chunks WHERE key = ?", (key,))
+                    db.execute("DELETE FROM llm_reply_reports WHERE key = ?", (key,))
         return removed

@@ -60,6 +60,9 @@ class ChatPrompt(Generic[ReplyT]):
     reply: type[ReplyT]
     chunk_ids: tuple[str, ...] = ()
     """The stored chunks whose text the prompt holds: deleting one forgets the reply."""
+    report_ids: tuple[str, ...] = ()
+    """The communities whose reports the prompt holds: rewriting or removing one of those
+    reports (a delete's cascade) forgets the reply."""
     max_tokens: int | None = None
     """The completion tokens this reply needs at most (``llm.max_tokens`` caps it)."""
     check: Callable[[ReplyT], str | None] | None = field(default=None, compare=False)
@@ -345,7 +348,14 @@ class LLMClient:
         if repaired:
             self.stats.repaired += 1
         if self._cache is not None:
-            self._cache.put(key, self.model, prompt.task, text, chunk_ids=prompt.chunk_ids)
+            self._cache.put(
+                key,
+                self.model,
+                prompt.task,
+                text,
+                chunk_ids=prompt.chunk_ids,
+                report_ids=prompt.report_ids,
+            )
         return reply
 
     @property

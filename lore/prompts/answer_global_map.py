@@ -36,8 +36,10 @@ Reply with one JSON object and nothing else:
 {"points": [{"description": "...", "score": 75, "reports": ["R1"]}]}"""
 
 
-def render(question: str, reports: Sequence[tuple[str, str]]) -> ChatPrompt[Reply]:
-    """``reports``: (label, text) pairs."""
+def render(
+    question: str, reports: Sequence[tuple[str, str]], report_ids: Sequence[str] = ()
+) -> ChatPrompt[Reply]:
+    """``reports``: (label, text) pairs; ``report_ids``: their communities."""
     body = "\n\n".join(f"{label}:\n{text}" for label, text in reports)
     return ChatPrompt(
         task=TASK,
@@ -45,4 +47,5 @@ def render(question: str, reports: Sequence[tuple[str, str]]) -> ChatPrompt[Repl
         user=f"Question: {question}\n\nReports:\n{body}",
         reply=Reply,
         max_tokens=200 + 150 * len(reports),  # a few scored points per report shown
+        report_ids=tuple(report_ids),
     )

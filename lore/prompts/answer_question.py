@@ -28,8 +28,13 @@ Reply with one JSON object and nothing else:
 {"answer": "text with [n] markers", "cited": [1, 2]}"""
 
 
-def render(question: str, evidence: Sequence[tuple[int, str]]) -> ChatPrompt[Reply]:
-    """``evidence``: (number, text) pairs."""
+def render(
+    question: str,
+    evidence: Sequence[tuple[int, str]],
+    chunk_ids: Sequence[str] = (),
+    report_ids: Sequence[str] = (),
+) -> ChatPrompt[Reply]:
+    """``evidence``: (number, text) pairs, from ``chunk_ids`` and ``report_ids``' reports."""
     body = "\n\n".join(f"[{n}] {text}" for n, text in evidence)
     return ChatPrompt(
         task=TASK,
@@ -37,6 +42,8 @@ def render(question: str, evidence: Sequence[tuple[int, str]]) -> ChatPrompt[Rep
         user=f"Question: {question}\n\nEvidence:\n{body}",
         reply=Reply,
         max_tokens=ANSWER_TOKENS,
+        chunk_ids=tuple(chunk_ids),
+        report_ids=tuple(report_ids),
     )
 
 

@@ -57,8 +57,10 @@ def render(
     entities: Sequence[tuple[str, str, str, str]],
     relations: Sequence[tuple[str, str, str, str]],
     sources: Sequence[tuple[str, str]],
+    chunk_ids: Sequence[str] = (),
+    report_ids: Sequence[str] = (),
 ) -> ChatPrompt[Reply]:
-    """The prompt from labelled material.
+    """The prompt from labelled material (from ``chunk_ids`` and ``report_ids``' reports).
 
     ``entities``: (label, name, type, description); ``relations``: (label, source name,
     target name, description); ``sources``: (label, text) — chunk excerpts (``C…``) or
@@ -72,7 +74,13 @@ def render(
     lines += [f"{label}: {text}" for label, text in sources]
     user = "\n".join(lines)
     return ChatPrompt(
-        task=TASK, system=SYSTEM, user=user, reply=Reply, max_tokens=reply_budget(user)
+        task=TASK,
+        system=SYSTEM,
+        user=user,
+        reply=Reply,
+        max_tokens=reply_budget(user),
+        chunk_ids=tuple(chunk_ids),
+        report_ids=tuple(report_ids),
     )
 
 

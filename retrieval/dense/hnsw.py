@@ -31,7 +31,7 @@ from lore.errors import EmbeddingMismatchError
 from lore.store import IndexRow
 from retrieval.dense import Hits
 from retrieval.filters import ResolvedFilter
-from retrieval.state import read_state, write_state
+from retrieval.state import FileWatch, read_state, write_state
 
 _INITIAL_CAPACITY = 1024
 # The header hnswlib's saveIndex writes: six size_t fields (level-0 offset, capacity,
@@ -74,6 +74,7 @@ class HnswIndex:
             )
         self._index = hnswlib.Index(space="cosine", dim=dimension)
         self._applied = 0
+        self._watch = FileWatch(directory)
         self.repaired: str | None = None
         """Why the files were discarded at open (None when they matched the state)."""
         if state.get("applied_seq") and not self._file.exists():
@@ -84,6 +85,7 @@ class HnswIndex:
                 self._deleted = set(state.get("deleted", []))
                 self._load_matrix()
                 self._applied = int(state["applied_seq"])
+                self._watch.adopt([self._file.name])
             except (RuntimeError, OSError, ValueError, KeyError, TypeError) as exc:
                 # Damaged or written by another version: start empty; the next catch-up
                 # rebuilds it from the stored embeddings.
@@ -101,6 +103,7 @@ class HnswIndex:
         self._deleted = set()
         self._matrix = np.zeros((0, self._dim), dtype=np.float32)
         self._row_of = {}
+        self._watch.forget()
 
     def _load_matrix(self) -> None:
         read = self._read_records()
@@ -223,8 +226,14 @@ class HnswIndex:
                 "dim": self._dim,
                 "capacity": self._index.get_max_elements(),
                 "deleted": sorted(self._deleted),
+                "files": self._watch.adopt([self._file.name]),
             },
         )
+        self._watch.adopt([self._file.name])  # and state.json as just written
+
+    def damage(self) -> str | None:
+        """Why ``index.bin`` or ``state.json`` is not what this process wrote or loaded."""
+        return self._watch.damage()
 
     def reset(self) -> None:
         """Start an empty index."""

@@ -65,6 +65,10 @@ class InMemorySparseIndex(ABC):
             self._dirty = False
         self._applied = seq
 
+    def damage(self) -> str | None:
+        """Never: nothing is on disk."""
+        return None
+
     def reset(self) -> None:
         """Forget everything."""
         self._docs.clear()

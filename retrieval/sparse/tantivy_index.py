@@ -19,7 +19,7 @@ from lore.store import IndexRow
 from retrieval.analyzer import Analyzer
 from retrieval.filters import ResolvedFilter, filter_term
 from retrieval.sparse import Hits
-from retrieval.state import read_state, write_state
+from retrieval.state import STATE, FileWatch, read_state, write_state
 
 _HEAP_BYTES = 64_000_000
 
@@ -54,6 +54,7 @@ class TantivyIndex:
             directory.mkdir(parents=True)
             state = {}
         self._applied = int(state.get("applied_seq", 0))
+        self._watch = FileWatch(directory)
         self.repaired: str | None = None
         """Why the files were discarded at open (None when they matched the state)."""
         if self._applied and not (directory / "meta.json").exists():
@@ -70,8 +71,10 @@ class TantivyIndex:
             self._discard(f"{found} documents on disk, state.json records {recorded}")
             self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
         self._writer: tantivy.IndexWriter | None = None
+        if self._applied:
+            self._watch.adopt(self._files())
 
-    def _discard(self, reason: str) -> None:
+    def _discard(self, reason: str) -> None:  # before the watch adopts anything
         shutil.rmtree(self._dir)
         self._dir.mkdir(parents=True)
         self._applied = 0
@@ -131,8 +134,25 @@ class TantivyIndex:
                 "applied_seq": seq,
                 "analyzer": self._analyzer.config.key(),
                 "docs": self._index.searcher().num_docs,
+                "files": self._watch.adopt(self._files()),
             },
         )
+        self._watch.adopt(self._files())  # and state.json as just written
+
+    def _files(self) -> list[str]:
+        """The files of the committed index (segments, ``meta.json``), not locks or state."""
+        return sorted(
+            p.name
+            for p in self._dir.iterdir()
+            if p.is_file()
+            and not p.name.startswith(".tantivy-")
+            and p.name != STATE
+            and not p.name.endswith(".tmp")
+        )
+
+    def damage(self) -> str | None:
+        """Why the committed files are not what this process wrote or loaded (None: intact)."""
+        return self._watch.damage()
 
     def recreate(self) -> None:
         """Start an empty index in a new directory (the old one was removed under us)."""
@@ -140,6 +160,7 @@ class TantivyIndex:
         ensure_dir(self._dir)
         self._index = tantivy.Index(self._schema, path=str(self._dir), reuse=True)
         self._applied = 0
+        self._watch.forget()
 
     def reset(self) -> None:
         """Delete every document."""

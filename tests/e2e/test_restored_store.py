@@ -46,6 +46,13 @@ def _hits(runtime: Runtime, text: str) -> list[str]:
     return [hit.document_id for hit in runtime.query_sync(request).results]
 
 
+def _remove(directory: Path) -> None:
+    """Remove an index directory at once (a server that heals it must not race a slow rm)."""
+    gone = directory.with_name(directory.name + ".removed")
+    directory.rename(gone)
+    shutil.rmtree(gone)
+
+
 def _backup(source: Path, target: Path) -> None:
     with sqlite3.connect(source) as live, sqlite3.connect(target) as copy:
         live.backup(copy)
@@ -104,7 +111,7 @@ def test_index_directories_removed_under_a_live_server_heal(
         assert client.post("/v1/documents", json=first).json()["state"] == "done"
         assert client.post("/v1/memory/query", json=query).json()["total_retrieved"] == 1
         for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
-            shutil.rmtree(directory)
+            _remove(directory)
         second = {"id": "live-2.md", "text": "E_LIVE_2 after the removal", "wait": True}
         reply = client.post("/v1/documents", json=second)
         assert reply.status_code == 200, reply.text
@@ -129,7 +136,7 @@ def test_a_rebuild_runs_in_the_background_and_searches_get_503_meanwhile(
         first = {"id": "bg-1.md", "text": "E_BG_ONE before the removal", "wait": True}
         assert client.post("/v1/documents", json=first).json()["state"] == "done"
         for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
-            shutil.rmtree(directory)
+            _remove(directory)
         # another process writing the index files holds their lock: the rebuild waits
         with index_lock(tmp_path / LOCK):
             started = time.monotonic()
@@ -162,7 +169,7 @@ def test_the_periodic_sweep_rebuilds_removed_index_directories(
     runtime.ingest(_batch("SWEEP"), extract_graph=False)
     assert _hits(runtime, _token("SWEEP", 1))[0] == "SWEEP-1.md"
     for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
-        shutil.rmtree(directory)
+        _remove(directory)
     assert OrphanSweep(runtime, 0).step()  # no read or write in between
     assert any(tmp_path.glob("sparse-*/meta.json")) and any(tmp_path.glob("dense-*/index.bin"))
     assert "removed while serving" in runtime.index_state()["dense"]["health"]  # type: ignore[index]

@@ -53,3 +53,22 @@ def test_a_cache_from_before_reply_ids_keeps_its_order(tmp_path: Path) -> None:
     again = ReplyCache(path)  # opening a numbered cache again changes nothing
     assert again.replies("m", "t") == ["fourth", "third", "second", "first"]
     again.close()
+
+
+def test_replies_are_forgotten_by_the_chunks_and_the_reports_their_prompts_held(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    cache = ReplyCache(tables_at(store_url, tmp_path / "llm-cache.sqlite3"))
+    cache.put("extract", "m", "extract_graph", "x", chunk_ids=["c1"])
+    cache.put("report", "m", "summarize_community", "r", chunk_ids=["c1", "c2"], report_ids=["1-0"])
+    cache.put("map", "m", "answer_global_map", "p", report_ids=["0-1", "0-2"])
+    cache.put("answer", "m", "answer_question", "a", chunk_ids=["c3"], report_ids=["0-2"])
+    assert cache.reports_held() == {"0-1", "0-2", "1-0"}
+    assert cache.forget_chunks(["c2"]) == 1  # the report's reply, and its report mapping
+    assert cache.get("report") is None and cache.get("extract") == "x"
+    assert cache.reports_held() == {"0-1", "0-2"}
+    assert cache.forget_reports(["0-2", "9-9"]) == 2
+    assert cache.get("map") is None and cache.get("answer") is None
+    assert cache.reports_held() == set() and cache.get("extract") == "x"
+    assert cache.forget_chunks(["c3"]) == 0  # the answer went already
+    cache.close()

@@ -139,3 +139,22 @@ def test_texts_vectors_and_lookups(store: Store) -> None:
     assert store.titled_chunks()[0] == ("d-0", "d", "Title")
     assert store.metadata_values("env") == ["prod"]
     assert store.row_ids_matching({"env": (*[f"v{i}" for i in range(600)], "prod")}) == set(rows)
+
+
+def test_a_new_sqlite_file_has_8k_pages_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    import sqlite3
+
+    from lore.db import PAGE_SIZE, connect_sqlite
+
+    fresh = connect_sqlite(tmp_path / "new.sqlite3")
+    fresh.execute("CREATE TABLE t (x)")
+    assert fresh.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
+    fresh.close()
+    old = sqlite3.connect(tmp_path / "old.sqlite3")
+    old.execute("PRAGMA page_size=4096")
+    old.execute("CREATE TABLE t (x)")
+    old.close()
+    again = connect_sqlite(tmp_path / "old.sqlite3")
+    assert again.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert again.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 0
+    again.close()
