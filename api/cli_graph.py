@@ -194,6 +194,8 @@ def print_estimate(estimate: BuildEstimate, as_json: bool) -> None:
     )
     for basis in estimate.completion_basis:
         out.print(f"  completion {basis}", highlight=False)
+    for basis in estimate.reprompt_basis:
+        out.print(f"  re-prompts {basis}", highlight=False)
     if estimate.cost is not None:
         out.print(f"  estimated cost: {estimate.cost:.4f} (llm.price_*_per_million)")
     if estimate.budget_tokens is not None:

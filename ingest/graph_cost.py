@@ -11,7 +11,10 @@ answered (those cost nothing), and counts the rest:
   ``llm.tokens_per_word_piece``), plus 3 per message and 3 per reply as chat formats add;
 - completion tokens: the mean length of this model's cached replies to the same task
   when there are some, else a stated assumption (an extraction reply as long as its
-  chunk, a report of 400 tokens), capped at the prompt's budget (within ``llm.max_tokens``).
+  chunk, a report of 400 tokens), capped at the prompt's budget (within ``llm.max_tokens``);
+- re-prompts: at the rate this model needed them for the task before (the reply cache
+  counts calls per ask, failed asks included), each the prompt again with the first
+  reply and the reason, and a second reply; none before any call.
 
 The communities are those the build's refresh would summarise, planned as it plans them
 (``graph.refresh.preview_refresh``: the region the change touched; every community
@@ -64,6 +67,10 @@ class BuildEstimate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     completion_basis: list[str] = field(default_factory=list)
+    reprompts: float = 0.0
+    """Re-prompt calls expected on top of :attr:`calls`, at this model's past rate per task
+    (their tokens are in the totals)."""
+    reprompt_basis: list[str] = field(default_factory=list)
     cost: float | None = None
     budget_tokens: int | None = None
     stored_extractor: str | None = None
@@ -169,6 +176,7 @@ def _estimate_extraction(
         if mean is not None
         else "extraction: assumed as long as the chunk (no cached replies yet)"
     )
+    rate = _reprompt_rate(estimate, client, extract_graph.TASK, "extraction")
     for start in range(0, len(rows), 500):
         by_row = store.chunks_by_row_ids(rows[start : start + 500])
         for c in by_row.values():
@@ -177,9 +185,13 @@ def _estimate_extraction(
                 estimate.extraction_cache_hits += 1
                 continue
             estimate.extraction_calls += 1
-            estimate.prompt_tokens += prompt_tokens(prompt, count)
             reply = mean if mean is not None else count(c.text)
-            estimate.completion_tokens += min(client.budget(prompt), math.ceil(reply))
+            _add_call(
+                estimate,
+                prompt_tokens(prompt, count),
+                min(client.budget(prompt), math.ceil(reply)),
+                rate,
+            )
 
 
 def _estimate_reports(
@@ -201,6 +213,7 @@ def _estimate_reports(
         if mean is not None
         else f"reports: assumed {DEFAULT_REPORT_TOKENS} tokens each (no cached replies yet)"
     )
+    rate = _reprompt_rate(estimate, client, summarize_community.TASK, "reports")
     communities = preview_refresh(
         graph,
         max_cluster_size=max_cluster_size,
@@ -223,6 +236,36 @@ def _estimate_reports(
             estimate.report_cache_hits += 1
             continue
         estimate.report_calls += 1
-        estimate.prompt_tokens += prompt_tokens(prompt, count)
         reply = mean if mean is not None else DEFAULT_REPORT_TOKENS
-        estimate.completion_tokens += min(client.budget(prompt), math.ceil(reply))
+        _add_call(
+            estimate,
+            prompt_tokens(prompt, count),
+            min(client.budget(prompt), math.ceil(reply)),
+            rate,
+        )
+
+
+REPROMPT_TOKENS = 60
+"""The re-prompt's own message (the reason and the instruction), in tokens, about."""
+
+
+def _reprompt_rate(estimate: BuildEstimate, client: LLMClient, task: str, label: str) -> float:
+    """Re-prompts per call this model needed for ``task`` before (0 before any call)."""
+    found = client.reprompt_rate(task)
+    if found is None:
+        estimate.reprompt_basis.append(f"{label}: no re-prompts assumed (no earlier calls)")
+        return 0.0
+    rate, asks = found
+    estimate.reprompt_basis.append(f"{label}: {rate:.2f} re-prompts a call, as in {asks} earlier")
+    return rate
+
+
+def _add_call(estimate: BuildEstimate, prompt: int, reply: int, rate: float) -> None:
+    """One call's tokens, and ``rate`` times a re-prompt's.
+
+    A re-prompt is the prompt again with the first reply and the reason, and a second
+    reply; a reply that was refused is taken as long as a good one.
+    """
+    estimate.prompt_tokens += math.ceil(prompt + rate * (prompt + reply + REPROMPT_TOKENS))
+    estimate.completion_tokens += math.ceil(reply * (1 + rate))
+    estimate.reprompts = round(estimate.reprompts + rate, 2)

@@ -26,6 +26,14 @@ CREATE INDEX IF NOT EXISTS llm_reply_reports_by_key ON llm_reply_reports(key)
 """
 
 
+_CALLS = """
+CREATE TABLE IF NOT EXISTS llm_task_calls (
+    model TEXT NOT NULL, task TEXT NOT NULL, asks BIGINT NOT NULL, calls BIGINT NOT NULL,
+    PRIMARY KEY (model, task)
+)
+"""
+
+
 class ReplyCache(Tables):
     """Valid replies by prompt hash (a SQLite file or PostgreSQL; safe across processes).
 
@@ -49,6 +57,7 @@ class ReplyCache(Tables):
         self.database.apply_schema(self.COMPONENT, self.VERSION, _BY_TASK)
         self.database.apply_schema("llm_reply_chunks", 1, _SOURCES)
         self.database.apply_schema("llm_reply_reports", 1, _REPORTS)
+        self.database.apply_schema("llm_task_calls", 1, _CALLS)
 
     def _number_rows(self) -> None:
         """A cache made before replies had ids: copy it, numbered in rowid order."""
@@ -104,6 +113,29 @@ class ReplyCache(Tables):
                 "ON CONFLICT DO NOTHING",
                 [(community_id, key) for community_id in report_ids],
             )
+
+    def count_calls(self, model: str, task: str, calls: int) -> None:
+        """Add one ask of ``task`` that took ``calls`` calls (1, or more when re-prompted).
+
+        Counted whether the ask succeeded or not; the dry run reads the share of calls
+        re-prompts add (:meth:`calls_per_ask`). No text is kept.
+        """
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO llm_task_calls(model, task, asks, calls) VALUES (?, ?, 1, ?) "
+                "ON CONFLICT(model, task) DO UPDATE SET asks = llm_task_calls.asks + 1, "
+                "calls = llm_task_calls.calls + excluded.calls",
+                (model, task, int(calls)),
+            )
+
+    def calls_per_ask(self, model: str, task: str) -> tuple[int, int]:
+        """(asks, calls) this model took for ``task`` so far: calls / asks - 1 re-prompts."""
+        with self._read() as db:
+            row = db.execute(
+                "SELECT asks, calls FROM llm_task_calls WHERE model = ? AND task = ?",
+                (model, task),
+            ).fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     def reports_held(self) -> set[str]:
         """The community ids whose reports some cached reply's prompt held."""

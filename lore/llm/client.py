@@ -233,6 +233,20 @@ class LLMClient:
             return False
         return True
 
+    def _count_calls(self, task: str, calls: int) -> None:
+        if self._cache is not None:
+            self._cache.count_calls(self.model, task, calls)
+
+    def reprompt_rate(self, task: str) -> tuple[float, int] | None:
+        """Re-prompts per ask this model needed for ``task`` so far, and over how many asks.
+
+        None without a cache or before any ask (the dry run then assumes none).
+        """
+        if self._cache is None:
+            return None
+        asks, calls = self._cache.calls_per_ask(self.model, task)
+        return ((calls - asks) / asks, asks) if asks else None
+
     def cached_replies(self, task: str, limit: int = 200) -> list[str]:
         """The latest cached replies of this model to ``task`` (empty without a cache)."""
         return [] if self._cache is None else self._cache.replies(self.model, task, limit)
@@ -329,6 +343,7 @@ class LLMClient:
             reply, repaired = prompt.usable(text)
         except ValueError as first:
             self.stats.reprompts += 1
+            self._count_calls(prompt.task, 2)
             messages += [
                 {"role": "assistant", "content": text},
                 {
@@ -345,6 +360,8 @@ class LLMClient:
                 raise LLMReplyError(
                     f"{prompt.task}: invalid reply after repair and one re-prompt: {second}"
                 ) from None
+        else:
+            self._count_calls(prompt.task, 1)
         if repaired:
             self.stats.repaired += 1
         if self._cache is not None:

@@ -182,18 +182,25 @@ def test_the_dry_run_after_an_edit_prices_the_reports_the_build_rewrites(
     }
     ok(lore(home, data, "ingest", "docs", **llm))
     first = json.loads(ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm)))
+    assert first["reprompts"] == 0 and "no re-prompts assumed" in first["reprompt_basis"][0]
+    server.chat_next("invalid")  # one reply of the build is re-prompted
     built = json.loads(ok(lore(home, data, "graph", "build", "--json", **llm)))
     assert first["report_calls"] == built["reports_written"] > 0
+    assert built["llm"]["reprompts"] == 1
     # one more document: the build's refresh rewrites the reports its change reaches
     shutil.copy(CORPUS / "production" / "ledger-db" / "runbook-failover.md", home / "docs")
     ok(lore(home, data, "ingest", "docs", **llm))
     again = json.loads(ok(lore(home, data, "graph", "build", "--dry-run", "--json", **llm)))
+    # the re-prompt rate of the first build (1 in its calls) is priced in
+    expected = again["report_calls"] / built["reports_written"]
+    assert again["reprompts"] == pytest.approx(expected, abs=0.05)
     calls_before = server.chat_calls
+    server.chat_next("invalid")
     rebuilt = json.loads(ok(lore(home, data, "graph", "build", "--json", **llm)))
     assert 0 < rebuilt["reports_written"] < built["reports_written"]
     assert again["communities"] == rebuilt["reports_written"], (again, rebuilt)
     assert again["report_calls"] + again["report_cache_hits"] == rebuilt["reports_written"]
-    assert server.chat_calls - calls_before == rebuilt["llm"]["calls"] == again["calls"]
+    assert server.chat_calls - calls_before == rebuilt["llm"]["calls"] == again["calls"] + 1
     counted = rebuilt["llm"]["prompt_tokens"] + rebuilt["llm"]["completion_tokens"]
     assert "mean of" in again["completion_basis"][-1]
     assert within(again["total_tokens"], counted), (again, rebuilt["llm"])

@@ -196,16 +196,22 @@ def test_the_dry_run_names_the_calls_the_build_makes(llm_built: Run) -> None:
     again, rebuilt = llm_built.estimate_after_edit, llm_built.built_after_edit
     spent_again = rebuilt["llm"]
     counted_again = spent_again["prompt_tokens"] + spent_again["completion_tokens"]
-    print(f"after one more document: dry run {again['total_tokens']}; counted {counted_again}")
+    print(f"after one more document: dry run {again}; counted {counted_again} ({spent_again})")
     # every report it rewrites, by a call or (an unchanged prompt) from the reply cache
     assert again["communities"] == rebuilt["reports_written"] > 0, (again, rebuilt)
     assert again["report_calls"] + again["report_cache_hits"] == rebuilt["reports_written"]
-    assert spent_again["reprompts"] == 0 or counted_again > again["total_tokens"]
-    if spent_again["reprompts"] == 0:  # re-prompts: calls no dry run can know of
+    # re-prompts are priced at the model's past rate (the first build's); when this build
+    # needed as many as that rate says, the whole figure holds; when it needed more (or
+    # fewer), the estimate errs that way
+    foreseen = round(again["reprompts"])
+    if spent_again["reprompts"] == foreseen:
         assert abs(again["total_tokens"] - counted_again) <= 0.1 * counted_again, (
             again,
             spent_again,
         )
+    else:
+        more = spent_again["reprompts"] > foreseen
+        assert (counted_again > again["total_tokens"]) == more, (again, spent_again)
 
 
 def test_graph_build_stores_a_report_for_every_community(llm_built: Run) -> None:

@@ -264,3 +264,21 @@ def test_the_prompt_lists_the_names_the_offline_extractor_finds_in_the_chunk(
     assert "Names found in the text: " in prompt.examples[0][0]
     bare = LLMExtractor(client_for(server), ["service"], name_hints=False).prompt(chunk)
     assert "Names found" not in bare.user
+
+
+def test_the_cache_counts_the_calls_each_ask_took_failed_asks_included(
+    server: OpenAITestServer, store_url: str | None, tmp_path: Path
+) -> None:
+    client = client_for(server, ReplyCache(tables_at(store_url, tmp_path / "cache.sqlite3")))
+    assert client.reprompt_rate(extract_graph.TASK) is None  # no ask yet: none assumed
+    ask(client)  # one call
+    server.chat_next("invalid")
+    ask(client, TEXT + " Also Billing Gateway.")  # re-prompted: two calls
+    server.chat_next("invalid", "invalid")
+    with pytest.raises(LLMReplyError):
+        ask(client, TEXT + " And Ledger Replica.")  # two calls, then given up
+    assert client.reprompt_rate(extract_graph.TASK) == (2 / 3, 3)
+    # a new process reads the same counts; they hold no text
+    again = client_for(server, ReplyCache(tables_at(store_url, tmp_path / "cache.sqlite3")))
+    assert again.reprompt_rate(extract_graph.TASK) == (2 / 3, 3)
+    assert again.reprompt_rate("summarize_community") is None
