@@ -144,6 +144,9 @@ def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:
         seed=cfg.seed,
         lock=upkeep_lock(runtime.store.database),
     )
+    if report.refresh is not None:  # the rewritten reports' vectors, and no vanished one's
+        written = runtime.graph().reports_by_id(report.refresh.written)
+        runtime.report_vectors().update(written, report.refresh.gone)
     report.warnings += warnings
     return report
 

@@ -113,10 +113,6 @@ class Runtime:
                 self._report_vectors = ReportVectorIndex(store, self.embedder)
             return self._report_vectors
 
-    def embed_reports(self) -> int:
-        """Embed the reports written since the last call (run after reports are stored)."""
-        return self.report_vectors().catch_up(self.graph().reports())
-
     def jobs(self) -> JobStore:
         """The job tables of this store."""
         with self._lock:

@@ -115,6 +115,8 @@ class RefreshReport:
     clustering: Clustering = field(default_factory=lambda: Clustering("incremental"))
     written: list[str] = field(default_factory=list)
     """Ids of the communities whose reports were (re)written."""
+    gone: list[str] = field(default_factory=list)
+    """Ids of the communities the re-clustering removed (the plan's)."""
 
     def as_dict(self) -> dict[str, int]:
         """JSON-ready counts (:attr:`clustering` has its own :meth:`Clustering.as_dict`)."""
@@ -383,7 +385,10 @@ def run_plan(
     """
     calls_before = summarizer.llm_calls
     report = RefreshReport(
-        communities=plan.communities, stale=plan.stale, clustering=plan.clustering
+        communities=plan.communities,
+        stale=plan.stale,
+        clustering=plan.clustering,
+        gone=list(plan.gone),
     )
     if progress is not None:
         progress(0, plan.stale)

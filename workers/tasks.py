@@ -382,7 +382,8 @@ def store_level(
     written = [CommunityReport.from_json(r["report"]) for r in results if r["report"]]
     checked = [str(r["id"]) for r in results if not r["failed"]]
     store_reports(runtime.graph(), written, checked)
-    runtime.embed_reports()
+    # this level's reports only (and, with the first level, those of vanished communities)
+    runtime.report_vectors().update(written, plan.get("gone", []) if index == 0 else [])
     used = sum(int(r["llm_calls"]) for r in results)
     _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used, namespace)
     return len(written)

@@ -123,6 +123,7 @@ def _report_row(report: CommunityReport) -> dict[str, Any]:
 _COUNT_META = "communities"
 _MAX_CLUSTER_META = "max_cluster"
 _SIZES_META = "report_sizes"
+_GENERATION_META = "view_generation"
 
 
 def _member_rows(communities: Sequence[Community]) -> Rows:
@@ -178,9 +179,30 @@ class Neo4jGraphStore:
     def _session(self) -> neo4j.Session:
         return self._driver.session(database=self._database, bookmark_manager=self._bookmarks)
 
-    def _write(self, work: Callable[[neo4j.ManagedTransaction], T]) -> T:
+    def _write(self, work: Callable[[neo4j.ManagedTransaction], T], *, view: bool = False) -> T:
+        """Run ``work`` in a write transaction.
+
+        ``view``: it writes communities or reports, and bumps their generation in the
+        same transaction (:meth:`generation`).
+        """
+
+        def bumped(tx: neo4j.ManagedTransaction) -> T:
+            out = work(tx)
+            _data(tx, q.BUMP_GENERATION, self._params(name=_GENERATION_META))
+            return out
+
         with _translated(), self._session() as session:
-            return session.execute_write(work)
+            return session.execute_write(bumped if view else work)
+
+    def generation(self) -> tuple[int, int]:
+        """Changes whenever communities or reports were written, by any process.
+
+        What a global question reads (every report, the hierarchy) is read again only
+        after it changed: one indexed read per question instead of the whole view. Only
+        the writes of communities and reports bump it (under the upkeep lock), so
+        extraction's concurrent writes never contend for it.
+        """
+        return int(self.graph_meta(_GENERATION_META) or 0), 0
 
     def _read(self, work: Callable[[neo4j.ManagedTransaction], T]) -> T:
         with _translated(), self._session() as session:
@@ -372,7 +394,7 @@ class Neo4jGraphStore:
             _data(tx, delete, self._params())
             self._run_batched(tx, create, "rows", rows)
 
-        self._write(work)
+        self._write(work, view=True)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy and drop the reports of communities not in it, atomically.
@@ -393,7 +415,7 @@ class Neo4jGraphStore:
             self._run_batched(tx, q.DELETE_REPORTS_OF, "ids", sorted(reported - ids))
             self._set_meta(tx, {_COUNT_META: str(len(ids)), _MAX_CLUSTER_META: str(top)})
 
-        self._write(work)
+        self._write(work, view=True)
 
     def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
         """Store these communities and drop those ids (and their reports), atomically."""
@@ -416,7 +438,7 @@ class Neo4jGraphStore:
             top = max([top, *(c.cluster for c in ordered)])
             self._set_meta(tx, {_COUNT_META: str(count), _MAX_CLUSTER_META: str(top)})
 
-        self._write(work)
+        self._write(work, view=True)
 
     def hierarchy_stats(self) -> tuple[int, int]:
         """(communities stored, largest cluster number or -1), from two stored counters."""
@@ -531,7 +553,7 @@ class Neo4jGraphStore:
             self._run_batched(tx, q.PUT_REPORTS, "rows", [_report_row(r) for r in chosen])
             return {r.community_id for r in chosen}
 
-        return self._write(work)
+        return self._write(work, view=True)
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
         """Stored reports ordered by level and community id."""

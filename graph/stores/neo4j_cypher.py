@@ -352,6 +352,12 @@ MERGE (m:LoreMeta {ns: $ns, name: row.name})
 SET m.value = row.value
 """
 
+# the generation of the communities and reports: bumped in every transaction writing them
+BUMP_GENERATION: Final = """
+MERGE (m:LoreMeta {ns: $ns, name: $name})
+SET m.value = toString(coalesce(toInteger(m.value), 0) + 1)
+"""
+
 # -- staleness marks -----------------------------------------------------------------------
 
 TOUCHED: Final = "MATCH (t:LoreTouched {ns: $ns}) RETURN t.key AS key"

@@ -557,3 +557,21 @@ def test_extracted_among_asks_about_those_chunks_only(store: GraphStore) -> None
     assert store.extracted_among([]) == set()
     assert store.remove_chunks(["c1", "c2"]) == 1
     assert store.extracted_among(["c1", "c2"]) == set()
+
+
+def test_the_generation_changes_when_communities_or_reports_are_written(
+    store: GraphStore,
+) -> None:
+    # what a global question's view is cached by (one read a question, not every report)
+    generation = getattr(store, "generation")  # noqa: B009 - not in the protocol
+    hierarchy = [Community("0-0", 0, 0, None, ("a", "b")), Community("0-1", 0, 1, None, ("c",))]
+    store.replace_communities(hierarchy)
+    first = generation()
+    store.communities()
+    store.reports()
+    assert generation() == first  # reads change nothing
+    store.put_reports([_report("0-0", 0)])
+    second = generation()
+    assert second != first
+    store.update_communities([Community("0-2", 0, 2, None, ("d",))], ["0-1"])
+    assert generation() != second

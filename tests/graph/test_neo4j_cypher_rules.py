@@ -74,6 +74,7 @@ MERGE_GUARDS = {
     "PUT_REPORTS": "checked_reports: community ids",
     "UPSERT_COMMUNITIES": "required_ids: community ids",
     "SET_META": "required_ids: meta names",
+    "BUMP_GENERATION": "a constant name of the store's own (_GENERATION_META)",
 }
 
 

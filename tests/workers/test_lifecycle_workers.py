@@ -7,6 +7,8 @@ prints what the graph lost, exactly as without a broker.
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,8 @@ def test_delete_and_prune_run_on_the_worker_with_the_cascade(
     assert ingested["state"] == "done" and ingested["failed"] == [], ingested
     ok(lore(home, data, "graph", "build", **env))
     assert "E_LC_0001" in ok(lore(home, data, "graph", "show", "E_LC_0001", **env))
+    # the worker's levels embedded the reports they stored, and only those
+    assert vectored(data) == reported(data) != set()
 
     deleted = json.loads(ok(lore(home, data, "delete", "docs/doc-0001.md", "--json", **env)))
     assert deleted["state"] == "done" and deleted["deleted"] == ["docs/doc-0001.md"]
@@ -51,3 +55,19 @@ def test_delete_and_prune_run_on_the_worker_with_the_cascade(
     assert [j["state"] for j in jobs if j["kind"] == "delete"] == ["done", "done"]
     log = "\n".join(p.read_text() for p in home.glob("w-*.log"))
     assert log.count("lore.delete_documents") >= 2  # the worker ran both deletions
+    assert vectored(data) == reported(data)  # rewritten reports re-embedded, gone ones dropped
+
+
+def _ids(data: Path, select: str) -> set[str]:
+    with closing(sqlite3.connect(data / "lore.sqlite3")) as db:
+        return {str(row[0]) for row in db.execute(select)}
+
+
+def vectored(data: Path) -> set[str]:
+    """Community ids with stored report vectors."""
+    return _ids(data, "SELECT community_id FROM report_vectors")
+
+
+def reported(data: Path) -> set[str]:
+    """Community ids with a stored report."""
+    return _ids(data, "SELECT community_id FROM community_reports")
