@@ -28,8 +28,9 @@ before it. A tenant may have as many ingest jobs in flight as there are client t
 (``LORE_API__TENANT_MAX_JOBS``, unless set): the soak measures memory, not admission.
 
 Prints JSON: the machine, the settings, per-kind, per-tenant and per-tenant-and-kind
-counts, errors and p50/p95/p99, the RSS series, RSS at 1/6, 1/2 and the end, and its
-growth per 1,000 writes (least-squares slope of RSS against writes and replacements
+counts, errors and p50/p95/p99, the RSS series (with its anonymous and file-backed parts,
+the threads and open files), RSS at 1/6, 1/2 and the end, and the growth of RSS and of
+its anonymous part per 1,000 writes (least-squares slope against writes and replacements
 completed, after the first sample, which includes the model load; and over the second
 half alone, past the warm-up). Operations still queued when the time is up are dropped
 and counted, so a server that cannot keep up shows as drops. Synthetic text only;
@@ -392,11 +393,30 @@ def start_server(
         time.sleep(0.5)
 
 
+def process_status(pid: int) -> dict[str, float]:
+    """Anonymous and file-backed RSS (mapped index files count in the latter), threads, fds."""
+    fields = {"RssAnon:": "anon_mb", "RssFile:": "file_mb", "Threads:": "threads"}
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        parts = line.split()
+        key = fields.get(parts[0]) if parts else None
+        if key is not None:
+            value = int(line.split()[1])
+            found[key] = round(value / 1024, 1) if key.endswith("_mb") else value
+    found["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return found
+
+
 def sample(pid: int, tally: Tally, t_s: float) -> dict[str, float]:
     """One RSS sample with the writes completed so far."""
     with tally.lock:
         writes = tally.writes_done
-    return {"t_s": round(t_s, 1), "rss_mb": round(rss_mb(pid), 1), "writes": writes}
+    return {
+        "t_s": round(t_s, 1),
+        "rss_mb": round(rss_mb(pid), 1),
+        "writes": writes,
+        **process_status(pid),
+    }
 
 
 def drive(
@@ -479,7 +499,8 @@ def report(
 ) -> dict[str, Any]:
     """The JSON report of a run."""
     points = [(s["writes"], s["rss_mb"]) for s in samples[1:]]
-    half = [(s["writes"], s["rss_mb"]) for s in samples if s["t_s"] >= args.duration_s / 2]
+    late = [s for s in samples if s["t_s"] >= args.duration_s / 2]
+    half = [(s["writes"], s["rss_mb"]) for s in late]
     answered = sum(len(v) for v in tally.latencies.values())
     by_pair = {
         f"{tenant}/{kind}": {"n": len(values), "errors": tally.error_counts.get((tenant, kind), 0)}
@@ -523,6 +544,12 @@ def report(
         "rss_at": at,
         "rss_growth_mb_per_1000_writes": slope_per_1000(points),
         "rss_growth_mb_per_1000_writes_second_half": slope_per_1000(half),
+        "anon_rss_growth_mb_per_1000_writes": slope_per_1000(
+            [(s["writes"], s["anon_mb"]) for s in samples[1:] if "anon_mb" in s]
+        ),
+        "anon_rss_growth_mb_per_1000_writes_second_half": slope_per_1000(
+            [(s["writes"], s["anon_mb"]) for s in samples if s in late and "anon_mb" in s]
+        ),
         "tracemalloc": snapshots.taken if snapshots is not None else [],
         "rss_samples": samples,
     }
