@@ -18,7 +18,8 @@ local mode; extractive unless an LLM is configured) and, for the rest, queries
 With ``--tracemalloc`` the server runs under a small wrapper that starts
 ``tracemalloc`` (25 frames) and writes a snapshot summary when sent SIGUSR1: the top
 lines by size and the top growers against the first snapshot (taken once the server is
-ready, before any load), with the call path of the largest growers. Snapshots are taken
+ready, before any load), with the call path of the largest growers, and the top growers
+since the previous snapshot (past the warm-up, a steady leak shows there). Snapshots are taken
 at 1/6, 1/2 and the end of the run (5, 15 and 30 minutes of a 30-minute run).
 tracemalloc slows Python and adds its own memory to the RSS (reported); after each
 snapshot the wrapper calls ``malloc_trim(0)`` so the snapshot's own transient memory
@@ -107,11 +108,18 @@ def take():
         first = state["first"]
         if first is None:
             state["first"] = first = by_line
-        growth = sorted(
-            ((k, size - first.get(k, (0, 0))[0], count - first.get(k, (0, 0))[1], size)
-             for k, (size, count) in by_line.items()),
-            key=lambda g: g[1], reverse=True,
-        )[:30]
+        previous = state.get("previous") or by_line
+        state["previous"] = by_line
+
+        def grown(since, top):
+            return sorted(
+                ((k, size - since.get(k, (0, 0))[0], count - since.get(k, (0, 0))[1], size)
+                 for k, (size, count) in by_line.items()),
+                key=lambda g: g[1], reverse=True,
+            )[:top]
+
+        growth = grown(first, 30)
+        recent = grown(previous, 15)
         wanted = {g[0] for g in growth[:8] if g[1] > 0}
         by_path = {}  # one pass over the raw traces (frames innermost first): cheap
         for _domain, size, frames, *_ in getattr(snap.traces, "_traces", []):
@@ -136,6 +144,10 @@ def take():
                 {"where": k, "kb_growth": round(d / 1024), "blocks_growth": c,
                  "kb": round(size / 1024), "path": paths.get(k)}
                 for k, d, c, size in growth
+            ],
+            "growers_since_previous": [
+                {"where": k, "kb_growth": round(d / 1024), "blocks_growth": c}
+                for k, d, c, size in recent
             ],
         }
         del snap, lines, by_path
