@@ -359,7 +359,7 @@ def build_asker(
 
     cfg = settings.ask
     heuristic = HeuristicRouteClassifier(searcher.analyzer, both_margin=cfg.both_margin)
-    extractive = ExtractiveAnswerWriter(searcher.analyzer)
+    extractive = ExtractiveAnswerWriter(searcher.analyzer, counter=counter)
     client = build_llm_client(settings) if cfg.llm == "auto" else None
     classifier: RouteClassifier = heuristic
     writer: AnswerWriter = extractive

@@ -418,6 +418,20 @@ class AskSettings(Section):
         2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"
     )
     local_top_k: int = Field(8, ge=1, le=100, description="chunks retrieved for a local answer")
+    focus_chunks: int = Field(
+        40,
+        ge=0,
+        le=1000,
+        description="passages the local engines rank to focus a global answer on the question "
+        "(communities and key points resting on them); 0 = off, reports ranked by their text",
+    )
+    answer_max_tokens: int = Field(
+        4000,
+        ge=50,
+        le=100_000,
+        description="tokens the written answer may hold (the evidence it shows, or the LLM's "
+        "reply); distinct from budget_tokens, the context it reads",
+    )
     both_margin: float = Field(
         1.0, ge=0, description="route 'both' when both scores are strong and this close"
     )

@@ -40,6 +40,8 @@ class Evidence:
     chunks: Sequence[QueryResult] = ()
     points: Sequence[KeyPoint] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
+    max_tokens: int | None = None
+    """Tokens the written answer may hold (``ask.answer_max_tokens``); None: unbounded."""
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,21 @@ def short_heading(title: str) -> str:
 
 @dataclass
 class ExtractiveAnswerWriter:
-    """The offline writer: the evidence itself, ranked and cited."""
+    """The offline writer: the evidence itself, ranked and cited.
+
+    With ``Evidence.max_tokens`` the answer stops before the evidence line that would
+    pass it (counted by ``counter``; without one, four characters a token) and says how
+    many it left out; the citations are those of the lines shown.
+    """
 
     analyzer: Analyzer
     sentences_per_chunk: int = SENTENCES_PER_CHUNK
+    counter: TokenCounter | None = None
     name: str = field(default="extractive", init=False)
+
+    def tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the writer's counter (or four characters a token)."""
+        return self.counter.count(text) if self.counter is not None else -(-len(text) // 4)
 
     async def write(self, evidence: Evidence) -> WrittenAnswer:
         """Local evidence first (best sentences per chunk), then global key points."""
@@ -116,64 +128,108 @@ class ExtractiveAnswerWriter:
         """Blocking form of :meth:`write` (pure)."""
         lines: list[str] = []
         citations: list[Citation] = []
+        size = _AnswerSize(self, evidence.max_tokens)
         both = bool(evidence.chunks) and bool(evidence.points)
         if evidence.chunks:
             lines.append(LOCAL_HEADER)
             if both:
                 lines.append("Specific passages:")
-            shown: dict[str, Citation] = {}
-            for hit in evidence.chunks:
-                where = hit.heading or hit.title or hit.source
-                snippet = best_sentences(
-                    self.analyzer, evidence.question, hit.text, self.sentences_per_chunk
-                )
-                same = shown.get(" ".join(snippet.lower().split()))
-                if same is not None:  # the same passage in another chunk: cite it, once
-                    same.chunk_ids.append(hit.chunk_id)
-                    if hit.source not in same.sources:
-                        same.sources.append(hit.source)
-                    continue
-                n = len(citations) + 1
-                lines.append(f"[{n}] {where} ({hit.source}): {snippet}")
-                citation = Citation(
-                    id=n,
-                    kind="chunk",
-                    chunk_ids=[hit.chunk_id],
-                    sources=[hit.source],
-                    title=where,
-                    score=hit.rrf_score,
-                )
-                citations.append(citation)
-                shown[" ".join(snippet.lower().split())] = citation
+            self._chunk_lines(evidence, size, lines, citations)
         if evidence.points:
             if both:
                 lines.extend(["", "Across the corpus:"])
             else:
                 lines.append(GLOBAL_HEADER)
-            current = None
-            for point in evidence.points:
-                if point.report_id != current:
-                    current = point.report_id
-                    lines.extend(["", f"## {short_heading(point.report_title)}"])
-                n = len(citations) + 1
-                also = "".join(f"; also {rid}" for rid, _ in point.also_in)
-                lines.append(f"[{n}] {point.text} (report {point.report_id}{also})")
-                sources = list(
-                    dict.fromkeys(
-                        evidence.sources[c] for c in point.chunk_ids if c in evidence.sources
-                    )
-                )
-                citations.append(
-                    Citation(
-                        id=n,
-                        kind="report",
-                        chunk_ids=list(point.chunk_ids),
-                        sources=sources,
-                        report_id=point.report_id,
-                        title=point.report_title,
-                        score=point.score,
-                    )
-                )
+            self._point_lines(evidence, size, lines, citations)
         if not citations:
             lines.append("No evidence found for this question in the indexed documents.")
+        if size.left_out:
+            lines.extend(
+                [
+                    "",
+                    f"({size.left_out} more passages or points left out: the answer holds at "
+                    f"most {size.limit} tokens, ask.answer_max_tokens)",
+                ]
+            )
         return WrittenAnswer("\n".join(lines), citations, extractive=True)
+
+    def _chunk_lines(
+        self, evidence: Evidence, size: _AnswerSize, lines: list[str], citations: list[Citation]
+    ) -> None:
+        """For each chunk its best sentences, each passage once, while the answer has room."""
+        shown: dict[str, Citation] = {}
+        for hit in evidence.chunks:
+            where = hit.heading or hit.title or hit.source
+            snippet = best_sentences(
+                self.analyzer, evidence.question, hit.text, self.sentences_per_chunk
+            )
+            same = shown.get(" ".join(snippet.lower().split()))
+            if same is not None:  # the same passage in another chunk: cite it, once
+                same.chunk_ids.append(hit.chunk_id)
+                if hit.source not in same.sources:
+                    same.sources.append(hit.source)
+                continue
+            n = len(citations) + 1
+            line = f"[{n}] {where} ({hit.source}): {snippet}"
+            if not size.fits([line], first=not citations):
+                continue
+            lines.append(line)
+            citation = Citation(
+                id=n,
+                kind="chunk",
+                chunk_ids=[hit.chunk_id],
+                sources=[hit.source],
+                title=where,
+                score=hit.rrf_score,
+            )
+            citations.append(citation)
+            shown[" ".join(snippet.lower().split())] = citation
+
+    def _point_lines(
+        self, evidence: Evidence, size: _AnswerSize, lines: list[str], citations: list[Citation]
+    ) -> None:
+        """The key points under a heading per community, while the answer has room."""
+        current = None
+        for point in evidence.points:
+            n = len(citations) + 1
+            also = "".join(f"; also {rid}" for rid, _ in point.also_in)
+            line = f"[{n}] {point.text} (report {point.report_id}{also})"
+            heading = f"## {short_heading(point.report_title)}"
+            new = ["", heading, line] if point.report_id != current else [line]
+            if not size.fits(new, first=not citations):
+                continue
+            current = point.report_id
+            lines.extend(new)
+            sources = list(
+                dict.fromkeys(evidence.sources[c] for c in point.chunk_ids if c in evidence.sources)
+            )
+            citations.append(
+                Citation(
+                    id=n,
+                    kind="report",
+                    chunk_ids=list(point.chunk_ids),
+                    sources=sources,
+                    report_id=point.report_id,
+                    title=point.report_title,
+                    score=point.score,
+                )
+            )
+
+
+@dataclass
+class _AnswerSize:
+    """What an answer has used of ``limit`` tokens, and how many lines it left out."""
+
+    writer: ExtractiveAnswerWriter
+    limit: int | None
+    used: int = 0
+    left_out: int = 0
+
+    def fits(self, new: Sequence[str], *, first: bool) -> bool:
+        """Whether ``new`` lines fit (the first evidence line always does); counts them in."""
+        cost = sum(self.writer.tokens(line) for line in new)
+        if self.limit is not None and not first and self.used + cost > self.limit:
+            self.left_out += 1
+            return False
+        self.used += cost
+        return True

@@ -17,7 +17,7 @@ from lore.store import Store
 from retrieval.answer import AnswerWriter, Evidence, stuff_chunks
 from retrieval.ask_contract import AskDetails, AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResult
-from retrieval.global_search import GlobalResult, GlobalSearcher
+from retrieval.global_search import GlobalResult, GlobalSearcher, chunk_relevance
 from retrieval.hybrid import HybridSearcher
 from retrieval.keypoints import TokenCounter
 from retrieval.router import Mode, RouteClassifier, RouteContext, RouteDecision, choose_route
@@ -87,6 +87,7 @@ class Asker:
                 batch_tokens=self.settings.map_batch_tokens,
                 level=request.level,
                 allowed_chunks=allowed,
+                relevance=await self.focus(request),
             )
             warnings.extend(found.warnings)
             if flt is not None and not flt.allowed:
@@ -100,6 +101,7 @@ class Asker:
                 chunks=chunks,
                 points=points,
                 sources=self.sources(cited),
+                max_tokens=request.max_answer_tokens or self.settings.answer_max_tokens,
             )
         )
         details = AskDetails(
@@ -127,6 +129,24 @@ class Asker:
             details=details,
             warnings=warnings,
         )
+
+    async def focus(self, request: AskRequest) -> dict[str, float] | None:
+        """The passages the local engines find for a global question (``ask.focus_chunks``).
+
+        Global search reads only the communities holding them and keeps only the key
+        points resting on them (:mod:`retrieval.global_search`, "Focus"); None: off.
+        """
+        if not self.settings.focus_chunks:
+            return None
+        pool = await self.searcher.search(
+            QueryRequest(
+                search_text=request.question,
+                top_k=self.settings.focus_chunks,
+                metadata_filter=request.filters,
+                diversity=0.0,
+            )
+        )
+        return chunk_relevance([(r.chunk_id, r.rrf_score) for r in pool.results])
 
     def sources(self, chunk_ids: list[str]) -> dict[str, str]:
         """Chunk id → source, for the chunks key points cite."""

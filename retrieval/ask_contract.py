@@ -32,6 +32,12 @@ class _Question(BaseModel):
     filters: dict[str, Any] | None = Field(
         None, description="metadata filter, as in the query contract's metadata_filter"
     )
+    max_answer_tokens: int | None = Field(
+        None,
+        ge=50,
+        le=100_000,
+        description="tokens the written answer may hold (default from settings, 4000)",
+    )
 
     @field_validator("question")
     @classmethod

@@ -11,6 +11,16 @@
    RRF) and read best first until the budget is spent. The statement vectors come from
    :class:`~retrieval.report_vectors.ReportVectorIndex`, written with the reports: a
    question costs one query embedding, not one per report.
+   **Focus.** When the caller passes ``relevance`` — the chunks the local engines rank
+   for the question (:func:`chunk_relevance`; ``ask`` does) — a community is chosen by how
+   well its *content* answers the question, not only by its report's wording: the
+   relevance of the chunks it covers (:func:`content_order`) is fused with the report
+   ranking, and only communities holding a relevant chunk are read. The key points then
+   cite only the relevant chunks they rest on, and a point resting on none is dropped
+   (:func:`focus_points`). A report summarises a whole community, so its wording drifts
+   to whatever the community is mostly about (front matter, tables of contents); the
+   local engines test relevance on the passages themselves at question time, as
+   LazyGraphRAG does, with the summaries as the map.
    With lazy reports (``graph.reports = lazy``) the picked reports the LLM has not
    summarised yet are rewritten by it now (:mod:`graph.lazy_reports`), once.
 3. **Map.** Batches of reports go to a :class:`~retrieval.keypoints.KeyPointMapper`
@@ -40,6 +50,7 @@ from graph.store import GraphStore
 from lore.embedders import Embedder, Matrix
 from lore.errors import InvalidRequestError
 from retrieval.analyzer import Analyzer
+from retrieval.fusion import weighted_rrf
 from retrieval.keypoints import (
     ExtractiveKeyPointMapper,
     HybridScorer,
@@ -53,6 +64,11 @@ from retrieval.keypoints import (
 )
 from retrieval.report_ranking import ReportBM25, rank_reports
 from retrieval.report_vectors import ReportVectorIndex, statements
+
+CONTENT_WEIGHT = 2.0
+"""Weight of the content ranking against the report-text ranking (weight 1) in RRF."""
+POINT_RELEVANCE = 0.5
+"""Share of a key point's score that follows the relevance of the chunks it rests on."""
 
 
 @dataclass(frozen=True)
@@ -274,8 +290,13 @@ class GlobalSearcher:
         batch_tokens: int,
         level: int | None = None,
         allowed_chunks: set[str] | None = None,
+        relevance: Mapping[str, float] | None = None,
     ) -> GlobalResult:
-        """Map-reduce the relevant reports of one level (see the module docstring)."""
+        """Map-reduce the relevant reports of one level (see the module docstring).
+
+        ``relevance`` (chunk id → relevance in (0, 1], :func:`chunk_relevance`) focuses
+        the search on the communities and points resting on those chunks.
+        """
         reports, views, changed = self.reports_view()
         if not reports:
             return GlobalResult(None, [], 0, 0, 0, 0, 0, ["the graph has no community reports"])
@@ -294,6 +315,12 @@ class GlobalSearcher:
         ranked = await loop.run_in_executor(
             self.executor, self.rank, question, view, scorer, bm25, matrix
         )
+        if relevance:
+            index = {r.community_id: i for i, r in enumerate(view)}
+            order = focused_order(
+                [index[r.community_id] for r in ranked], content_order(view, relevance)
+            )
+            ranked = [view[i] for i in order]
         picked = pick_within_budget(ranked, tokens, budget_tokens)
         if self.upgrade is not None:  # a thread of its own: the LLM may take seconds
             picked = await loop.run_in_executor(None, self.upgrade, picked)
@@ -304,6 +331,15 @@ class GlobalSearcher:
         )
         points = [p for found in mapped for p in found]
         warnings: list[str] = []
+        if relevance:
+            focused = focus_points(points, relevance)
+            if focused or not points:
+                points = focused
+            else:
+                warnings.append(
+                    "no key point rests on a passage the local engines found for the question; "
+                    "showing the reports' points unfocused"
+                )
         if allowed_chunks is not None:
             points = _restrict(points, allowed_chunks)
             warnings.append("key points restricted to chunks matching the metadata filter")
@@ -318,6 +354,79 @@ class GlobalSearcher:
             points_mapped=len(points),
             warnings=warnings,
         )
+
+
+def chunk_relevance(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Chunk id → its fused score relative to the best one (the best is 1.0).
+
+    ``scored`` is the local engines' ranking for the question, best first.
+    """
+    best = max((score for _, score in scored), default=0.0)
+    if best <= 0:
+        return {chunk: 1.0 / rank for rank, (chunk, _) in enumerate(scored, start=1)}
+    return {chunk: max(score, 0.0) / best for chunk, score in scored}
+
+
+def content_order(
+    view: Sequence[CommunityReport], relevance: Mapping[str, float]
+) -> list[tuple[int, float]]:
+    """(index into ``view``, relevance of the chunks it covers), for reports holding any.
+
+    A community's content answers the question as well as the relevant passages it
+    covers: the sum of their relevance, best first.
+    """
+    scored = []
+    for index, report in enumerate(view):
+        mass = sum(relevance.get(chunk, 0.0) for chunk in report.chunk_ids)
+        if mass > 0:
+            scored.append((index, mass))
+    scored.sort(key=lambda item: (-item[1], item[0]))
+    return scored
+
+
+def focused_order(text_ranked: Sequence[int], content: Sequence[tuple[int, float]]) -> list[int]:
+    """The reports to read, best first: content and text rankings fused, content-holders only.
+
+    Without any report holding a relevant chunk the text ranking stands alone.
+    """
+    if not content:
+        return list(text_ranked)
+    holding = [index for index, _ in content]
+    held = set(holding)
+    fused = weighted_rrf(
+        {"content": holding, "text": [i for i in text_ranked if i in held]},
+        {"content": CONTENT_WEIGHT},
+    )
+    return [index for index, _ in fused]
+
+
+def focus_points(points: Sequence[KeyPoint], relevance: Mapping[str, float]) -> list[KeyPoint]:
+    """Each point citing only the relevant chunks it rests on, most relevant first.
+
+    A point that rests on no relevant chunk does not bear on the question and is
+    dropped. A kept point's score moves toward the relevance of its best chunk
+    (``POINT_RELEVANCE`` of it), so the passages the engines found first lead.
+    """
+    out = []
+    for point in points:
+        chunks = sorted(
+            (c for c in point.chunk_ids if relevance.get(c, 0.0) > 0),
+            key=lambda c: -relevance[c],
+        )
+        if not chunks:
+            continue
+        weight = (1 - POINT_RELEVANCE) + POINT_RELEVANCE * relevance[chunks[0]]
+        out.append(
+            KeyPoint(
+                point.text,
+                point.score * weight,
+                point.report_id,
+                point.report_title,
+                tuple(chunks),
+                point.also_in,
+            )
+        )
+    return out
 
 
 def _restrict(points: Sequence[KeyPoint], allowed: set[str]) -> list[KeyPoint]:

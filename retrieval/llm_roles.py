@@ -123,7 +123,9 @@ class LLMAnswerWriter:
             return offline
         by_id = {c.id: c for c in offline.citations}
         chunks, reports = _held(offline.citations, evidence)
-        prompt = answer_question.render(evidence.question, numbered, chunks, reports)
+        prompt = answer_question.render(
+            evidence.question, numbered, chunks, reports, max_tokens=evidence.max_tokens
+        )
         prompt = replace(prompt, check=partial(uncited, numbers=set(by_id)))
         try:
             async with self.client.connected():

@@ -21,7 +21,6 @@ from typing import Any
 from retrieval.ask_contract import AskResponse, Citation
 
 CHARS_PER_TOKEN = 4  # the usual estimate for English text; the bound is approximate
-DEFAULT_ANSWER_TOKENS = 4000  # the quality issue's ask.answer_max_tokens default
 SOURCES_SHOWN = 2
 KEPT_ANSWERS = 64
 

@@ -19,7 +19,6 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from api.integrations.mcp_answers import (
-    DEFAULT_ANSWER_TOKENS,
     AnswerShelf,
     cited_paragraphs,
     compact_citation,
@@ -155,7 +154,9 @@ def _answer_tools(server: MCPServer, runtime: Runtime, shelf: AnswerShelf) -> No
         filters: Filters = None,
         max_answer_tokens: Annotated[
             int | None,
-            Field(ge=50, le=32_000, description="answer size cap (default from settings, 4000)"),
+            Field(
+                ge=50, le=100_000, description="answer size cap (default: ask.answer_max_tokens)"
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Answer from the memory with numbered citations [n].
@@ -164,8 +165,10 @@ def _answer_tools(server: MCPServer, runtime: Runtime, shelf: AnswerShelf) -> No
         `answer_id` and a citation id to `cited` for the full citation, the answer's
         paragraphs citing it and the text behind it.
         """
+        # the answer is written to ask.answer_max_tokens and kept whole on the shelf;
+        # what this reply shows is cut at max_answer_tokens (`cited` reads past the cut)
         response = await runtime.ask(question, mode=mode, filters=filters)
-        budget = max_answer_tokens or _answer_budget(runtime)
+        budget = max_answer_tokens or runtime.settings.ask.answer_max_tokens
         return shaped_answer(response, shelf.keep(response), budget)
 
     @server.tool(annotations=READ)
@@ -331,9 +334,3 @@ def _graph_tools(server: MCPServer, runtime: Runtime) -> None:
             "chunk_ids": list(found.chunk_ids[:20]),
             "neighbours": [{"name": e.name, "weight": w} for e, w in near_by],
         }
-
-
-def _answer_budget(runtime: Runtime) -> int:
-    """``ask.answer_max_tokens`` when the settings have it, else the same default."""
-    value = getattr(runtime.settings.ask, "answer_max_tokens", None)
-    return int(value) if isinstance(value, int) else DEFAULT_ANSWER_TOKENS

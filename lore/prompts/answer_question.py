@@ -33,15 +33,20 @@ def render(
     evidence: Sequence[tuple[int, str]],
     chunk_ids: Sequence[str] = (),
     report_ids: Sequence[str] = (),
+    *,
+    max_tokens: int | None = None,
 ) -> ChatPrompt[Reply]:
-    """``evidence``: (number, text) pairs, from ``chunk_ids`` and ``report_ids``' reports."""
+    """``evidence``: (number, text) pairs, from ``chunk_ids`` and ``report_ids``' reports.
+
+    ``max_tokens`` (``ask.answer_max_tokens``) bounds the reply below :data:`ANSWER_TOKENS`.
+    """
     body = "\n\n".join(f"[{n}] {text}" for n, text in evidence)
     return ChatPrompt(
         task=TASK,
         system=SYSTEM,
         user=f"Question: {question}\n\nEvidence:\n{body}",
         reply=Reply,
-        max_tokens=ANSWER_TOKENS,
+        max_tokens=min(ANSWER_TOKENS, max_tokens or ANSWER_TOKENS),
         chunk_ids=tuple(chunk_ids),
         report_ids=tuple(report_ids),
     )

@@ -87,12 +87,24 @@ def test_global_questions_endpoint(client: TestClient) -> None:
     )
 
 
+def test_the_answer_holds_at_most_max_answer_tokens(client: TestClient) -> None:
+    body = {"question": "How do the services handle database timeouts?", "mode": "global"}
+    whole = client.post("/v1/ask", json=body).json()
+    small = client.post("/v1/ask", json={**body, "max_answer_tokens": 60}).json()
+    assert "left out" not in whole["answer"] and len(whole["citations"]) > 1
+    assert 1 <= len(small["citations"]) < len(whole["citations"])
+    assert "left out: the answer holds at most 60 tokens" in small["answer"]
+    assert len(small["answer"]) < len(whole["answer"])
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
         ({"question": "   "}, "blank"),
         ({"question": "x", "mode": "sideways"}, "mode"),
         ({"question": "x", "budget": 10}, "budget"),
+        ({"question": "x", "max_answer_tokens": 10}, "max_answer_tokens"),
+        ({"question": "x", "max_answer_tokens": "lots"}, "max_answer_tokens"),
         ({"question": "x", "surprise": 1}, "surprise"),
     ],
 )

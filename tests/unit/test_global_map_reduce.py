@@ -3,6 +3,7 @@
 import asyncio
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from graph.communities import Community
 from graph.models import CommunityReport, Finding
 from lore.embedders import Matrix
 from retrieval.analyzer import Analyzer
-from retrieval.answer import Evidence, ExtractiveAnswerWriter, stuff_chunks
+from retrieval.answer import GLOBAL_HEADER, Evidence, ExtractiveAnswerWriter, stuff_chunks
 from retrieval.contract import EngineRanks, QueryResult
 from retrieval.global_search import (
     StatementMatrix,
@@ -228,3 +229,23 @@ def test_the_stacked_statements_give_each_report_its_own_closest_statement() -> 
         else:
             segment = rows[start : start + count]
             assert (best[i] == segment[int(np.argmax(segment @ query))]).all()
+
+
+def test_the_extractive_answer_holds_at_most_its_size() -> None:
+    writer = ExtractiveAnswerWriter(ANALYZER, counter=Words())
+    points = [
+        point(f"Statement {i} about pool timeouts and retries.", 90 - i, f"r{i}") for i in range(30)
+    ]
+    evidence = Evidence(question="pool timeouts", decision="global", points=points)
+    whole = writer.write_sync(evidence)
+    assert len(whole.citations) == 30 and "left out" not in whole.text
+    bounded = writer.write_sync(replace(evidence, max_tokens=60))
+    shown = len(bounded.citations)
+    assert 0 < shown < 30
+    body = bounded.text.rsplit("\n\n(", 1)[0]  # the note saying what was left out
+    assert Words().count(body) <= 60 + Words().count(GLOBAL_HEADER)
+    assert f"({30 - shown} more passages or points left out" in bounded.text
+    assert [c.id for c in bounded.citations] == list(range(1, shown + 1))
+    assert all(f"[{c.id}]" in bounded.text for c in bounded.citations)
+    tiny = writer.write_sync(replace(evidence, max_tokens=1))  # the first point always shows
+    assert len(tiny.citations) == 1

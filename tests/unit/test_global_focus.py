@@ -1,0 +1,63 @@
+"""Query-focused global search: communities chosen by the relevance of their content."""
+
+from graph.models import CommunityReport, Finding
+from retrieval.global_search import (
+    chunk_relevance,
+    content_order,
+    focus_points,
+    focused_order,
+)
+from retrieval.keypoints import KeyPoint
+
+
+def report(cid: str, chunks: tuple[str, ...]) -> CommunityReport:
+    finding = Finding(f"{cid} finding", (cid,), (), chunks)
+    return CommunityReport(cid, 0, cid, f"summary {cid}", (finding,), 1.0, cid, chunks)
+
+
+def test_chunk_relevance_is_relative_to_the_best_score() -> None:
+    relevance = chunk_relevance([("a", 0.04), ("b", 0.02), ("c", 0.0)])
+    assert relevance == {"a": 1.0, "b": 0.5, "c": 0.0}
+
+
+def test_chunk_relevance_without_scores_falls_back_to_rank() -> None:
+    assert chunk_relevance([("a", 0.0), ("b", 0.0)]) == {"a": 1.0, "b": 0.5}
+    assert chunk_relevance([]) == {}
+
+
+def test_content_order_sums_the_relevance_a_community_covers() -> None:
+    view = [report("toc", ("t1", "t2")), report("task", ("k1", "k2", "k3")), report("x", ("x1",))]
+    relevance = {"k1": 1.0, "k3": 0.5, "t2": 0.25}
+    assert content_order(view, relevance) == [(1, 1.5), (0, 0.25)]
+
+
+def test_focused_order_reads_only_communities_holding_a_relevant_chunk() -> None:
+    # the report-text ranking prefers 0 and 2 (their wording); the content says 1 and 0
+    order = focused_order([0, 2, 1], [(1, 1.5), (0, 0.25)])
+    assert order == [1, 0]
+    assert 2 not in order
+
+
+def test_focused_order_without_content_keeps_the_text_ranking() -> None:
+    assert focused_order([2, 0, 1], []) == [2, 0, 1]
+
+
+def test_focus_points_cite_only_relevant_chunks_and_drop_the_rest() -> None:
+    points = [
+        KeyPoint("front matter", 80.0, "toc", "toc", ("t1", "t2")),
+        KeyPoint("the task", 60.0, "task", "task", ("k2", "k1", "k9")),
+    ]
+    focused = focus_points(points, {"k1": 1.0, "k2": 0.5})
+    assert [p.text for p in focused] == ["the task"]
+    assert focused[0].chunk_ids == ("k1", "k2")  # most relevant first, irrelevant k9 gone
+    assert focused[0].score == 60.0  # rests on the best chunk: full score
+
+
+def test_focus_points_score_follows_the_relevance_of_their_chunks() -> None:
+    points = [
+        KeyPoint("weak", 90.0, "a", "a", ("c2",)),
+        KeyPoint("strong", 90.0, "b", "b", ("c1",)),
+    ]
+    focused = {p.text: p.score for p in focus_points(points, {"c1": 1.0, "c2": 0.2})}
+    assert focused["strong"] > focused["weak"]
+    assert focused["weak"] == 90.0 * 0.6
