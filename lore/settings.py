@@ -419,7 +419,7 @@ class AskSettings(Section):
     )
     local_top_k: int = Field(8, ge=1, le=100, description="chunks retrieved for a local answer")
     focus_chunks: int = Field(
-        40,
+        80,
         ge=0,
         le=1000,
         description="passages the local engines rank to focus a global answer on the question "

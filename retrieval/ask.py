@@ -146,7 +146,7 @@ class Asker:
                 diversity=0.0,
             )
         )
-        return chunk_relevance([(r.chunk_id, r.rrf_score) for r in pool.results])
+        return chunk_relevance([(r.chunk_id, r.document_id, r.rrf_score) for r in pool.results])
 
     def sources(self, chunk_ids: list[str]) -> dict[str, str]:
         """Chunk id → source, for the chunks key points cite."""

@@ -65,6 +65,9 @@ from retrieval.keypoints import (
 from retrieval.report_ranking import ReportBM25, rank_reports
 from retrieval.report_vectors import ReportVectorIndex, statements
 
+DOCUMENT_SHARE = 0.15
+"""A document's share of the best document's relevance below which a focus leaves it out."""
+RRF_K = 60
 CONTENT_WEIGHT = 2.0
 """Weight of the content ranking against the report-text ranking (weight 1) in RRF."""
 POINT_RELEVANCE = 0.5
@@ -356,15 +359,30 @@ class GlobalSearcher:
         )
 
 
-def chunk_relevance(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
-    """Chunk id → its fused score relative to the best one (the best is 1.0).
+def chunk_relevance(
+    ranked: Sequence[tuple[str, str, float]], document_share: float = DOCUMENT_SHARE
+) -> dict[str, float]:
+    """Chunk id → relevance in (0, 1], for the chunks of the documents a question is about.
 
-    ``scored`` is the local engines' ranking for the question, best first.
+    ``ranked`` is the local engines' ranking for the question, best first: (chunk id,
+    document id, fused score). A document is as relevant as the passages the engines
+    rank in it: the sum of their reciprocal ranks (``1 / (60 + rank)``, as in RRF). A
+    document holding less than ``document_share`` of the best document's sum merely
+    mentions the question's words in passing; its chunks are left out. A kept chunk's
+    relevance is its fused score relative to the best one.
     """
-    best = max((score for _, score in scored), default=0.0)
-    if best <= 0:
-        return {chunk: 1.0 / rank for rank, (chunk, _) in enumerate(scored, start=1)}
-    return {chunk: max(score, 0.0) / best for chunk, score in scored}
+    mass: dict[str, float] = {}
+    for rank, (_, document, _) in enumerate(ranked, start=1):
+        mass[document] = mass.get(document, 0.0) + 1.0 / (RRF_K + rank)
+    if not mass:
+        return {}
+    floor = document_share * max(mass.values())
+    best = max(score for _, _, score in ranked)
+    out: dict[str, float] = {}
+    for rank, (chunk, document, score) in enumerate(ranked, start=1):
+        if mass[document] >= floor:
+            out[chunk] = max(score, 0.0) / best if best > 0 else 1.0 / rank
+    return out
 
 
 def content_order(

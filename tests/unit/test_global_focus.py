@@ -16,12 +16,23 @@ def report(cid: str, chunks: tuple[str, ...]) -> CommunityReport:
 
 
 def test_chunk_relevance_is_relative_to_the_best_score() -> None:
-    relevance = chunk_relevance([("a", 0.04), ("b", 0.02), ("c", 0.0)])
+    relevance = chunk_relevance([("a", "d1", 0.04), ("b", "d1", 0.02), ("c", "d1", 0.0)])
     assert relevance == {"a": 1.0, "b": 0.5, "c": 0.0}
 
 
+def test_chunk_relevance_leaves_out_documents_that_mention_the_question_in_passing() -> None:
+    # d1 holds the first ten passages; d2 one passage at rank 11; d3 the next four
+    ranked = [(f"a{i}", "d1", 1.0 - i / 100) for i in range(10)]
+    ranked += [("b0", "d2", 0.89)] + [(f"c{i}", "d3", 0.88 - i / 100) for i in range(4)]
+    relevance = chunk_relevance(ranked, document_share=0.15)
+    assert "b0" not in relevance  # one stray passage: ~7 % of d1's reciprocal-rank sum
+    assert {f"c{i}" for i in range(4)} <= set(relevance)  # four passages: ~27 %
+    assert relevance["a0"] == 1.0
+    assert set(chunk_relevance(ranked, document_share=0.0)) == {c for c, _, _ in ranked}
+
+
 def test_chunk_relevance_without_scores_falls_back_to_rank() -> None:
-    assert chunk_relevance([("a", 0.0), ("b", 0.0)]) == {"a": 1.0, "b": 0.5}
+    assert chunk_relevance([("a", "d", 0.0), ("b", "d", 0.0)]) == {"a": 1.0, "b": 0.5}
     assert chunk_relevance([]) == {}
 
 
