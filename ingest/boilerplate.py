@@ -12,6 +12,12 @@ from the corpus) and removes it elsewhere.
 
 Headings, code fences and table rows are never counted: a section named "SYNOPSIS" on
 every manual page or the same example on two pages is structure and content.
+
+Page titles carry the same kind of chrome: "Logging HOWTO — Python 3.11.2
+documentation", "Installing | MyProject". A title part (split at a spaced dash, bar or
+middle dot) that ends or opens the titles of that many pages is the site's name:
+:meth:`RepeatedBlocks.title` leaves it out, so titles — and the graph entities and
+report titles made of them — name the page.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^#{1,6}[ \t]")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d|\d\d?:\d\d(?::\d\d)?")  # dates and times
+_TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+")
 
 
 def blocks(markdown: str) -> list[tuple[str, bool]]:
@@ -61,6 +68,10 @@ def blocks(markdown: str) -> list[tuple[str, bool]]:
     return out
 
 
+def _affix(part: str) -> str:
+    return " ".join(part.split()).casefold()
+
+
 def fingerprint(block: str) -> str:
     """A block's identity for counting: case-folded, dates masked, spaces collapsed."""
     folded = _STAMP.sub("0", " ".join(block.split()).casefold())
@@ -75,12 +86,36 @@ class RepeatedBlocks:
     min_share: float = 0.3
     pages: int = 0
     counts: Counter[str] = field(default_factory=Counter)
+    affixes: Counter[tuple[str, str]] = field(default_factory=Counter)
     _kept: set[str] = field(default_factory=set)
 
-    def add(self, markdown: str) -> None:
-        """Count one page's blocks (each at most once per page)."""
+    def add(self, markdown: str, title: str = "") -> None:
+        """Count one page's blocks (each at most once per page) and its title's ends."""
         self.pages += 1
         self.counts.update({fingerprint(text) for text, countable in blocks(markdown) if countable})
+        parts = _TITLE_SEPARATOR.split(title.strip())
+        if len(parts) > 1:
+            ends = {("suffix", _affix(parts[-1])), ("prefix", _affix(parts[0]))}
+            self.affixes.update(ends)
+
+    def title(self, title: str) -> str:
+        """``title`` without the site's name at either end (see the module docstring)."""
+        text = title.strip()
+        parts = _TITLE_SEPARATOR.split(text)
+        if len(parts) < 2:
+            return title
+        cuts = list(_TITLE_SEPARATOR.finditer(text))
+        if self._repeated(("suffix", _affix(parts[-1]))):
+            kept = text[: cuts[-1].start()]
+        elif self._repeated(("prefix", _affix(parts[0]))):
+            kept = text[cuts[0].end() :]
+        else:
+            return title
+        return kept.strip() or title
+
+    def _repeated(self, affix: tuple[str, str]) -> bool:
+        seen = self.affixes.get(affix, 0)
+        return seen >= self.min_pages and seen >= self.min_share * self.pages
 
     def is_chrome(self, key: str) -> bool:
         """Whether a block with this fingerprint repeats enough to be chrome."""

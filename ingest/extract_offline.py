@@ -33,13 +33,20 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "8"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "9"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){1,}\.[a-z][a-z0-9-]*[a-z]$")
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\.?$")  # 4.2.1: a section or version number
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
+_NUMBERED_CODE = re.compile(r"^[A-Z]{2,}-?\d{3,}$")  # PAY-5031, ORA-00060: a numbered code
+# what makes an upper-case constant an error code: a part of its name or a word beside it
+_ERROR_PART = re.compile(r"(?:^|[_-])(?:E?ERR|ERROR|FAIL|FAILED|FAILURE|EXC|EXCEPTION)(?:[_-]|$)")
+_ERROR_WORDS = re.compile(
+    r"\b(?:errors?|exceptions?|fail(?:s|ed|ure)?|raised?|errno|exit (?:code|status))\b",
+    re.IGNORECASE,
+)
 _MARKUP = re.compile(
     r"\{\{.*?\}\}|\{%.*?%\}|\$\{[^}]*\}|\$\(|<[^<>\s][^<>]*>|\]\([^)]*\)"
     r"|\[[A-Z][A-Za-z ]{0,30}\](?!\()|\([A-Z][a-z]+\)"  # [MUSIC], (Laughter): directions
@@ -153,7 +160,7 @@ def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
     if _ERROR.match(bare) and _ENV_USE.search(_env_context(bare, sentence)):
         return "env_var"  # $GIT_DIR, GIT_DIR=…: set in an environment, not raised
     if _ERROR.match(bare):
-        return "error_code"
+        return "error_code" if _error_like(bare, sentence) else "identifier"
     if _HOST.match(bare):
         return "hostname"
     if "_" in bare and "." not in bare and bare.islower() and bare.endswith(_METRIC_SUFFIX):
@@ -198,12 +205,32 @@ def _env_context(bare: str, sentence: str) -> str:
     return f"{before[-1:]}{after}{' ' + words if words else ''}".strip()
 
 
-def _not_a_compound(word: str) -> bool:
-    """A kebab-case word that is no English compound ("split-brain", "read-only").
+def _error_like(bare: str, sentence: str) -> bool:
+    """Whether an upper-case code is an error code, not any constant (``SHA-1``, ``UTF_8``).
 
-    A digit, three or more parts, or a short part ("api", "db", "k8s") says it is a name.
+    A numbered code (``PAY-5031``, ``ORA-00060``) is; an upper-case constant is when its
+    name has an error part (``ERR_CONN_RESET``, ``E_FAIL``) or the words around its first
+    use speak of errors ("raises", "exit code", "failed").
+    """
+    if _NUMBERED_CODE.match(bare) or _ERROR_PART.search(bare):
+        return True
+    at = sentence.find(bare)
+    return at >= 0 and bool(_ERROR_WORDS.search(sentence[max(0, at - 60) : at + len(bare) + 60]))
+
+
+def _not_a_compound(word: str) -> bool:
+    """A kebab-case word that is no English compound ("split-brain", "built-in").
+
+    A digit, three or more parts, or a short part ("api", "db", "k8s") says it is a name;
+    a part that is a function word ("in", "by", "to") says it is a compound
+    ("built-in", "one-by-one", "up-to-date"), and a one-letter part with a number is an
+    expression ("k-1").
     """
     parts = word.split("-")
+    if any(part in _FUNCTION_WORDS for part in parts):
+        return False
+    if len(parts) == 2 and any(len(p) == 1 for p in parts) and any(p.isdigit() for p in parts):
+        return False
     return any(ch.isdigit() for ch in word) or len(parts) >= 3 or min(map(len, parts)) <= 3
 
 

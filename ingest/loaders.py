@@ -127,7 +127,7 @@ def _census(
             title, body = html_to_markdown(decode_text(page.read_bytes()))
         except (OSError, InvalidRequestError):
             continue
-        chrome.add(body)
+        chrome.add(body, title)
         converted[page] = (title, body)
     return chrome, converted
 
@@ -250,6 +250,7 @@ def from_bytes(
         title, body = converted or html_to_markdown(text)
         if chrome is not None:
             body = chrome.strip(body)
+            title = chrome.title(title)
     elif suffix in (".md", ".markdown"):
         try:
             meta, body, had_front_matter = _split_front_matter(text)

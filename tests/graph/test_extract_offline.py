@@ -105,3 +105,22 @@ def test_section_numbers_are_no_hosts_and_env_vars_no_error_codes() -> None:
     assert classify("GIT_DIR", "Set $GIT_DIR to the repository.") == "env_var"
     assert classify("GIT_DIR", "Run GIT_DIR=/tmp/x git status.") == "env_var"
     assert classify("ERR_CONN_RESET", "We saw ERR_CONN_RESET at noon.") == "error_code"
+
+
+def test_an_upper_case_constant_is_an_error_code_only_when_it_speaks_of_errors() -> None:
+    from ingest.extract_offline import classify
+
+    assert classify("SHA-1", "Objects are named by their SHA-1 hash.") == "identifier"
+    assert classify("UTF-16", "The file is encoded in UTF-16 by default.") == "identifier"
+    assert classify("HAVE_LIBREADLINE", "Define HAVE_LIBREADLINE when building.") == "identifier"
+    assert classify("SO_REUSEADDR", "The call fails with SO_REUSEADDR unset.") == "error_code"
+    assert classify("E_FAIL", "It returns E_FAIL.") == "error_code"
+    assert classify("ORA-00060", "Seen ORA-00060 twice.") == "error_code"
+
+
+def test_kebab_compounds_of_function_words_are_no_entities() -> None:
+    text = "A built-in type, passed-in values, updated one-by-one, k-1 steps, up-to-date."
+    names = {e.name for e in extract(text)[0]}
+    assert not names & {"built-in", "passed-in", "one-by-one", "k-1", "up-to-date"}, names
+    marked = {e.name for e in extract("The `built-in` module and side-band-64k.")[0]}
+    assert {"built-in", "side-band-64k"} <= marked

@@ -139,3 +139,34 @@ def test_retention_of_pre_dt_and_first_cells_on_real_pages(root: Path) -> None:
             kept += not bare or bare in present or bare in flat
     assert total > 0
     assert kept / total >= 0.98, (kept, total)
+
+
+def test_the_site_name_is_left_out_of_page_titles() -> None:
+    chrome = RepeatedBlocks()
+    titles = [f"Topic {n} — MyProject 2.1 documentation" for n in range(5)]
+    titles += ["Index | Other", "git-config(1)", "Setup - Part 2"]
+    for title in titles:
+        chrome.add("body", title)
+    assert chrome.title("Logging HOWTO — MyProject 2.1 documentation") == "Logging HOWTO"
+    assert chrome.title("A — B — MyProject 2.1 documentation") == "A — B"
+    assert chrome.title("Setup - Part 2") == "Setup - Part 2"  # once: a title, not chrome
+    assert chrome.title("git-config(1)") == "git-config(1)"  # no spaced separator
+    assert chrome.title("— MyProject 2.1 documentation") == "— MyProject 2.1 documentation"
+    prefixed = RepeatedBlocks()
+    for n in range(4):
+        prefixed.add("body", f"Acme Docs | Page {n}")
+    assert prefixed.title("Acme Docs | Installing") == "Installing"
+
+
+def test_directory_ingest_titles_name_the_page(tmp_path: Path) -> None:
+    for n in range(4):
+        (tmp_path / f"p{n}.html").write_text(
+            f"<html><head><title>Topic {n} &#8212; Acme 1.0 documentation</title></head>"
+            f"<body><h1>Topic {n}</h1><p>Content of page {n} about thing {n}.</p></body></html>"
+        )
+    docs = [
+        d
+        for d in load_paths([tmp_path], include=["*.html"], exclude=[], max_bytes=10**6)
+        if isinstance(d, SourceDocument)
+    ]
+    assert [d.title for d in docs] == [f"Topic {n}" for n in range(4)]
