@@ -33,7 +33,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "9"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "10"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -52,6 +52,7 @@ _MARKUP = re.compile(
     r"|\[[A-Z][A-Za-z ]{0,30}\](?!\()|\([A-Z][a-z]+\)"  # [MUSIC], (Laughter): directions
 )
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+_CLAUSE_OPENERS = frozenset({":", ";", "\u2014", "\u2013", "|"})
 _CONNECTORS = {
     *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
     *("bin", "ibn", "mac"),
@@ -340,7 +341,9 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
 
     The opening word of a sentence is capitalised by grammar, so it counts only inside a
     longer run and only when it is not a function word or a word the text writes in
-    lower case elsewhere; the same holds for a lone capitalised word anywhere.
+    lower case elsewhere; the same holds for a lone capitalised word anywhere. A clause
+    after a colon or a dash opens like a sentence ("--stat : Show the …", a definition
+    list's term and its description read as one line).
     """
     out: list[str] = []
     run: list[str] = []
@@ -371,11 +374,16 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
                 out.append(" ".join(words))
         run.clear()
 
+    opening = 0  # where the current clause opens: the sentence, or after a colon or dash
     for index, match in enumerate(_WORD.finditer(sentence)):
         word = match.group()
+        if word in _CLAUSE_OPENERS:
+            close()
+            opening = index + 1
+            continue
         if word[0].isupper() and word[0].isalpha() and not (index == 0 and len(word) == 1):
             if not run:
-                run_start = index
+                run_start = 0 if index == opening else index
             run.append(word)
             if word.endswith(".") and len(word) > 3:
                 close()

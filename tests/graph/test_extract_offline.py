@@ -124,3 +124,10 @@ def test_kebab_compounds_of_function_words_are_no_entities() -> None:
     assert not names & {"built-in", "passed-in", "one-by-one", "k-1", "up-to-date"}, names
     marked = {e.name for e in extract("The `built-in` module and side-band-64k.")[0]}
     assert {"built-in", "side-band-64k"} <= marked
+
+
+def test_a_description_after_a_colon_opens_like_a_sentence() -> None:
+    text = "--stat : Show a diffstat of the change. --quiet : Suppress all output of Git."
+    names = {e.name for e in extract(text)[0]}
+    assert "Show" not in names and "Suppress" not in names, names
+    assert "Python" in {e.name for e in extract("--quiet : Suppress output of Python now.")[0]}
