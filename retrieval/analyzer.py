@@ -9,6 +9,11 @@ lower-cased::
     TokenRefresher.rotate    -> tokenrefresher.rotate, tokenrefresher, token, refresher, rotate
     ledger-db.prod.internal  -> ledger-db.prod.internal, ledger-db, ledger, db, prod, internal
     HTTP 504                 -> http, 504
+    --max-count              -> --max-count, max-count, max, count
+    __getattr__              -> __getattr__, getattr
+
+A command-line flag keeps its dashes and a Python-style ``__name__`` its underscores in
+its whole form (``--limit`` is not the word "limit"), and is indexed in its parts too.
 
 Plain words may be stemmed (Snowball English) and stopwords dropped; an identifier's
 whole form is never stemmed or dropped, so an exact identifier query always finds it.
@@ -25,7 +30,10 @@ from typing import Any
 
 from retrieval.stopwords import ENGLISH_STOPWORDS
 
-_TOKEN = re.compile(r"[0-9A-Za-z\u00C0-\uFFFF]+(?:[._\-/:@][0-9A-Za-z\u00C0-\uFFFF]+)*")
+_TOKEN = re.compile(
+    r"(?:(?<![\w\-])-{1,2}(?=[A-Za-z])|(?<!\w)__(?=[0-9A-Za-z]))?"  # --flag, __dunder__
+    r"[0-9A-Za-z\u00C0-\uFFFF]+(?:[._\-/:@][0-9A-Za-z\u00C0-\uFFFF]+)*(?:__(?!\w))?"
+)
 _OUTER_SEP = re.compile(r"[.\-/:@]")
 _CAMEL = re.compile(r"[A-Z]+[0-9]*(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
 _MAX_TOKEN_CHARS = 120
@@ -58,7 +66,7 @@ def identifier_kind(raw: str, before: str = "", after: str = "") -> str | None:
     """
     if len(raw) < 2:
         return None
-    if before.endswith("-") and raw[0].isalpha():
+    if (before.endswith("-") and raw[0].isalpha()) or (raw[0] == "-" and len(raw) > 2):
         return "flag"
     if after.startswith("(") and raw[0].isalpha():
         return "call"
@@ -98,7 +106,7 @@ class AnalyzerConfig:
 
     def key(self) -> str:
         """A short string identifying this configuration."""
-        return f"v1-stem{int(self.stemming)}-stop{int(self.stopwords)}"
+        return f"v2-stem{int(self.stemming)}-stop{int(self.stopwords)}"
 
 
 @dataclass
@@ -132,13 +140,19 @@ class Analyzer:
         ``pool.idle_timeout_ms``, ``TokenRefresher``, ``/etc/app.toml``, codes such as
         ``PAY-4012``, ``E11000`` or ``0x8007000E``, numbers of three or more digits,
         versions, ``--flags`` and ``name()`` calls; plain and hyphenated words
-        (``read-only``, ``IL-10``) do not. Each comes back as the term the index holds for
-        it (the whole token, or a one-word flag or call as analyzed). The share is the
-        fraction of the query's words (leaf terms) that sit inside those identifiers: 1.0
-        for a bare identifier lookup, small for a sentence that merely mentions one.
+        (``read-only``, ``IL-10``) do not — unless the whole query is that one hyphenated
+        token, which a user pasted to look it up (``export-subst``). Each comes back as the
+        term the index holds for it (the whole token, or a one-word call as analyzed). The
+        share is the fraction of the query's words (leaf terms) that sit inside those
+        identifiers: 1.0 for a bare identifier lookup, small for a sentence that merely
+        mentions one.
         """
         found: dict[str, None] = {}
         leaves = inside = 0
+        alone = _TOKEN.fullmatch(text.strip())
+        if alone and "-" in alone.group().lstrip("-") and not identifier_kind(alone.group()):
+            terms = self._expand(alone.group()[:_MAX_TOKEN_CHARS])
+            return terms[:1], 1.0
         for match in _TOKEN.finditer(text):
             raw = match.group()[:_MAX_TOKEN_CHARS]
             pieces = _split_identifier(raw)
@@ -178,6 +192,10 @@ def _split_identifier(raw: str) -> tuple[tuple[str, bool], ...]:
     A leaf is a piece that cannot be split further (a plain word or number); leaves may be
     stemmed or dropped as stopwords, compound pieces never are.
     """
+    core = raw.lstrip("-").strip("_")
+    if core and core != raw:
+        of_core = _split_identifier(core)  # --max-count, __init__: the whole, then the core's
+        return ((raw.lower(), False), *of_core)
     pieces: dict[str, bool] = {}
 
     def add(piece: str, leaf: bool) -> None:

@@ -62,7 +62,11 @@ def test_query_terms_are_distinct_in_order(analyzer: Analyzer) -> None:
         ("42P01", ["42p01"], True),
         ("errno 1205", ["1205"], True),
         ("python 3.11.2", ["3.11.2"], True),
-        ("--fixed-value", ["fixed-value"], True),
+        ("--fixed-value", ["--fixed-value"], True),
+        ("--limit", ["--limit"], True),
+        ("what does --limit do", ["--limit"], True),
+        ("__getattr__", ["__getattr__"], True),
+        ("export-subst", ["export-subst"], True),  # one hyphenated token alone: pasted
         ("json.dumps()", ["json.dumps"], True),
         ("what does dumps() do", ["dump"], True),
         ("in the 10th of 64bit builds taking 100ms", [], False),

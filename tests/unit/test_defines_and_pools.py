@@ -57,7 +57,7 @@ def test_defined_terms_come_from_terms_first_cells_and_headings() -> None:
     analyzer = Analyzer()
     text = "core.pager\n:   The program.\n\n| E11000 | dup |\n| --- | --- |\n| 42P01 | x |"
     found = defined_terms(analyzer, text, "Config > --dry-run")
-    assert {"core.pager", "e11000", "42p01", "dry-run"} <= found
+    assert {"core.pager", "e11000", "42p01", "--dry-run"} <= found
     assert "core.pager" not in defined_terms(analyzer, "set core.pager to less", "Notes")
 
 
