@@ -2,7 +2,8 @@
 
 Documentation defines a name in a few places whatever the generator: a definition-list
 term (``term`` then ``:   definition`` in the Markdown the loaders write), the first cell
-of a table row, a heading that is the name. :func:`defined_terms` reads those places of a
+of a table row, a heading that is the name, and the title of a page that is the name
+(``git-write-tree(1)``: :func:`named_by`). :func:`defined_terms` reads the places of a
 chunk (its text and heading path) and returns the identifiers found there, as the index
 terms :meth:`retrieval.analyzer.Analyzer.identifiers` gives for a query, so the hybrid
 searcher can prefer the defining chunk when a query names an identifier.
@@ -36,6 +37,16 @@ def defining_spans(text: str, heading: str) -> list[str]:
         ):
             spans.append(stripped)
     return spans
+
+
+def named_by(analyzer: Analyzer, title: str, wanted: set[str]) -> bool:
+    """Whether a page's title is one of the ``wanted`` identifiers (and a little more).
+
+    ``git-write-tree(1)``, ``os.path — Common pathname manipulations``: the title's first
+    identifier is the identifier, so the page is its own definition.
+    """
+    found = analyzer.identifiers(title.replace("`", " "))[0]
+    return bool(found) and found[0] in wanted
 
 
 def defined_terms(analyzer: Analyzer, text: str, heading: str) -> set[str]:

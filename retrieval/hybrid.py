@@ -55,7 +55,7 @@ from retrieval.contract import (
     QueryResponse,
     QueryResult,
 )
-from retrieval.defines import defined_terms
+from retrieval.defines import defined_terms, named_by
 from retrieval.dense import DenseIndex
 from retrieval.filters import (
     ResolvedFilter,
@@ -270,20 +270,27 @@ class HybridSearcher:
     def _defines_source(self, plan: _Plan, exact: Ranked) -> Ranked:
         """Of the chunks holding the query's identifiers, those that define one.
 
-        A definition-list term, a table row's first cell or a heading naming the
-        identifier (:mod:`retrieval.defines`): a third vote, so the place that defines a
-        setting or function ranks above pages that merely mention it.
+        A page titled by the identifier, then a definition-list term, a table row's first
+        cell or a heading naming it (:mod:`retrieval.defines`): a third vote, so the place
+        that defines a setting or function ranks above pages that merely mention it.
         """
         if not exact or not plan.identifiers:
             return []
         wanted = set(plan.identifiers)
         chunks = self.store.chunks_by_row_ids([row for row, _ in exact])
-        return [
-            (row, score)
-            for row, score in exact
-            if (chunk := chunks.get(row)) is not None
-            and wanted & defined_terms(self.analyzer, chunk.text, chunk.heading)
-        ]
+        # a page whose title is the identifier defines it, before a list of them
+        # elsewhere (git-write-tree(1) itself, then git(1)'s list of commands)
+        titled: list[tuple[int, float]] = []
+        defining: list[tuple[int, float]] = []
+        for row, score in exact:
+            chunk = chunks.get(row)
+            if chunk is None:
+                continue
+            if named_by(self.analyzer, chunk.title, wanted):
+                titled.append((row, score))
+            elif wanted & defined_terms(self.analyzer, chunk.text, chunk.heading):
+                defining.append((row, score))
+        return titled + defining
 
     async def _graph_source(self, plan: _Plan, lists: Mapping[str, Ranked]) -> Ranked:
         """Chunks reached through the graph from the best of a first fusion, filtered."""

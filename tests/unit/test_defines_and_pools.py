@@ -86,3 +86,35 @@ def test_a_chunk_both_engines_rank_poorly_does_not_win() -> None:
     guarded = guard_consensus(fused, {"sparse": sparse, "dense": dense}, depth=10)
     assert guarded[0][0] in {"s1", "d1"}
     assert {key for key, _ in guarded} == {key for key, _ in fused}
+
+
+def test_a_page_titled_by_the_identifier_defines_it_before_a_list_of_them(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    from retrieval.defines import named_by
+
+    analyzer = Analyzer()
+    assert named_by(analyzer, "git-write-tree(1)", {"git-write-tree"})
+    assert named_by(analyzer, "os.path — Common pathname manipulations", {"os.path"})
+    assert not named_by(analyzer, "git(1)", {"git-write-tree"})
+    rt = make_runtime(tmp_path / "data", local_embedder)
+    listing = "\n".join(
+        f"git-{name}(1)\n:   {what} of the repository, the git-{name} command.\n"
+        for name, what in [("write-tree", "Write a tree"), ("read-tree", "Read a tree")]
+    )
+    docs = [
+        SourceDocument("git.md", "git.md", f"# Commands\n\n{listing}", "git(1)", {}),
+        SourceDocument(
+            "wt.md",
+            "wt.md",
+            "# NAME\n\ngit-write-tree - Create a tree object from the current index.",
+            "git-write-tree(1)",
+            {},
+        ),
+    ]
+    try:
+        assert len(rt.ingest(docs).done) == 2
+        first = rt.query_sync(QueryRequest(search_text="git-write-tree", top_k=3)).results[0]
+        assert first.document_id == "wt.md", first.document_id
+    finally:
+        rt.close()
