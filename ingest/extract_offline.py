@@ -16,8 +16,13 @@ where a word stands rather than from a list of one corpus's words:
   abbreviations ("e.g.") are markup, not entities;
 - a type comes from the token's shape (metric suffix, call parentheses, dotted key,
   path, host — whose last label has letters, so ``4.2.1`` is a section number and no
-  entity) and use (``$NAME`` or ``NAME=`` is an ``env_var``, not an error code) or stays
-  generic: ``identifier`` for code-like words, ``name`` for names.
+  entity) and use (``$NAME`` or ``NAME=`` is an ``env_var``, not an error code; an
+  upper-case constant is an ``error_code`` only when numbered like ``PAY-5031``, named
+  with an error part like ``ERR_CONN_RESET``, or used among words of errors — ``SHA-1``
+  and ``UTF-16`` are not) or stays generic: ``identifier`` for code-like words, ``name``
+  for names;
+- a kebab-case compound of function words (``built-in``, ``one-by-one``) is English, and
+  a clause after a colon or dash opens like a sentence (a definition list's description).
 
 Each entity gets the first sentence it appears in as description. Relations link
 entities of one sentence; their weight counts the sentences that pair them in the chunk.
