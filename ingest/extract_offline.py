@@ -21,7 +21,9 @@ where a word stands rather than from a list of one corpus's words:
   with an error part like ``ERR_CONN_RESET``, or used among words of errors — ``SHA-1``
   and ``UTF-16`` are not) or stays generic: ``identifier`` for code-like words, ``name``
   for names;
-- a kebab-case compound of function words (``built-in``, ``one-by-one``) is English, and
+- a kebab-case compound of function words (``built-in``, ``one-by-one``) or with an
+  English prefix (``non-linear``) is English, a heading marks its words as code only
+  when it is one identifier, and
   a clause after a colon or dash opens like a sentence (a definition list's description).
 
 Each entity gets the first sentence it appears in as description. Relations link
@@ -38,7 +40,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "10"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "11"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -57,6 +59,9 @@ _MARKUP = re.compile(
     r"|\[[A-Z][A-Za-z ]{0,30}\](?!\()|\([A-Z][a-z]+\)"  # [MUSIC], (Laughter): directions
 )
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+_ONE_IDENTIFIER = re.compile(r"`?[\w.\-/:]+`?(?:\(\d*\))?")
+# English prefixes: "non-linear", "re-read", "pre-built" are words, not names with a short part
+_PREFIXES = frozenset({"non", "re", "pre", "co", "sub", "un", "anti", "semi", "self", "multi"})
 _CLAUSE_OPENERS = frozenset({":", ";", "\u2014", "\u2013", "|"})
 _CONNECTORS = {
     *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
@@ -233,7 +238,7 @@ def _not_a_compound(word: str) -> bool:
     expression ("k-1").
     """
     parts = word.split("-")
-    if any(part in _FUNCTION_WORDS for part in parts):
+    if any(part in _FUNCTION_WORDS for part in parts) or parts[0] in _PREFIXES:
         return False
     if len(parts) == 2 and any(len(p) == 1 for p in parts) and any(p.isdigit() for p in parts):
         return False
@@ -261,7 +266,10 @@ def extract(
                 pair_sentence.setdefault((a, b), segment.text)
     anchors: list[str] = []
     for part in _naming_headings(heading):
-        for key, (name, kind) in _identifiers(part, code=True).items():
+        # a heading that is one identifier marks it as code; words of a longer heading
+        # are prose ("Using dot-notation" names no dot-notation entity)
+        code = bool(_ONE_IDENTIFIER.fullmatch(part))
+        for key, (name, kind) in _identifiers(part, code=code).items():
             counts[key] += 1
             first.setdefault(key, (name, kind, part))
             anchors.append(key)
@@ -298,7 +306,7 @@ def _naming_headings(heading: str) -> list[str]:
     parts = [p.strip() for p in heading.split(" > ") if p.strip()]
     if not parts:
         return []
-    outer = [p for p in parts[:-1] if re.fullmatch(r"`?[\w.\-/:]+`?(?:\(\))?", p)]
+    outer = [p for p in parts[:-1] if _ONE_IDENTIFIER.fullmatch(p)]
     return [*outer, parts[-1]]
 
 

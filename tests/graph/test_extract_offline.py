@@ -131,3 +131,11 @@ def test_a_description_after_a_colon_opens_like_a_sentence() -> None:
     names = {e.name for e in extract(text)[0]}
     assert "Show" not in names and "Suppress" not in names, names
     assert "Python" in {e.name for e in extract("--quiet : Suppress output of Python now.")[0]}
+
+
+def test_prefixed_compounds_and_longer_headings_name_no_kebab_entity() -> None:
+    names = {e.name for e in extract("A non-linear fit and non-blocking calls.")[0]}
+    assert not names & {"non-linear", "non-blocking"}, names
+    headed = {e.name for e in extract("Some text.", heading="Using byte-compiled files")[0]}
+    assert "byte-compiled" not in headed
+    assert "ledger-db" in {e.name for e in extract("Some text.", heading="ledger-db")[0]}
