@@ -320,8 +320,9 @@ def list_items(question: str) -> int:
     """How many things the longest comma list of the question names ("a, b and c": 3)."""
     most = 0
     for match in _LIST.finditer(question):
-        pieces = [p for p in re.split(r",\s*", match.group()) if p.strip()]
-        most = max(most, len(pieces) + 1)  # the last piece holds "… and c"
+        pieces = [p.strip() for p in match.group().split(",") if p.strip()]
+        oxford = re.match(r"(?:and|or)\s", pieces[-1], re.IGNORECASE)  # "a, b, and c"
+        most = max(most, len(pieces) if oxford else len(pieces) + 1)  # else "b and c"
     return most
 
 
