@@ -5,8 +5,17 @@ A question that names something specific — a quoted string, an identifier
 a single event ("why did …", "what happened when …") — is answered best by the few
 chunks that hold it (local). A question about the corpus as a whole — aggregate wording
 ("all", "across", "overall", "recurring", "main themes", "compare …"), an enumeration
-over a plural ("which services …", "do any guests …"), entities that cover much of the
-corpus, or nothing specific at all — needs the community reports (global).
+over a plural ("which services …", "do any guests …"), a list of several things,
+entities that cover much of the corpus — needs the community reports (global).
+
+In ``auto`` mode the router also reads what *this* corpus holds (:func:`local_cues`,
+from the local search the answer would read, ``RouteContext.local``): one chunk holding
+every term of the question (a pasted term the corpus has), keyword and vector search
+agreeing on a concentrated answer, or the same evidence spread over many documents (or
+no keyword match at all); a name or word in the titles of most documents
+(``RouteContext.collection``: "Python" in Python's manual) is the collection's subject,
+not one thing in it. Without a search (text only) a question naming nothing specific
+leans global; with one, what the corpus holds decides.
 
 Each cue adds a weight to one side; the reasons list every cue that fired with its
 weight, so a caller can see why. :class:`HeuristicRouteClassifier` is the offline
