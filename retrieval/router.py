@@ -326,11 +326,19 @@ def _global_cues(question: str, broad: Mapping[str, str]) -> list[Cue]:
 
 
 def list_items(question: str) -> int:
-    """How many things the longest comma list of the question names ("a, b and c": 3)."""
+    """How many things the longest comma list of the question names ("a, b and c": 3).
+
+    A list of names ("both movies, Naked Tango and Algiers") is about those named
+    things, not about many: a list whose later items start with a capital counts 0.
+    """
     most = 0
     for match in _LIST.finditer(question):
         pieces = [p.strip() for p in match.group().split(",") if p.strip()]
         oxford = re.match(r"(?:and|or)\s", pieces[-1], re.IGNORECASE)  # "a, b, and c"
+        later = [*pieces[1:-1], *re.split(r"\s(?:and|or)\s", pieces[-1], flags=re.IGNORECASE)]
+        items = [re.sub(r"^(?:and|or)\s+", "", item, flags=re.IGNORECASE) for item in later]
+        if any(item[:1].isupper() for item in items):
+            continue
         most = max(most, len(pieces) if oxford else len(pieces) + 1)  # else "b and c"
     return most
 

@@ -238,6 +238,8 @@ def test_a_list_of_several_things_pulls_global() -> None:
     assert list_items("Iterators, generators, comprehensions, and lambdas: an overview") == 4
     assert list_items("What is the difference between a list and a tuple?") == 0
     assert list_items("Which services talk to ledger-db, and how?") == 0
+    # a list of names is about those named things
+    assert list_items("Are both movies, Naked Tango and Algiers (Film), from one country?") == 0
     decided = ROUTER.decide(
         "How do modules, packages and the import system fit together?", RouteContext()
     )
