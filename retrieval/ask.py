@@ -67,7 +67,7 @@ class Asker:
             entities=entities,
             graph_ready=ready,
             local=tuple(local),
-            collection=self.collection(),
+            collection=self.collection() if local else {},  # weighed with a search only
         )
 
     def collection(self) -> dict[str, float]:
