@@ -73,8 +73,6 @@ MIN_RESULTS = 4
 MANY_THINGS = 1.5
 MANY_ITEMS = 3
 SUBJECT_SHARE = 0.5
-MANY_THINGS = 1.5
-MANY_ITEMS = 3
 
 _QUOTED = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”|`([^`]+)`|(?<!\w)'([^']{2,})'(?!\w)")
 _HTTP_STATUS = re.compile(r"\b(?:HTTP|status)\s?[1-5][0-9]{2}\b", re.IGNORECASE)
@@ -410,8 +408,7 @@ def local_cues(question: str, results: Sequence[QueryResult], analyzer: Analyzer
                 "global",
                 SPREAD_OUT,
                 f"spread over the corpus: {len(documents)} results from {spread} documents, "
-                "each found by both engines, none in both first "
-                f"{AGREE_DEPTH}",
+                f"each found by both engines, none in both first {AGREE_DEPTH}",
             )
         )
     return cues
