@@ -9,7 +9,8 @@ implementation; :class:`Asker` only wires them together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from graph.store import GraphStore
 from lore.settings import AskSettings
@@ -20,7 +21,14 @@ from retrieval.contract import QueryRequest, QueryResult
 from retrieval.global_search import GlobalResult, GlobalSearcher, chunk_relevance
 from retrieval.hybrid import HybridSearcher
 from retrieval.keypoints import TokenCounter
-from retrieval.router import Mode, RouteClassifier, RouteContext, RouteDecision, choose_route
+from retrieval.router import (
+    Mode,
+    RouteClassifier,
+    RouteContext,
+    RouteDecision,
+    choose_route,
+    collection_terms,
+)
 
 
 @dataclass
@@ -36,9 +44,16 @@ class Asker:
     writer: AnswerWriter
     settings: AskSettings
     """Service-wide defaults a request may override."""
+    _collection: tuple[int, dict[str, float]] = field(default=(-1, {}), init=False, repr=False)
 
-    def route_context(self, question: str, has_filters: bool) -> RouteContext:
-        """What the router may know: filters, graph entities named and their coverage."""
+    def route_context(
+        self, question: str, has_filters: bool, local: Sequence[QueryResult] = ()
+    ) -> RouteContext:
+        """What the router may know besides the question.
+
+        Filters, graph entities named and their coverage, what the local search found
+        (``local``, best first; empty when not searched) and the collection's title terms.
+        """
         counts = self.graph.counts()
         ready = counts["communities"] > 0
         entities: list[tuple[str, float]] = []
@@ -47,11 +62,47 @@ class Asker:
             keys = self.searcher.expander.query_entities(question)
             postings = self.graph.chunks_of_entities(keys)
             entities = [(key, len(postings.get(key, ())) / extracted) for key in keys]
-        return RouteContext(has_filters=has_filters, entities=entities, graph_ready=ready)
+        return RouteContext(
+            has_filters=has_filters,
+            entities=entities,
+            graph_ready=ready,
+            local=tuple(local),
+            collection=self.collection() if local else {},  # weighed with a search only
+        )
 
-    async def route(self, question: str, mode: Mode, has_filters: bool) -> RouteDecision:
-        """The route for a question: classified, then forced / fallen back as needed."""
-        context = self.route_context(question, has_filters)
+    def collection(self) -> dict[str, float]:
+        """The terms in most document titles (the collection's subject), kept per change."""
+        seq = self.store.last_seq()
+        if self._collection[0] != seq:
+            titles = [doc.title for doc in self.store.list_documents()]
+            self._collection = (seq, collection_terms(titles, self.searcher.analyzer))
+        return self._collection[1]
+
+    def local_request(self, request: AskRequest) -> QueryRequest:
+        """The local search an answer reads (and the ``auto`` router weighs)."""
+        return QueryRequest(
+            search_text=request.question,
+            top_k=request.top_k or self.settings.local_top_k,
+            metadata_filter=request.filters,
+            diversity=self.settings.local_diversity,
+        )
+
+    async def route(
+        self,
+        question: str,
+        mode: Mode,
+        has_filters: bool,
+        local: Sequence[QueryResult] | None = None,
+    ) -> RouteDecision:
+        """The route for a question: classified, then forced / fallen back as needed.
+
+        In ``auto`` mode the router weighs what the local search finds; ``local`` passes
+        results already searched (without it the question is searched here, unfiltered).
+        """
+        if local is None and mode == "auto":
+            searched = await self.searcher.search(self.local_request(AskRequest(question=question)))
+            local = searched.results
+        context = self.route_context(question, has_filters, local or ())
         classified = await self.classifier.classify(question, context)
         return choose_route(mode, classified, context)
 
@@ -59,21 +110,20 @@ class Asker:
         """Answer one question (see the module docstring)."""
         flt = self.searcher.resolve_filter(request.filters)  # bad filters fail early
         mode = request.mode or self.settings.mode
-        route = await self.route(request.question, mode, flt is not None)
+        # auto: search locally first; the router weighs the results, a local route reuses them
+        searched = (
+            await self.searcher.search(self.local_request(request)) if mode == "auto" else None
+        )
+        route = await self.route(
+            request.question, mode, flt is not None, searched.results if searched else None
+        )
         budget = request.budget or self.settings.budget_tokens
         warnings: list[str] = []
         chunks: list[QueryResult] = []
         local_tokens = 0
         found: GlobalResult | None = None
         if route.decision in ("local", "both"):
-            response = await self.searcher.search(
-                QueryRequest(
-                    search_text=request.question,
-                    top_k=request.top_k or self.settings.local_top_k,
-                    metadata_filter=request.filters,
-                    diversity=self.settings.local_diversity,
-                )
-            )
+            response = searched or await self.searcher.search(self.local_request(request))
             warnings.extend(response.warnings)
             chunks, local_tokens = stuff_chunks(response.results, budget, self.counter)
         if route.decision in ("global", "both"):

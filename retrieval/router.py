@@ -5,8 +5,17 @@ A question that names something specific — a quoted string, an identifier
 a single event ("why did …", "what happened when …") — is answered best by the few
 chunks that hold it (local). A question about the corpus as a whole — aggregate wording
 ("all", "across", "overall", "recurring", "main themes", "compare …"), an enumeration
-over a plural ("which services …", "do any guests …"), entities that cover much of the
-corpus, or nothing specific at all — needs the community reports (global).
+over a plural ("which services …", "do any guests …"), a list of several things,
+entities that cover much of the corpus — needs the community reports (global).
+
+In ``auto`` mode the router also reads what *this* corpus holds (:func:`local_cues`,
+from the local search the answer would read, ``RouteContext.local``): one chunk holding
+every term of the question (a pasted term the corpus has), keyword and vector search
+agreeing on a concentrated answer, or the same evidence spread over many documents (or
+no keyword match at all); a name or word in the titles of most documents
+(``RouteContext.collection``: "Python" in Python's manual) is the collection's subject,
+not one thing in it. Without a search (text only) a question naming nothing specific
+leans global; with one, what the corpus holds decides.
 
 Each cue adds a weight to one side; the reasons list every cue that fired with its
 weight, so a caller can see why. :class:`HeuristicRouteClassifier` is the offline
@@ -18,13 +27,15 @@ graph has no reports.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from graph.models import entity_key
 from retrieval.analyzer import Analyzer
+from retrieval.contract import QueryResult
 
 Decision = Literal["local", "global", "both"]
 Mode = Literal["auto", "local", "global"]
@@ -49,6 +60,19 @@ BROAD_ENTITY = 1.0
 NOTHING_SPECIFIC = 1.0
 STRONG = 2.5
 BROAD_SHARE = 0.15
+# what the local search found (RouteContext.local); weighed only when it was searched
+HELD = 2.0
+HELD_PER_TERM = 0.5
+HELD_DEPTH = 3
+CONCENTRATED_ANSWER = 1.0
+AGREE_DEPTH = 2
+CONCENTRATED = 0.5
+SPREAD_OUT = 1.0
+SPREAD = 0.85
+MIN_RESULTS = 4
+MANY_THINGS = 1.5
+MANY_ITEMS = 3
+SUBJECT_SHARE = 0.5
 
 _QUOTED = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”|`([^`]+)`|(?<!\w)'([^']{2,})'(?!\w)")
 _HTTP_STATUS = re.compile(r"\b(?:HTTP|status)\s?[1-5][0-9]{2}\b", re.IGNORECASE)
@@ -98,6 +122,10 @@ _DATE = re.compile(
     re.IGNORECASE,
 )
 _SPECIFIC_KEY = re.compile(r"[\-_./\d ]")
+# "a, b and c", "a, b, or c": a list of three or more things joined by commas
+_LIST = re.compile(r"[^,;:?!.]+(?:,\s*[^,;:?!.]+)+,?\s+(?:and|or)\s+[^,;:?!.]+", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"['\u2019]s?$")
+_STANDALONE = re.compile(r"(?<![\w\-./:@$])[^\W\d_]+(?:['\u2019]s)?(?![\w\-./:@(])")
 _NOT_PLURAL = re.compile(r"(ss|us|is|ous|news|series|status|always|perhaps|its)$")
 _AUXILIARIES = {"does", "was", "has", "yes", "less", "unless", "whereas", "sometimes"}
 
@@ -119,12 +147,17 @@ class RouteContext:
 
     ``entities`` are graph entities named in the question with the share of extracted
     chunks that mention each (empty without a graph); ``has_filters`` says the caller
-    narrowed the search by metadata.
+    narrowed the search by metadata; ``local`` holds the local hybrid search's results
+    for the question, best first (empty when it was not searched: text-only routing);
+    ``collection`` maps the terms that stand in the titles of many of the corpus's
+    documents to that share (:func:`collection_terms`: "python" in Python's manual).
     """
 
     has_filters: bool = False
     entities: Sequence[tuple[str, float]] = ()
     graph_ready: bool = False
+    local: Sequence[QueryResult] = ()
+    collection: Mapping[str, float] = field(default_factory=dict)
 
 
 class RouteClassifier(Protocol):
@@ -202,16 +235,10 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
         cues.append(Cue("local", weight, f"identifiers {', '.join(identifiers[:4])}"))
     if context.has_filters:
         cues.append(Cue("local", FILTER, "metadata filter narrows the corpus"))
-    names = [n for n in named_entities(question) if n.lower() not in identifiers]
+    names, rare, broad = _corpus_names(question, context, analyzer, identifiers)
     if names:
         weight = min(NAME_CAP, NAME * len(names))
         cues.append(Cue("local", weight, f"named entities {', '.join(names[:4])}"))
-    # a plain lower-case word ("database", "key") matching an entity says little: offline
-    # extraction turns capitalised sentence starts into entities; names with a hyphen,
-    # digit, dot, underscore or several words ("auth-gateway", "ledger-db") are specific
-    named = [(key, share) for key, share in context.entities if _SPECIFIC_KEY.search(key)]
-    rare = [key for key, share in named if share < BROAD_SHARE]
-    broad = [key for key, share in named if share >= BROAD_SHARE]
     if rare:
         weight = min(ENTITY_CAP, RARE_ENTITY * len(rare))
         cues.append(Cue("local", weight, f"specific graph entities {', '.join(rare[:4])}"))
@@ -225,16 +252,48 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
     date = _DATE.search(question)
     if date:
         cues.append(Cue("local", DATE, f"a specific date ({date.group()!r})"))
+    searched = local_cues(question, context.local, analyzer)
+    cues.extend(c for c in searched if c.side == "local")
     cues.extend(_global_cues(question, broad))
+    cues.extend(c for c in searched if c.side == "global")
     specific = quoted or identifiers or context.has_filters or names or rare
-    if not specific:
+    if not specific and not context.local:  # searched: what the corpus holds decides
         cues.append(
             Cue("global", NOTHING_SPECIFIC, "names nothing specific (no quote, id, name, filter)")
         )
     return cues
 
 
-def _global_cues(question: str, broad: Sequence[str]) -> list[Cue]:
+def _corpus_names(
+    question: str, context: RouteContext, analyzer: Analyzer, identifiers: Sequence[str]
+) -> tuple[list[str], list[str], dict[str, str]]:
+    """The question's names, its specific graph entities, and what names the collection.
+
+    A name the graph finds in much of the corpus, or a word in the titles of most of its
+    documents ("Python" in Python's manual), is the collection's subject, not one thing in
+    it: it leaves the names for the broad side (key → why).
+    """
+    shares = dict(context.entities)
+    broad = subject_words(question, context.collection, analyzer)
+    names = []
+    for name in named_entities(question):
+        key = entity_key(_POSSESSIVE.sub("", name))
+        if shares.get(key, 0.0) >= BROAD_SHARE:
+            broad[key] = f"in {shares[key]:.0%} of extracted chunks"
+        elif name.lower() not in identifiers and _POSSESSIVE.sub("", name) not in broad:
+            names.append(name)
+    # a plain lower-case word ("database", "key") matching an entity says little: offline
+    # extraction turns capitalised sentence starts into entities; names with a hyphen,
+    # digit, dot, underscore or several words ("auth-gateway", "ledger-db") are specific
+    named = [(key, share) for key, share in context.entities if _SPECIFIC_KEY.search(key)]
+    rare = [key for key, share in named if share < BROAD_SHARE]
+    for key, share in named:
+        if share >= BROAD_SHARE:
+            broad.setdefault(key, f"in {share:.0%} of extracted chunks")
+    return names, rare, broad
+
+
+def _global_cues(question: str, broad: Mapping[str, str]) -> list[Cue]:
     cues: list[Cue] = []
     without_schedules = _SCHEDULE.sub(" ", question)
     words = list(dict.fromkeys(m.group(1).lower() for m in _AGGREGATE.finditer(without_schedules)))
@@ -253,11 +312,155 @@ def _global_cues(question: str, broad: Sequence[str]) -> list[Cue]:
             cues.append(
                 Cue("global", GENERIC_PLURAL, f"speaks of a plural in general ({plural!r})")
             )
+    items = list_items(question)
+    if items >= MANY_ITEMS:
+        cues.append(Cue("global", MANY_THINGS, f"about several things (a list of {items})"))
     if broad:
+        key, why = next(iter(broad.items()))
         cues.append(
-            Cue("global", BROAD_ENTITY, f"entities that cover much of the corpus: {broad[0]}")
+            Cue("global", BROAD_ENTITY, f"entities that cover much of the corpus: {key} ({why})")
         )
     return cues
+
+
+def list_items(question: str) -> int:
+    """How many things the longest comma list of the question names ("a, b and c": 3).
+
+    A list of names ("both movies, Naked Tango and Algiers") is about those named
+    things, not about many: a list whose later items start with a capital counts 0.
+    """
+    most = 0
+    for match in _LIST.finditer(question):
+        pieces = [p.strip() for p in match.group().split(",") if p.strip()]
+        oxford = re.match(r"(?:and|or)\s", pieces[-1], re.IGNORECASE)  # "a, b, and c"
+        later = [*pieces[1:-1], *re.split(r"\s(?:and|or)\s", pieces[-1], flags=re.IGNORECASE)]
+        items = [re.sub(r"^(?:and|or)\s+", "", item, flags=re.IGNORECASE) for item in later]
+        if any(item[:1].isupper() for item in items):
+            continue
+        most = max(most, len(pieces) if oxford else len(pieces) + 1)  # else "b and c"
+    return most
+
+
+def local_cues(question: str, results: Sequence[QueryResult], analyzer: Analyzer) -> list[Cue]:
+    """What the local search's results say about the question (none when not searched).
+
+    Local, when the corpus has one place for it:
+
+    - **held**: a result among the first ``HELD_DEPTH`` holds every term of the question
+      (its analyzed words, identifiers whole) — the corpus names what the question
+      names; worth ``HELD_PER_TERM`` a term up to ``HELD``, as one chunk holding many of
+      the question's words is stronger evidence than one holding a single word;
+    - **concentrated**: keyword and vector search both rank one chunk within their first
+      ``AGREE_DEPTH`` and its document holds more than ``CONCENTRATED`` of the results.
+
+    Global, when it is spread over the corpus (neither of the above):
+
+    - **spread**: the results come from about as many documents as there are results
+      (a share of at least ``SPREAD``) and both engines rank every one of them: the
+      same evidence stands in many places. Results only one engine found show
+      uncertainty (a paraphrase the words miss), not breadth, and count for neither;
+    - **absent**: keyword search matches none of the question's words anywhere.
+    """
+    if not results:
+        return []
+    cues: list[Cue] = []
+    terms = set(analyzer.query_terms(question))
+    holder = next(
+        (
+            r
+            for r in results[:HELD_DEPTH]
+            if terms and terms <= set(analyzer.tokens(f"{r.title}\n{r.heading}\n{r.text}"))
+        ),
+        None,
+    )
+    if holder is not None:
+        weight = min(HELD, HELD_PER_TERM * len(terms))
+        cues.append(
+            Cue(
+                "local",
+                weight,
+                f"one chunk holds all {len(terms)} terms of the question ({_place(holder)})",
+            )
+        )
+    documents = [r.document_id for r in results]
+    best = min(results, key=_agreement)
+    depth = _agreement(best)
+    same = documents.count(best.document_id)
+    if depth <= AGREE_DEPTH and same / len(documents) > CONCENTRATED:
+        cues.append(
+            Cue(
+                "local",
+                CONCENTRATED_ANSWER,
+                f"keyword and vector search agree on {_place(best)} (a chunk in both first "
+                f"{depth}; {same} of {len(documents)} results)",
+            )
+        )
+    if holder is not None or depth <= AGREE_DEPTH or len(documents) < MIN_RESULTS:
+        return cues
+    spread = len(set(documents))
+    if all(r.ranks.sparse is None for r in results):
+        cues.append(Cue("global", SPREAD_OUT, "keyword search matches none of its words"))
+    elif spread / len(documents) >= SPREAD and all(
+        r.ranks.sparse is not None and r.ranks.dense is not None for r in results
+    ):
+        cues.append(
+            Cue(
+                "global",
+                SPREAD_OUT,
+                f"spread over the corpus: {len(documents)} results from {spread} documents, "
+                f"each found by both engines, none in both first {AGREE_DEPTH}",
+            )
+        )
+    return cues
+
+
+def collection_terms(titles: Sequence[str], analyzer: Analyzer) -> dict[str, float]:
+    """Word terms that stand in the titles of at least ``SUBJECT_SHARE`` of the documents.
+
+    The collection's own subject: "python" and "documentation" title every page of
+    Python's manual ("… — Python 3.11.2 documentation"), "git" most of git's
+    ("git-log(1)"). Numbers and punctuation do not count. Term → share of titles.
+    """
+    if not titles:
+        return {}
+    counts: dict[str, int] = {}
+    for title in titles:
+        for term in set(analyzer.tokens(title)):
+            if term.isalpha():
+                counts[term] = counts.get(term, 0) + 1
+    return {
+        term: round(n / len(titles), 3)
+        for term, n in sorted(counts.items())
+        if n / len(titles) >= SUBJECT_SHARE
+    }
+
+
+def subject_words(
+    question: str, collection: Mapping[str, float], analyzer: Analyzer
+) -> dict[str, str]:
+    """Words of the question that name the collection's subject (see ``collection``).
+
+    Only standalone words count, not the pieces of an identifier such as ``git-commit``.
+    Word → why ("in the titles of 74% of documents").
+    """
+    found: dict[str, str] = {}
+    for match in _STANDALONE.finditer(question):
+        word = _POSSESSIVE.sub("", match.group())
+        terms = analyzer.query_terms(word)
+        if terms and all(t in collection for t in terms):
+            share = min(collection[t] for t in terms)
+            found.setdefault(word, f"in the titles of {share:.0%} of documents")
+    return found
+
+
+def _agreement(result: QueryResult) -> int:
+    """The depth within which both keyword and vector search rank this result."""
+    ranks = (result.ranks.sparse, result.ranks.dense)
+    return max(r if r is not None else 1_000_000 for r in ranks)
+
+
+def _place(result: QueryResult) -> str:
+    return result.title or result.source.rsplit("/", 1)[-1] or result.document_id
 
 
 def _plural_match(pattern: re.Pattern[str], question: str) -> str | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.runtime import Runtime
+from retrieval.ask_contract import AskRequest
 from tests.conftest import CORPUS, ROOT
 from tests.e2e.test_cli import lore
 
@@ -74,3 +75,23 @@ def test_demo_questions_route_with_the_graph(demo_graph_runtime: Runtime) -> Non
         for q in labelled
     )
     assert right / len(labelled) >= 0.9
+
+
+def test_auto_ask_routes_on_its_local_search(demo_graph_runtime: Runtime) -> None:
+    """auto: the local search runs first, the router weighs it, a local answer uses it."""
+    asker = demo_graph_runtime.asker()
+    request = AskRequest(question="E_LEDGER_LOCK_TIMEOUT")  # pasted
+    response = demo_graph_runtime.ask_sync(request)  # catches the indexes up first
+    assert response.mode == "local"
+    corpus = ("one chunk holds", "keyword and vector search agree")
+    assert any(r.startswith(corpus) for r in response.route.reasons), response.route.reasons
+    searched = asyncio.run(asker.searcher.search(asker.local_request(request)))
+    cited = {c for citation in response.citations for c in citation.chunk_ids}
+    assert cited and cited <= {r.chunk_id for r in searched.results}
+    # the bench's and tests' route() searches by itself; a forced mode searches nothing first
+    routed = asyncio.run(asker.route(request.question, "auto", has_filters=False))
+    assert routed.reasons == response.route.reasons
+    forced = demo_graph_runtime.ask_sync(AskRequest(question=request.question, mode="local"))
+    assert not any(r.startswith(corpus) for r in forced.route.reasons)
+    # the collection's title terms come from the store's titles
+    assert all(0.5 <= share <= 1.0 for share in asker.collection().values())

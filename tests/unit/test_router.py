@@ -6,12 +6,15 @@ import json
 import pytest
 
 from retrieval.analyzer import Analyzer
+from retrieval.contract import EngineRanks, QueryResult
 from retrieval.router import (
     Cue,
     HeuristicRouteClassifier,
     RouteContext,
     choose_route,
+    collection_terms,
     decide,
+    list_items,
     named_entities,
 )
 from tests.conftest import FIXTURES
@@ -121,3 +124,123 @@ def test_classify_is_the_async_form_of_decide() -> None:
     decided = asyncio.run(ROUTER.classify(question, RouteContext()))
     assert decided == ROUTER.decide(question, RouteContext())
     assert decided.classifier == "heuristic"
+
+
+# -- what the corpus holds (RouteContext.local / .collection), issue 27 ----------------------
+
+
+def hit(
+    doc: str, sparse: int | None, dense: int | None, text: str = "", title: str = ""
+) -> QueryResult:
+    """One local search result, built by hand (the ranks are what the router reads)."""
+    return QueryResult(
+        chunk_id=f"{doc}-{sparse}-{dense}",
+        rrf_score=0.03,
+        text=text or f"Some text of {doc}.",
+        source=f"/docs/{doc}.html",
+        document_id=doc,
+        title=title or doc,
+        heading="",
+        metadata={},
+        ranks=EngineRanks(sparse=sparse, dense=dense),
+    )
+
+
+def reasons(question: str, context: RouteContext) -> list[str]:
+    return ROUTER.decide(question, context).reasons
+
+
+def test_a_pasted_term_the_corpus_holds_routes_local() -> None:
+    # an all-capitals flag is no identifier by shape; on text alone nothing is specific
+    assert route("DOTALL") == "global"
+    found = [
+        hit("regex", 1, None, "re.DOTALL makes the '.' special character match a newline."),
+        *(hit(f"page{i}", None, i) for i in range(2, 9)),
+    ]
+    decided = ROUTER.decide("DOTALL", RouteContext(local=found))
+    assert decided.decision == "local", decided.reasons
+    assert decided.reasons[0].startswith("one chunk holds all 1 terms of the question (regex)")
+    # a longer question held whole by one chunk weighs more, up to a cap
+    long = "Which environment variables change how the interpreter starts?"
+    text = "Environment variables change how the interpreter starts: PYTHONHOME, PYTHONPATH."
+    held = ROUTER.decide(long, RouteContext(local=[hit("cmdline", 3, 9, text)]))
+    assert any(
+        r.startswith("one chunk holds all 5 terms") and "(+2 local)" in r for r in held.reasons
+    )
+    # a result that lacks one of the terms holds nothing
+    missing = reasons("DOTALL flag", RouteContext(local=found))
+    assert not any(r.startswith("one chunk holds") for r in missing)
+
+
+def test_engines_agreeing_on_a_concentrated_answer_pull_local() -> None:
+    question = "Keep one project's installed packages apart from the system-wide ones"
+    concentrated = [hit("venv", 1, 2), *(hit("venv", 3 + i, 4 + i) for i in range(4))]
+    concentrated += [hit("windows", 10, 12), hit("import", 14, 3), hit("unix", 9, 30)]
+    decided = ROUTER.decide(question, RouteContext(local=concentrated))
+    assert decided.decision == "local"
+    assert any(r.startswith("keyword and vector search agree on venv") for r in decided.reasons)
+    # the same agreement over results from eight documents is no concentrated answer
+    scattered = [hit("venv", 1, 2), *(hit(f"doc{i}", 3 + i, 4 + i) for i in range(7))]
+    assert not any("agree on" in r for r in reasons(question, RouteContext(local=scattered)))
+    # nor is a concentrated document the engines do not both put first
+    late = [hit("venv", 1, 9), *(hit("venv", 3 + i, 4 + i) for i in range(5)), hit("x", 9, 1)]
+    assert not any("agree on" in r for r in reasons(question, RouteContext(local=late)))
+
+
+def test_evidence_spread_over_many_documents_pulls_global() -> None:
+    question = "How do people here think about growth?"
+    spread = [hit(f"episode{i}", 3 + i, 5 + 2 * i) for i in range(8)]
+    decided = ROUTER.decide(question, RouteContext(local=spread))
+    assert decided.decision == "global", decided.reasons
+    assert any(
+        r.startswith("spread over the corpus: 8 results from 8 documents") for r in decided.reasons
+    )
+    # results only one engine found show uncertainty, not breadth
+    uncertain = [*spread[:7], hit("episode9", None, 4)]
+    assert not any(r.startswith("spread") for r in reasons(question, RouteContext(local=uncertain)))
+    # engines agreeing on one chunk, or a chunk holding the question, are no spread
+    agreed = [hit("episode0", 2, 1), *spread[1:]]
+    assert not any(r.startswith("spread") for r in reasons(question, RouteContext(local=agreed)))
+    # keyword search matching none of the question's words: nothing in the corpus has it
+    absent = [hit(f"page{i}", None, i + 1) for i in range(8)]
+    decided = ROUTER.decide("How does the architecture fit together?", RouteContext(local=absent))
+    assert "keyword search matches none of its words (+1 global)" in decided.reasons
+    # searched, a question naming nothing specific is not global for that alone
+    assert route("Draw a text user interface in a terminal") == "global"
+    curses = [
+        hit("curses", 1, 3),
+        *(hit("curses", 2 + i, 5 + i) for i in range(5)),
+        hit("gui", 9, 2),
+    ]
+    searched = ROUTER.decide("Draw a text user interface in a terminal", RouteContext(local=curses))
+    assert searched.decision == "local"
+    assert not any(r.startswith("names nothing specific") for r in searched.reasons)
+
+
+def test_the_collection_subject_is_no_specific_name() -> None:
+    titles = ["git-log(1)", "git-add(1)", "Git User Manual", "gitglossary(7)", "Trace2 API"]
+    collection = collection_terms(titles, Analyzer())
+    assert collection == {"git": 0.6}  # numbers and words of a single title do not count
+    question = "How are commits and tags signed and verified throughout Git?"
+    assert any(r.startswith("named entities Git") for r in reasons(question, RouteContext()))
+    decided = ROUTER.decide(question, RouteContext(collection=collection))
+    assert not any(r.startswith("named entities") for r in decided.reasons)
+    subject = "entities that cover much of the corpus: Git (in the titles of 60% of documents)"
+    assert f"{subject} (+1 global)" in decided.reasons
+    assert decided.decision == "global"
+    # the pieces of an identifier are not the word
+    pasted = reasons("git-commit", RouteContext(collection=collection))
+    assert not any("cover much of the corpus" in r for r in pasted)
+
+
+def test_a_list_of_several_things_pulls_global() -> None:
+    assert list_items("How do modules, packages and the import system fit together?") == 3
+    assert list_items("Iterators, generators, comprehensions, and lambdas: an overview") == 4
+    assert list_items("What is the difference between a list and a tuple?") == 0
+    assert list_items("Which services talk to ledger-db, and how?") == 0
+    # a list of names is about those named things
+    assert list_items("Are both movies, Naked Tango and Algiers (Film), from one country?") == 0
+    decided = ROUTER.decide(
+        "How do modules, packages and the import system fit together?", RouteContext()
+    )
+    assert "about several things (a list of 3) (+1.5 global)" in decided.reasons
