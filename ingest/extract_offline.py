@@ -21,6 +21,11 @@ where a word stands rather than from a list of one corpus's words:
   with an error part like ``ERR_CONN_RESET``, or used among words of errors — ``SHA-1``
   and ``UTF-16`` are not) or stays generic: ``identifier`` for code-like words, ``name``
   for names;
+- a code block's own names (an example's variables and helpers: ``foo_instance``,
+  ``do_bar()``) count only when the chunk's prose names them too; what is a thing of its
+  own wherever it stands (an error code, an HTTP status, a metric, a path, a host, an
+  environment variable, a kebab-case name such as a command's ``openshift-storage``)
+  counts in code as well;
 - a kebab-case compound of function words (``built-in``, ``one-by-one``) or with an
   English prefix (``non-linear``) is English, a heading marks its words as code only
   when it is one identifier, and
@@ -40,7 +45,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "11"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "12"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -62,6 +67,8 @@ _CODE_SPAN = re.compile(r"`([^`]+)`")
 _ONE_IDENTIFIER = re.compile(r"`?[\w.\-/:]+`?(?:\(\d*\))?")
 # English prefixes: "non-linear", "re-read", "pre-built" are words, not names with a short part
 _PREFIXES = frozenset({"non", "re", "pre", "co", "sub", "un", "anti", "semi", "self", "multi"})
+# what a code block names that is a thing of its own even when no prose names it
+_CODE_KINDS = frozenset({"error_code", "http_status", "env_var", "metric", "hostname", "path"})
 _CLAUSE_OPENERS = frozenset({":", ";", "\u2014", "\u2013", "|"})
 _CONNECTORS = {
     *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
@@ -254,8 +261,12 @@ def extract(
     pairs: Counter[tuple[str, str]] = Counter()
     pair_sentence: dict[tuple[str, str], str] = {}
     lowered = _lower_words(text)
-    for segment in segments(text):
+    parts = segments(text)
+    prose = {key for seg in parts if seg.kind != "code" for key in _entities_in(seg, lowered)}
+    for segment in parts:
         found = _entities_in(segment, lowered)
+        if segment.kind == "code":  # an example's own names are no concepts of the corpus
+            found = {k: v for k, v in found.items() if k in prose or _names_a_thing(*v)}
         for key, (name, kind) in found.items():
             counts[key] += 1
             first.setdefault(key, (name, kind, segment.text))
@@ -294,6 +305,17 @@ def extract(
         for (a, b), n in sorted(pairs.items())
     ]
     return entities, relations
+
+
+def _names_a_thing(name: str, kind: str) -> bool:
+    """Whether a name a code block holds (and no prose) is a thing of the corpus.
+
+    An error code, status, metric, path, host or environment variable is; so is a
+    kebab-case name (``openshift-storage``, ``must-gather``: no program's variable can be
+    spelled so, it is a command's argument naming a namespace, tool or service). A
+    ``snake_case``, ``camelCase`` or dotted word there is the example's own variable.
+    """
+    return kind in _CODE_KINDS or ("-" in name and "_" not in name and "." not in name)
 
 
 def _naming_headings(heading: str) -> list[str]:

@@ -139,3 +139,16 @@ def test_prefixed_compounds_and_longer_headings_name_no_kebab_entity() -> None:
     headed = {e.name for e in extract("Some text.", heading="Using byte-compiled files")[0]}
     assert "byte-compiled" not in headed
     assert "ledger-db" in {e.name for e in extract("Some text.", heading="ledger-db")[0]}
+
+
+def test_an_example_s_own_names_are_no_entities() -> None:
+    text = (
+        "Append to `sys.path_hooks` first; a bad hook raises ERR_ENCODE.\n\n"
+        "```\nfoo_instance = make_thing()\nraw_data = sys.path_hooks.append(foo_instance)\n"
+        "curl http://x/ -> HTTP 504, see /var/log/app.log, ERR_ENCODE\n```"
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert not names & {"foo_instance", "raw_data", "make_thing"}, names
+    assert {"sys.path_hooks", "ERR_ENCODE", "HTTP 504", "/var/log/app.log"} <= names, names
+    command = "Collect logs.\n\n```\noc -n openshift-storage rsh rook-ceph-tools\n```"
+    assert {"openshift-storage", "rook-ceph-tools"} <= {e.name for e in extract(command)[0]}
