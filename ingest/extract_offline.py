@@ -45,7 +45,7 @@ from collections import Counter
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "12"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "13"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
@@ -68,6 +68,13 @@ _ONE_IDENTIFIER = re.compile(r"`?[\w.\-/:]+`?(?:\(\d*\))?")
 # English prefixes: "non-linear", "re-read", "pre-built" are words, not names with a short part
 _PREFIXES = frozenset({"non", "re", "pre", "co", "sub", "un", "anti", "semi", "self", "multi"})
 # what a code block names that is a thing of its own even when no prose names it
+_HOST_SUFFIXES = frozenset(
+    {
+        *("com", "org", "net", "edu", "gov", "mil", "int", "info", "biz", "io", "dev", "app"),
+        *("cloud", "site", "online", "tech", "local", "localdomain", "internal", "intranet"),
+        *("lan", "corp", "home", "private", "arpa", "test", "example", "invalid", "svc"),
+    }
+)
 _CODE_KINDS = frozenset({"error_code", "http_status", "env_var", "metric", "hostname", "path"})
 _CLAUSE_OPENERS = frozenset({":", ";", "\u2014", "\u2013", "|"})
 _CONNECTORS = {
@@ -179,7 +186,7 @@ def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
         return "env_var"  # $GIT_DIR, GIT_DIR=…: set in an environment, not raised
     if _ERROR.match(bare):
         return "error_code" if _error_like(bare, sentence) else "identifier"
-    if _HOST.match(bare):
+    if _HOST.match(bare) and _host_suffix(bare):
         return "hostname"
     if "_" in bare and "." not in bare and bare.islower() and bare.endswith(_METRIC_SUFFIX):
         return "metric"
@@ -221,6 +228,17 @@ def _env_context(bare: str, sentence: str) -> str:
     near = sentence[max(0, at - 40) : at + len(bare) + 40]
     words = " ".join(re.findall(r"\b(?:environment|export|env)\b", near, re.IGNORECASE))
     return f"{before[-1:]}{after}{' ' + words if words else ''}".strip()
+
+
+def _host_suffix(name: str) -> bool:
+    """Whether a dotted name ends like a host's.
+
+    A country code, a generic top-level domain or a private suffix (``.internal``,
+    ``.local``); ``sound.effects.echo`` and ``trailer.see.command`` are module paths and
+    keys, not hosts.
+    """
+    last = name.rsplit(".", 1)[-1]
+    return len(last) == 2 or last in _HOST_SUFFIXES
 
 
 def _error_like(bare: str, sentence: str) -> bool:

@@ -152,3 +152,12 @@ def test_an_example_s_own_names_are_no_entities() -> None:
     assert {"sys.path_hooks", "ERR_ENCODE", "HTTP 504", "/var/log/app.log"} <= names, names
     command = "Collect logs.\n\n```\noc -n openshift-storage rsh rook-ceph-tools\n```"
     assert {"openshift-storage", "rook-ceph-tools"} <= {e.name for e in extract(command)[0]}
+
+
+def test_a_dotted_name_is_a_host_only_with_a_host_s_ending() -> None:
+    from ingest.extract_offline import classify
+
+    assert classify("sound.effects.echo", "Import sound.effects.echo first.") != "hostname"
+    assert classify("trailer.see.command", "Set trailer.see.command to x.") != "hostname"
+    assert classify("db.prod.example.de", "Connect to db.prod.example.de.") == "hostname"
+    assert classify("api.svc.cluster.local", "Call api.svc.cluster.local.") == "hostname"
