@@ -29,6 +29,7 @@ LOCAL_HEADER = "Extractive answer (no LLM): the passages that best match the que
 GLOBAL_HEADER = (
     "Extractive answer (no LLM): key points from the community reports, most relevant first."
 )
+OTHER_PAGES = "Also on the question (pages no report above speaks for):"
 
 
 @dataclass(frozen=True)
@@ -130,17 +131,25 @@ class ExtractiveAnswerWriter:
         citations: list[Citation] = []
         size = _AnswerSize(self, evidence.max_tokens)
         both = bool(evidence.chunks) and bool(evidence.points)
-        if evidence.chunks:
-            lines.append(LOCAL_HEADER)
-            if both:
-                lines.append("Specific passages:")
-            self._chunk_lines(evidence, size, lines, citations)
-        if evidence.points:
-            if both:
-                lines.extend(["", "Across the corpus:"])
-            else:
-                lines.append(GLOBAL_HEADER)
+        if evidence.decision == "global" and evidence.points:
+            # key points first; passages of the pages no report speaks for after them
+            lines.append(GLOBAL_HEADER)
             self._point_lines(evidence, size, lines, citations)
+            if evidence.chunks:
+                lines.extend(["", OTHER_PAGES])
+                self._chunk_lines(evidence, size, lines, citations)
+        else:
+            if evidence.chunks:
+                lines.append(LOCAL_HEADER)
+                if both:
+                    lines.append("Specific passages:")
+                self._chunk_lines(evidence, size, lines, citations)
+            if evidence.points:
+                if both:
+                    lines.extend(["", "Across the corpus:"])
+                else:
+                    lines.append(GLOBAL_HEADER)
+                self._point_lines(evidence, size, lines, citations)
         if not citations:
             lines.append("No evidence found for this question in the indexed documents.")
         if size.left_out:

@@ -9,7 +9,7 @@ implementation; :class:`Asker` only wires them together.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from graph.store import GraphStore
@@ -20,7 +20,7 @@ from retrieval.ask_contract import AskDetails, AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResult
 from retrieval.global_search import GlobalResult, GlobalSearcher, chunk_relevance
 from retrieval.hybrid import HybridSearcher
-from retrieval.keypoints import TokenCounter
+from retrieval.keypoints import KeyPoint, TokenCounter
 from retrieval.router import (
     Mode,
     RouteClassifier,
@@ -130,6 +130,7 @@ class Asker:
             allowed = None
             if flt is not None:
                 allowed = {cid for row, cid, _ in self.store.chunk_refs() if row in flt.allowed}
+            focus = await self.focus(request)
             found = await self.global_searcher.search(
                 request.question,
                 budget_tokens=budget,
@@ -137,9 +138,19 @@ class Asker:
                 batch_tokens=self.settings.map_batch_tokens,
                 level=request.level,
                 allowed_chunks=allowed,
-                relevance=await self.focus(request),
+                relevance=focus[0] if focus else None,
             )
             warnings.extend(found.warnings)
+            if focus is not None:  # the pages the reports leave out, by their best passage
+                shown = {c.chunk_id for c in chunks}
+                missing = uncovered(focus[1], focus[0], found.points)
+                extra, tokens = stuff_chunks(
+                    [hit for hit in missing if hit.chunk_id not in shown],
+                    self.settings.reduce_tokens,
+                    self.counter,
+                )
+                chunks += extra
+                local_tokens += tokens
             if flt is not None and not flt.allowed:
                 warnings.extend(w for w in flt.hints if w not in warnings)
         points = found.points if found else []
@@ -180,11 +191,12 @@ class Asker:
             warnings=warnings,
         )
 
-    async def focus(self, request: AskRequest) -> dict[str, float] | None:
+    async def focus(self, request: AskRequest) -> tuple[dict[str, float], list[QueryResult]] | None:
         """The passages the local engines find for a global question (``ask.focus_chunks``).
 
-        Global search reads only the communities holding them and keeps only the key
-        points resting on them (:mod:`retrieval.global_search`, "Focus"); None: off.
+        Their relevance (chunk id → (0, 1]) and the engines' results. Global search reads
+        only the communities holding them and keeps only the key points resting on them
+        (:mod:`retrieval.global_search`, "Focus"); None: off.
         """
         if not self.settings.focus_chunks:
             return None
@@ -196,10 +208,32 @@ class Asker:
                 diversity=0.0,
             )
         )
-        return chunk_relevance([(r.chunk_id, r.document_id, r.rrf_score) for r in pool.results])
+        relevance = chunk_relevance(
+            [(r.chunk_id, r.document_id, r.rrf_score) for r in pool.results]
+        )
+        return relevance, pool.results
 
     def sources(self, chunk_ids: list[str]) -> dict[str, str]:
         """Chunk id → source, for the chunks key points cite."""
         rows = self.store.row_ids_of_chunk_ids(chunk_ids)
         chunks = self.store.chunks_by_row_ids(list(rows.values()))
         return {chunk.id: chunk.source for chunk in chunks.values()}
+
+
+def uncovered(
+    pool: Sequence[QueryResult], relevance: Mapping[str, float], points: Sequence[KeyPoint]
+) -> list[QueryResult]:
+    """The best passage of each focused page no key point cites, best page first.
+
+    A page the engines found relevant but no community report speaks for (its chunks
+    name no entity, or its community's points fell below the reduce step's cut) would
+    be missing from a global answer; its best passage stands in for it.
+    """
+    document_of = {hit.chunk_id: hit.document_id for hit in pool}
+    cited = {document_of[c] for point in points for c in point.chunk_ids if c in document_of}
+    out: list[QueryResult] = []
+    for hit in pool:
+        if hit.chunk_id in relevance and hit.document_id not in cited:
+            out.append(hit)
+            cited.add(hit.document_id)
+    return out

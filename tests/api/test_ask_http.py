@@ -48,14 +48,17 @@ def test_ask_routes_an_aggregate_question_globally_with_report_citations(
     body = {"question": "How do the services handle database timeouts?", "budget": 6000}
     data = client.post("/v1/ask", json=body).json()
     assert data["mode"] == "global"
-    assert data["citations"] and {c["kind"] for c in data["citations"]} == {"report"}
+    kinds = [c["kind"] for c in data["citations"]]
+    assert kinds and kinds[0] == "report" and kinds == sorted(kinds, reverse=True)  # points first
     first = data["citations"][0]
     assert first["report_id"] and first["chunk_ids"] and first["sources"]
     sources = {s for c in data["citations"] for s in c["sources"]}
     assert all(s.split("/")[0] in ("production", "staging") for s in sources), sources
     details = data["details"]
     assert details["map_tokens"] <= 6000 and details["reports_mapped"] >= 1
-    assert data["context_tokens"] == details["map_tokens"] + details["reduce_tokens"]
+    assert data["context_tokens"] == (
+        details["map_tokens"] + details["reduce_tokens"] + details["local_tokens"]
+    )
 
 
 def test_forced_mode_and_filters(client: TestClient) -> None:

@@ -1,6 +1,8 @@
 """Query-focused global search: communities chosen by the relevance of their content."""
 
 from graph.models import CommunityReport, Finding
+from retrieval.ask import uncovered
+from retrieval.contract import EngineRanks, QueryResult
 from retrieval.global_search import (
     chunk_relevance,
     content_order,
@@ -72,3 +74,25 @@ def test_focus_points_score_follows_the_relevance_of_their_chunks() -> None:
     focused = {p.text: p.score for p in focus_points(points, {"c1": 1.0, "c2": 0.2})}
     assert focused["strong"] > focused["weak"]
     assert focused["weak"] == 90.0 * 0.6
+
+
+def hit(chunk: str, document: str) -> QueryResult:
+    return QueryResult(
+        chunk_id=chunk,
+        rrf_score=0.01,
+        text=chunk,
+        source=document,
+        document_id=document,
+        title=document,
+        heading="",
+        metadata={},
+        ranks=EngineRanks(),
+    )
+
+
+def test_pages_no_key_point_cites_stand_in_by_their_best_passage() -> None:
+    pool = [hit("a1", "A"), hit("b1", "B"), hit("a2", "A"), hit("c1", "C"), hit("b2", "B")]
+    relevance = {"a1": 1.0, "b1": 0.9, "a2": 0.8, "b2": 0.5}  # C left out of the focus
+    points = [KeyPoint("about A", 50.0, "r", "r", ("a2",))]
+    assert [h.chunk_id for h in uncovered(pool, relevance, points)] == ["b1"]
+    assert [h.chunk_id for h in uncovered(pool, relevance, [])] == ["a1", "b1"]
