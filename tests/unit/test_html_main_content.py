@@ -84,10 +84,11 @@ def test_repeated_blocks_are_kept_once() -> None:
     assert all(f"Body {n}" in stripped[n - 1] for n in range(1, 6))
 
 
-def test_directory_ingest_strips_repeated_footers(tmp_path: Path) -> None:
+def test_directory_ingest_strips_repeated_footers_and_the_site_name(tmp_path: Path) -> None:
     for n in range(4):
         (tmp_path / f"p{n}.html").write_text(
-            f"<html><body><h1>Topic {n}</h1><p>Content of page {n} about thing {n}.</p>"
+            f"<html><head><title>Topic {n} &#8212; Acme 1.0 documentation</title></head>"
+            f"<body><h1>Topic {n}</h1><p>Content of page {n} about thing {n}.</p>"
             f"<div id='footer'>Last updated 2024-05-3{n} 00:35:55 UTC</div></body></html>"
         )
     docs = [
@@ -98,6 +99,7 @@ def test_directory_ingest_strips_repeated_footers(tmp_path: Path) -> None:
     assert len(docs) == 4
     assert sum("Last updated" in d.text for d in docs) == 1
     assert all(f"Content of page {n}" in docs[n].text for n in range(4))
+    assert [d.title for d in docs] == [f"Topic {n}" for n in range(4)]
 
 
 def _words(text: str) -> list[str]:
@@ -156,17 +158,3 @@ def test_the_site_name_is_left_out_of_page_titles() -> None:
     for n in range(4):
         prefixed.add("body", f"Acme Docs | Page {n}")
     assert prefixed.title("Acme Docs | Installing") == "Installing"
-
-
-def test_directory_ingest_titles_name_the_page(tmp_path: Path) -> None:
-    for n in range(4):
-        (tmp_path / f"p{n}.html").write_text(
-            f"<html><head><title>Topic {n} &#8212; Acme 1.0 documentation</title></head>"
-            f"<body><h1>Topic {n}</h1><p>Content of page {n} about thing {n}.</p></body></html>"
-        )
-    docs = [
-        d
-        for d in load_paths([tmp_path], include=["*.html"], exclude=[], max_bytes=10**6)
-        if isinstance(d, SourceDocument)
-    ]
-    assert [d.title for d in docs] == [f"Topic {n}" for n in range(4)]
