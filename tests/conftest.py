@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,22 @@ os.environ.setdefault("LORE_API__ALLOWED_HOSTS", '["localhost", "127.0.0.1", "::
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
 FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def global_citations_ok(citations: list[dict[str, Any]]) -> bool:
+    """Whether a global answer's citations are as ``ask`` gives them.
+
+    Key points (reports) first, each citation with its sources; a passage (chunk) only
+    for a page no report citation covers (``retrieval.ask.uncovered``).
+    """
+    reported = {s for c in citations if c["kind"] == "report" for s in c["sources"]}
+    return (
+        bool(citations)
+        and citations[0]["kind"] == "report"
+        and all(c["sources"] for c in citations)
+        and all(c["report_id"] for c in citations if c["kind"] == "report")
+        and all(reported.isdisjoint(c["sources"]) for c in citations if c["kind"] == "chunk")
+    )
 
 
 @pytest.fixture(scope="session")

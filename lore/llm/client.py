@@ -103,6 +103,8 @@ class LLMStats:
     retries: int = 0
     repaired: int = 0
     reprompts: int = 0
+    reprompt_prompt_tokens: int = 0  # of the re-prompts (counted in the totals too)
+    reprompt_completion_tokens: int = 0
     failures: int = 0
     timeouts: int = 0  # calls given up for silence (first token or between tokens)
     usage_estimated: int = 0  # calls whose endpoint sent no usage: tokens estimated
@@ -523,8 +525,7 @@ class LLMClient:
         choices = getattr(response, "choices", None) or []
         text = str((choices[0].message.content or "") if choices else "")
         if usage is not None:
-            self.stats.prompt_tokens += int(usage.prompt_tokens or 0)
-            self.stats.completion_tokens += int(usage.completion_tokens or 0)
+            self._spent(messages, int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
         else:
             self._estimate(messages, text, pieces=0)
         return text, time.monotonic() - started
@@ -593,8 +594,7 @@ class LLMClient:
             await stream.close()  # also on a timeout or a cancel: the server stops
         text = "".join(parts)
         if usage is not None:
-            self.stats.prompt_tokens += int(usage.prompt_tokens or 0)
-            self.stats.completion_tokens += int(usage.completion_tokens or 0)
+            self._spent(messages, int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
         else:
             self._estimate(messages, text, pieces)
         return text, (first if first is not None else time.monotonic()) - started
@@ -616,8 +616,19 @@ class LLMClient:
                 else f"{CHARS_PER_TOKEN} characters a token",
             )
         self.stats.usage_estimated += 1
-        self.stats.prompt_tokens += max(1, chat_tokens(messages, count))
-        self.stats.completion_tokens += pieces or count(text)
+        self._spent(messages, max(1, chat_tokens(messages, count)), pieces or count(text))
+
+    def _spent(self, messages: list[dict[str, str]], prompt: int, completion: int) -> None:
+        """Add one call's tokens; a re-prompt's also to the ``reprompt_*`` counters."""
+        self.stats.prompt_tokens += prompt
+        self.stats.completion_tokens += completion
+        if (
+            messages
+            and messages[-1]["role"] == "user"
+            and messages[-1]["content"].startswith(REPROMPT)
+        ):
+            self.stats.reprompt_prompt_tokens += prompt
+            self.stats.reprompt_completion_tokens += completion
 
 
 async def _within(

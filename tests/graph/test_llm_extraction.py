@@ -81,6 +81,7 @@ def test_a_fenced_reply_is_repaired_without_asking_again(server: OpenAITestServe
     client = client_for(server)
     assert ask(client).entities
     assert client.stats.repaired == 1 and client.stats.reprompts == 0 and client.stats.calls == 1
+    assert client.stats.reprompt_prompt_tokens == client.stats.reprompt_completion_tokens == 0
 
 
 @pytest.mark.parametrize("bad", ["malformed", "invalid", "empty"])
@@ -91,6 +92,10 @@ def test_an_unusable_reply_is_re_prompted_once_with_the_error(
     client = client_for(server)
     assert ask(client).entities
     assert client.stats.reprompts == 1 and client.stats.calls == 2
+    # the re-prompt's tokens are counted apart (and in the totals)
+    stats = client.stats
+    assert 0 < stats.reprompt_prompt_tokens < stats.prompt_tokens
+    assert 0 < stats.reprompt_completion_tokens < stats.completion_tokens + 1
     second = server.requests[-1]["body"]["messages"]
     assert second[-1]["role"] == "user" and "could not be used" in second[-1]["content"]
 
