@@ -7,9 +7,10 @@ sharing a PostgreSQL store), so the owner also keeps a heartbeat: while it has r
 in-process jobs, a :class:`Heartbeat` thread sets their ``heartbeat_at`` every
 :data:`HEARTBEAT_S` seconds, and ends once none runs.
 
-Another host's running job silent for longer than :data:`STALE_AFTER_S` — twelve beats:
-far more than the few seconds two hosts' clocks disagree by, or than a beat stalled
-behind a busy database (a pool or lock timeout is 30 s) — is taken for orphaned: its
+Another host's running job silent for longer than :data:`STALE_AFTER_S` — nine beats:
+far more than the few seconds two hosts' clocks disagree by, and more than a beat stalled
+behind a busy database (a pool or lock timeout is 30 s) plus the next beat — is taken for
+orphaned: its
 host or container stopped. A job from a release without heartbeats (``heartbeat_at``
 NULL) is judged by its last recorded progress (the job's or any of its documents'
 ``updated_at``) against the longer :data:`LEGACY_STALE_AFTER_S`, so a rolling upgrade
@@ -27,8 +28,9 @@ from pathlib import Path
 
 from lore.periodic import Periodic
 
-HEARTBEAT_S = 10.0  # how often a process marks its running in-process jobs alive
-STALE_AFTER_S = 120.0  # another host's running job silent this long is orphaned
+HEARTBEAT_S = 5.0  # how often a process marks its running in-process jobs alive
+STALE_AFTER_S = 45.0  # another host's running job silent this long is orphaned
+# With the default sweep (``jobs.orphan_sweep_s``, 10 s) such a job ends within a minute.
 LEGACY_STALE_AFTER_S = 3600.0  # the same for a job without heartbeats, by its progress
 
 log = logging.getLogger(__name__)

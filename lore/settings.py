@@ -487,7 +487,7 @@ class JobSettings(Section):
     """How long-running processes keep job state true."""
 
     orphan_sweep_s: float = Field(
-        60.0,
+        10.0,
         ge=0,
         description="lore serve, lore mcp and workers end jobs whose owner process is gone "
         "this often (0 = only when a process starts)",
