@@ -155,9 +155,14 @@ def forget_gone(runtime: Runtime) -> CascadeReport:
     """:func:`forget` the chunks the graph holds but the store no longer has.
 
     What a changed document lost (its replaced chunks), or what a crash between a store
-    write and its cascade left behind.
+    write and its cascade left behind. The replaced text goes from the tables beside the
+    store too (:func:`forget_text`), as a deleted document's does.
     """
-    return forget(runtime, gone_chunks(runtime.store, runtime.graph()))
+    gone = gone_chunks(runtime.store, runtime.graph())
+    report = forget(runtime, gone)
+    if gone:
+        forget_text(runtime, (), gone, report.refresh.written if report.refresh else ())
+    return report
 
 
 def estimate_build(

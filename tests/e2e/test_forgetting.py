@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -67,13 +68,15 @@ def test_replies_whose_prompts_held_a_deleted_chunk_are_forgotten(tmp_path: Path
     assert _files_holding(tmp_path, SENTENCE.encode()) == []
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_a_deleted_document_leaves_no_llm_reply_behind(
-    tmp_path: Path, local_embedder: LocalEmbedder
+    tmp_path: Path, local_embedder: LocalEmbedder, how: str
 ) -> None:
     """After an LLM graph build and LLM asks, no cached reply still quotes a deleted text.
 
     The test server quotes the sentence in every reply whose prompt held it (extraction,
-    community reports, map step, answer): each such reply must go with the document.
+    community reports, map step, answer): each such reply must go with the document, or
+    with the version a replacement removed.
     """
     data = tmp_path / "data"
     needle = SENTENCE.encode()
@@ -128,7 +131,12 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
                 "WHERE r.task = 'answer_global_map'"
             ).fetchone()[0]
         assert mapped == 0 and by_report > 0
-        rt.delete("secret.md")
+        if how == "deleted":
+            rt.delete("secret.md")
+        else:
+            changed = "# Secret\n\nQuokka Ledger talks to Payments Gateway only. E_NEW_CODE."
+            again = rt.ingest([SourceDocument("secret.md", "secret.md", changed, "", {})])
+            assert again.done == ["secret.md"], again
         with cache._read() as db:
             left = db.execute(
                 "SELECT task, reply FROM llm_replies WHERE reply LIKE ?", (f"%{SENTENCE}%",)
