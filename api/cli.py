@@ -86,8 +86,10 @@ def main(
     from pydantic import ValidationError
 
     from lore.errors import LoreError
+    from lore.memory import limit_malloc_arenas
     from lore.settings import load_settings
 
+    limit_malloc_arenas()  # before any thread starts: a server's memory stays flat
     overrides = {"data_dir": data_dir}
     try:
         settings = load_settings(config_file, **overrides)

@@ -19,9 +19,11 @@ from celery import Celery
 
 from lore.db import redact
 from lore.errors import BackendUnavailableError, ConfigurationError
+from lore.memory import limit_malloc_arenas
 from lore.settings import Settings, load_settings
 
 TASKS_MODULE = "workers.tasks"
+limit_malloc_arenas()  # a worker imports this first, before its pool starts: few arenas
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""Few malloc arenas for long-running processes (``lore.memory``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import ROOT
+
+PROBE = textwrap.dedent(
+    """
+    import ctypes, threading
+    from lore.memory import limit_malloc_arenas
+    print(limit_malloc_arenas())
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    barrier = threading.Barrier(8)
+    def churn():  # allocate from eight threads at once: each may want an arena
+        barrier.wait()
+        for _ in range(2000):
+            libc.free(ctypes.c_void_p(libc.malloc(4096)))
+    threads = [threading.Thread(target=churn) for _ in range(8)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    text = open("/proc/self/maps").read()
+    # a thread arena is a 64 MB-aligned heap: its mappings start on a 64 MB boundary
+    starts = [int(line.split("-")[0], 16) for line in text.splitlines() if line.endswith(" 0 ")]
+    print(sum(1 for s in starts if s % (64 << 20) == 0))
+    """
+)
+
+
+def _arenas(env: dict[str, str], cap: bool = True) -> tuple[str, int]:
+    probe = PROBE if cap else PROBE.replace("print(limit_malloc_arenas())", "print(None)")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    applied, heaps = done.stdout.split()
+    return applied, int(heaps)
+
+
+def test_the_cap_holds_the_arenas_of_many_threads_down() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    assert _arenas(env, cap=False)[1] >= 3  # the threads spread over arenas of their own
+    applied, heaps = _arenas(env)
+    assert applied == "True"
+    assert heaps <= 1  # the main arena is no heap; at most one thread arena besides it
+
+
+def test_a_users_setting_is_left_to_glibc() -> None:
+    env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
+    applied, _ = _arenas(env)
+    assert applied == "False"
