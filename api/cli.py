@@ -243,7 +243,14 @@ INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
 @click.option("--dense-weight", type=float, default=None)
 @click.option("--sparse-weight", type=float, default=None)
 @click.option("--rrf-k", type=int, default=None)
-@click.option("--fusion", type=click.Choice(["rrf", "relative_score"]), default="rrf")
+@click.option(
+    "--preset",
+    metavar="NAME",
+    default=None,
+    help="Named settings (hybrid_rrf, sparse, dense, relative_score, mmr, graph); "
+    "options given besides win.",
+)
+@click.option("--fusion", type=click.Choice(["rrf", "relative_score"]), default=None)
 @click.option("--diversity", type=float, default=None, help="MMR diversity 0..1 (0 = off).")
 @click.option("--rerank/--no-rerank", default=None, help="Use the configured reranker.")
 @click.option(
@@ -263,7 +270,8 @@ def search(
     dense_weight: float | None,
     sparse_weight: float | None,
     rrf_k: int | None,
-    fusion: str,
+    preset: str | None,
+    fusion: str | None,
     diversity: float | None,
     rerank: bool | None,
     min_relative_score: float | None,
@@ -291,7 +299,8 @@ def search(
                 {
                     "search_text": text,
                     "top_k": top_k,
-                    "fusion": fusion,
+                    "preset": preset,
+                    **({"fusion": fusion} if fusion else {}),
                     "metadata_filter": metadata_filter(filters),
                     "diversity": diversity,
                     "rerank": rerank,

@@ -23,34 +23,23 @@ from bench.common import machine, runtime_for, timed
 from ingest.loaders import load_paths
 from retrieval.contract import QueryRequest
 
-RECOMMENDED_DIVERSITY = 0.2
 DOC_DEPTH = 100
 CHUNK_DEPTH = 300
+SPARSE = {"preset": "sparse"}
 
-# name -> (settings sections, request fields)
+# name -> (settings sections, request fields): the search presets (retrieval.presets),
+# and the sparse engine's variants, which are settings of the index, not of a request
 METHODS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {
-    "sparse": ({}, {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}}),
-    "sparse_rank_bm25": (
-        {"sparse": {"engine": "rank_bm25"}},
-        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
-    ),
-    "sparse_no_stemming": (
-        {"sparse": {"stemming": False}},
-        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
-    ),
-    "sparse_no_stopwords": (
-        {"sparse": {"stopwords": False}},
-        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
-    ),
-    "dense": ({}, {"hybrid_params": {"dense_weight": 1, "sparse_weight": 0}}),
-    "hybrid_rrf": ({}, {}),
+    "sparse": ({}, SPARSE),
+    "sparse_rank_bm25": ({"sparse": {"engine": "rank_bm25"}}, SPARSE),
+    "sparse_no_stemming": ({"sparse": {"stemming": False}}, SPARSE),
+    "sparse_no_stopwords": ({"sparse": {"stopwords": False}}, SPARSE),
+    "dense": ({}, {"preset": "dense"}),
+    "hybrid_rrf": ({}, {"preset": "hybrid_rrf"}),
     "hybrid_weighted": ({}, {"hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4}}),
-    "relative_score": ({}, {"fusion": "relative_score"}),
-    "tfidf": (
-        {"sparse": {"engine": "tfidf"}},
-        {"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}},
-    ),
-    "hybrid_mmr": ({}, {"diversity": RECOMMENDED_DIVERSITY}),
+    "relative_score": ({}, {"preset": "relative_score"}),
+    "tfidf": ({"sparse": {"engine": "tfidf"}}, SPARSE),
+    "hybrid_mmr": ({}, {"preset": "mmr"}),
 }
 
 

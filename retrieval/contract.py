@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from retrieval.presets import PRESETS, PresetName
+
 MAX_TOP_K = 1000
 MAX_CANDIDATES = 5000
 MAX_WEIGHT = 1000.0
@@ -99,6 +101,21 @@ class QueryRequest(BaseModel):
         description="weight of the knowledge-graph list (entities named in the question and "
         "in the best chunks, one hop out); 0 = off; default from settings",
     )
+
+    preset: PresetName | None = Field(
+        None,
+        description="named settings (retrieval.presets): hybrid_rrf, sparse, dense, "
+        "relative_score, mmr, graph; fields given in the request win over the preset's",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("preset"), str):
+            preset = PRESETS.get(data["preset"])
+            if preset is not None:  # an unknown name fails on the field, listing the names
+                return preset.fill(data)
+        return data
 
     @field_validator("search_text")
     @classmethod

@@ -166,3 +166,16 @@ def test_filter_values_ignore_case_and_a_wrong_one_warns(client: TestClient) -> 
     assert body["total_retrieved"] == 0 and body["results"] == []
     (warning,) = body["warnings"]
     assert "'env' equal to 'prod'" in warning and "production" in warning
+
+
+def test_a_preset_searches_as_its_fields_do(client: TestClient) -> None:
+    def ranks(body: dict[str, object]) -> list[dict[str, object]]:
+        reply = client.post("/v1/memory/query", json={"search_text": "HTTP 504", **body})
+        assert reply.status_code == 200, reply.text
+        return [hit["ranks"] for hit in reply.json()["results"]]
+
+    sparse = ranks({"preset": "sparse"})
+    assert sparse == ranks({"hybrid_params": {"dense_weight": 0, "sparse_weight": 1}})
+    assert sparse and all(r["dense"] is None and r["sparse"] for r in sparse)
+    reply = client.post("/v1/memory/query", json={"search_text": "x", "preset": "bm25"})
+    assert reply.status_code == 422 and "hybrid_rrf" in reply.text, reply.text

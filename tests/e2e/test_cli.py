@@ -100,6 +100,12 @@ def test_search_json_and_request_file(data: Path) -> None:
     assert response["query_id"] == "seed-1"
     assert response["total_retrieved"] == len(response["results"]) == 4
     assert {r["metadata"]["env"] for r in response["results"]} == {"staging"}
+    dense = lore(data, "search", "database connection timeouts", "--preset", "dense", "--json")
+    assert dense.returncode == 0, dense.stderr
+    ranks = [r["ranks"] for r in json.loads(dense.stdout)["results"]]
+    assert ranks and all(r["sparse"] is None and r["dense"] for r in ranks), ranks
+    bad = lore(data, "search", "x", "--preset", "bm25")
+    assert bad.returncode == 1 and "'sparse'" in bad.stderr, bad.stderr
 
 
 def test_table_output_filter_error_and_status(data: Path) -> None:
