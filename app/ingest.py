@@ -195,7 +195,7 @@ def _run_inline(
         jobs.advance(job_id, batch, JobStatus.EXTRACTED)
         jobs.advance(job_id, batch, JobStatus.DONE)
     if extractor is not None and unusable is None:
-        record_cascade(jobs, job_id, runtime.forget_gone())  # what changed documents lost
+        record_cascade(jobs, job_id, runtime.forget_gone(stored))  # what they lost
     jobs.finish_if_complete(job_id)
     runtime.sync_indexes()
     if unusable is not None:

@@ -151,14 +151,15 @@ def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:
     return report
 
 
-def forget_gone(runtime: Runtime) -> CascadeReport:
+def forget_gone(runtime: Runtime, document_ids: Sequence[str] | None = None) -> CascadeReport:
     """:func:`forget` the chunks the graph holds but the store no longer has.
 
-    What a changed document lost (its replaced chunks), or what a crash between a store
-    write and its cascade left behind. The replaced text goes from the tables beside the
-    store too (:func:`forget_text`), as a deleted document's does.
+    What changed documents lost (their replaced chunks: pass their ids, and only their
+    chunks are compared), or, without ids, what a crash between a store write and its
+    cascade left anywhere. The replaced text goes from the tables beside the store too
+    (:func:`forget_text`), as a deleted document's does.
     """
-    gone = gone_chunks(runtime.store, runtime.graph())
+    gone = gone_chunks(runtime.store, runtime.graph(), document_ids)
     report = forget(runtime, gone)
     if gone:
         forget_text(runtime, (), gone, report.refresh.written if report.refresh else ())

@@ -314,11 +314,11 @@ class Runtime:
 
         return lifecycle.delete_documents(self, document_ids, sync_indexes=sync_indexes)
 
-    def forget_gone(self) -> CascadeReport:
+    def forget_gone(self, document_ids: Sequence[str] | None = None) -> CascadeReport:
         """Cascade the chunks the store no longer has out of the graph (changed documents)."""
         from app import lifecycle
 
-        return lifecycle.forget_gone(self)
+        return lifecycle.forget_gone(self, document_ids)
 
     def build_graph(
         self,

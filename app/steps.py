@@ -209,7 +209,7 @@ def extract_documents(
         jobs.finish_if_complete(job_id)
         return 0
     extracted = extract_ready(runtime, extractor_for(runtime), ready)
-    record_cascade(jobs, job_id, runtime.forget_gone())
+    record_cascade(jobs, job_id, runtime.forget_gone(ready))
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)

@@ -127,8 +127,19 @@ def forget_chunks(
     return report
 
 
-def gone_chunks(store: Store, graph: GraphStore) -> list[str]:
-    """Chunk ids the graph holds contributions of but the store no longer has."""
+def gone_chunks(
+    store: Store, graph: GraphStore, document_ids: Sequence[str] | None = None
+) -> list[str]:
+    """Chunk ids the graph holds contributions of but the store no longer has.
+
+    With ``document_ids``, only those documents' chunks are compared, through indexed
+    lookups on both sides: what an ingest of those documents replaced, at a cost that
+    follows the documents, not the corpus. Without, every chunk (what a crash between a
+    store write and its cascade left anywhere; the graph build's catch-up looks so).
+    """
+    if document_ids is not None:
+        held = graph.extracted_of_documents(document_ids)
+        return sorted(held - store.chunk_ids_of_documents(document_ids)) if held else []
     current = {chunk_id for _, chunk_id, _ in store.chunk_refs()}
     return sorted(graph.extracted_chunks() - current)
 

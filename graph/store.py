@@ -64,6 +64,10 @@ class GraphStore(Protocol):
         """Those of ``chunk_ids`` whose contributions are stored; the cost is the ids asked."""
         ...
 
+    def extracted_of_documents(self, document_ids: Sequence[str]) -> set[str]:
+        """The extracted chunk ids of these documents (by an index, not a scan)."""
+        ...
+
     def entity(self, name: str) -> Entity | None:
         """The merged entity for a name (any spelling that normalises the same)."""
         ...

@@ -629,6 +629,11 @@ class Store(Tables):
         sql = "SELECT id, text FROM chunks WHERE id IN ({marks})"
         return {str(i): str(t) for i, t in self._lookup(sql, chunk_ids)}
 
+    def chunk_ids_of_documents(self, document_ids: Sequence[str]) -> set[str]:
+        """The ids of these documents' stored chunks (read through ``chunks_by_doc``)."""
+        sql = "SELECT id FROM chunks WHERE document_id IN ({marks})"
+        return {str(r[0]) for r in self._lookup(sql, sorted(set(document_ids)))}
+
     def row_ids_of_chunk_ids(self, chunk_ids: Sequence[str]) -> dict[str, int]:
         """Row ids by chunk id (missing ids are left out)."""
         sql = "SELECT id, row_id FROM chunks WHERE id IN ({marks})"

@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS mention_texts (
 CREATE INDEX IF NOT EXISTS relation_mentions_by_chunk ON relation_mentions(chunk_id);
 CREATE INDEX IF NOT EXISTS relation_mentions_by_target ON relation_mentions(target_key);
 CREATE TABLE IF NOT EXISTS extracted_chunks (chunk_id TEXT PRIMARY KEY, document_id TEXT);
+CREATE INDEX IF NOT EXISTS extracted_chunks_by_document ON extracted_chunks(document_id);
 CREATE TABLE IF NOT EXISTS community_reports (
     community_id TEXT PRIMARY KEY, level INTEGER NOT NULL, fingerprint TEXT NOT NULL,
     report TEXT NOT NULL
@@ -275,6 +276,13 @@ class LocalGraphStore(Tables):
         select = "SELECT chunk_id FROM extracted_chunks"
         with self._read() as db:
             return {str(r[0]) for r in _rows_of(db, select, sorted(set(chunk_ids)), "chunk_id")}
+
+    def extracted_of_documents(self, document_ids: Sequence[str]) -> set[str]:
+        """The extracted chunk ids of these documents (by ``extracted_chunks_by_document``)."""
+        select = "SELECT chunk_id FROM extracted_chunks"
+        with self._read() as db:
+            rows = _rows_of(db, select, sorted(set(document_ids)), "document_id")
+        return {str(r[0]) for r in rows}
 
     def entity(self, name: str) -> Entity | None:
         """Merged entity: most frequent spelling and type, merged descriptions, provenance."""

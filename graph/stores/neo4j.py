@@ -314,6 +314,12 @@ class Neo4jGraphStore:
         rows = self._select(q.STORED_CHUNKS, "chunk_ids", sorted(set(chunk_ids)))
         return {str(r["id"]) for r in rows}
 
+    def extracted_of_documents(self, document_ids: Sequence[str]) -> set[str]:
+        """The extracted chunk ids of these documents (by the chunk-document index)."""
+        ids = sorted(set(document_ids))
+        rows = self._select(q.CHUNKS_OF_DOCUMENTS, "document_ids", ids)
+        return {str(r["id"]) for r in rows}
+
     def extracted_chunks(self) -> set[str]:
         """Chunk ids already extracted."""
         return {str(r["id"]) for r in self._select(q.EXTRACTED_CHUNKS)}

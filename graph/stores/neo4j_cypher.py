@@ -48,6 +48,7 @@ SCHEMA: Final = (
     "CREATE INDEX lore_related_chunk IF NOT EXISTS FOR ()-[r:RELATED]-() ON (r.ns, r.chunk_id)",
     "CREATE INDEX lore_community_parent IF NOT EXISTS FOR (c:LoreCommunity) ON (c.ns, c.parent)",
     "CREATE INDEX lore_member_key IF NOT EXISTS FOR (m:LoreMember) ON (m.ns, m.key)",
+    "CREATE INDEX lore_chunk_document IF NOT EXISTS FOR (c:LoreChunk) ON (c.ns, c.document_id)",
     "CREATE INDEX lore_member_community IF NOT EXISTS FOR (m:LoreMember) ON (m.ns, m.community)",
     "CREATE INDEX lore_report_chunks IF NOT EXISTS FOR (r:LoreReport) ON (r.ns, r.level, r.chunks)",
     "CREATE CONSTRAINT lore_meta_name IF NOT EXISTS "
@@ -55,6 +56,12 @@ SCHEMA: Final = (
 )
 
 # -- writes: a chunk's contributions ----------------------------------------------------
+
+CHUNKS_OF_DOCUMENTS: Final = """
+UNWIND $document_ids AS document_id
+MATCH (c:LoreChunk {ns: $ns, document_id: document_id})
+RETURN c.id AS id
+"""
 
 STORED_CHUNKS: Final = """
 UNWIND $chunk_ids AS chunk_id

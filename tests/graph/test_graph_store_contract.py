@@ -559,6 +559,16 @@ def test_extracted_among_asks_about_those_chunks_only(store: GraphStore) -> None
     assert store.extracted_among(["c1", "c2"]) == set()
 
 
+def test_extracted_of_documents_reads_those_documents_chunks(store: GraphStore) -> None:
+    store.put_chunk("c1", "d1", [mention("a")], [])
+    store.put_chunk("c2", "d1", [], [])  # extracted, with nothing
+    store.put_chunk("c3", "d2", [mention("b")], [])
+    assert store.extracted_of_documents(["d1", "d9", "d1"]) == {"c1", "c2"}
+    assert store.extracted_of_documents([]) == set()
+    store.remove_chunks(["c1"])
+    assert store.extracted_of_documents(["d1", "d2"]) == {"c2", "c3"}
+
+
 def test_the_generation_changes_when_communities_or_reports_are_written(
     store: GraphStore,
 ) -> None:
