@@ -171,11 +171,13 @@ def extract_ready(
     warning = extractor_warning(runtime.store, graph, extractor.version)
     if warning is not None:
         log.warning("%s", warning)
-    skip = graph.extracted_chunks() | runtime.quarantine().chunk_ids()
+    chunks = [c for d in document_ids for c in runtime.store.chunks_of_document(d)]
+    # these chunks' extraction state only (an index lookup), and the quarantine (its
+    # failures only): never every extracted chunk id of the corpus
+    skip = graph.extracted_among([c.id for c in chunks]) | runtime.quarantine().chunk_ids()
     pending = [
         ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
-        for document_id in document_ids
-        for c in runtime.store.chunks_of_document(document_id)
+        for c in chunks
         if c.id not in skip
     ]
     if progress is None:
