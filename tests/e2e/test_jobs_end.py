@@ -56,6 +56,17 @@ def _ended(data: Path, job_id: str) -> dict[str, object]:
     return job
 
 
+def submit_batch(base: str, prefix: str, token: str, repeat: int) -> str:
+    """A hundred documents, ``{prefix}/NNN.md`` with ``{token}_NNN``, queued; the job id."""
+    docs = [
+        {"id": f"{prefix}/{i:03d}.md", "text": f"{token}_{i:03d} ledger pool " * repeat}
+        for i in range(100)
+    ]
+    reply = httpx.post(f"{base}/v1/documents", json={"documents": docs}, timeout=60)
+    assert reply.status_code == 202, reply.text
+    return str(reply.json()["job_id"])
+
+
 def test_5_a_killed_lore_ingest_leaves_no_running_job(tmp_path: Path) -> None:
     inbox = _corpus(tmp_path, 40)
     data = tmp_path / "data"
@@ -101,13 +112,7 @@ def test_5_a_killed_lore_serve_leaves_no_running_job(tmp_path: Path) -> None:
             except httpx.TransportError:
                 assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
                 time.sleep(0.2)
-        docs = [
-            {"id": f"s/{i:03d}.md", "text": f"E_SERVE_KILL_{i:03d} ledger pool " * 60}
-            for i in range(100)
-        ]
-        reply = httpx.post(f"{base}/v1/documents", json={"documents": docs}, timeout=60)
-        assert reply.status_code == 202, reply.text
-        job_id = reply.json()["job_id"]
+        job_id = submit_batch(base, "s", "E_SERVE_KILL", 60)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)

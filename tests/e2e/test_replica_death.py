@@ -25,6 +25,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.test_cli import LORE, serving
+from tests.e2e.test_jobs_end import submit_batch
 from tests.openai_test_server import OpenAITestServer
 from tests.workers.conftest import free_port
 
@@ -101,13 +102,7 @@ def test_a_live_replica_ends_the_job_of_a_replica_that_died(
             try:
                 _up(base_b, replica, log_b)
                 embeddings.delay_next(*([0.5] * 400))  # B's ingest runs while it is killed
-                docs = [
-                    {"id": f"b/{i:03d}.md", "text": f"E_REPLICA_DIED_{i:03d} ledger pool " * 40}
-                    for i in range(100)
-                ]
-                reply = httpx.post(f"{base_b}/v1/documents", json={"documents": docs}, timeout=60)
-                assert reply.status_code == 202, reply.text
-                job_id = reply.json()["job_id"]
+                job_id = submit_batch(base_b, "b", "E_REPLICA_DIED", 40)
                 time.sleep(1.0)  # under way, with a heartbeat or two
                 running = httpx.get(f"{base_a}/v1/jobs/{job_id}", timeout=10).json()
                 assert running["state"] == "running", running
