@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -623,6 +623,11 @@ class Store(Tables):
         """The document each chunk belongs to (missing chunks are left out)."""
         sql = "SELECT row_id, document_id FROM chunks WHERE row_id IN ({marks})"
         return {int(r): str(d) for r, d in self._lookup(sql, row_ids)}
+
+    def chunk_ids_of_rows(self, row_ids: Iterable[int]) -> set[str]:
+        """The chunk ids of these rows (missing ones are left out), by the primary key."""
+        sql = "SELECT id FROM chunks WHERE row_id IN ({marks})"
+        return {str(r[0]) for r in self._lookup(sql, sorted(row_ids))}
 
     def texts_by_chunk_ids(self, chunk_ids: Sequence[str]) -> dict[str, str]:
         """Chunk texts by chunk id (missing ids are left out)."""

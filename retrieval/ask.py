@@ -128,8 +128,8 @@ class Asker:
             chunks, local_tokens = stuff_chunks(response.results, budget, self.counter)
         if route.decision in ("global", "both"):
             allowed = None
-            if flt is not None:
-                allowed = {cid for row, cid, _ in self.store.chunk_refs() if row in flt.allowed}
+            if flt is not None:  # the filter's chunks, read by row: not the whole corpus
+                allowed = self.store.chunk_ids_of_rows(flt.allowed)
             focus = await self.focus(request)
             found = await self.global_searcher.search(
                 request.question,

@@ -76,6 +76,18 @@ def test_forced_mode_and_filters(client: TestClient) -> None:
     assert bad.status_code == 422 and "unknown filter key 'colour'" in bad.json()["detail"]
 
 
+def test_a_filtered_global_answer_cites_only_the_filters_documents(client: TestClient) -> None:
+    body = {
+        "question": "How do the services handle database timeouts?",
+        "mode": "global",
+        "filters": {"env": "staging"},
+    }
+    data = client.post("/v1/ask", json=body).json()
+    assert data["mode"] == "global" and data["citations"], data
+    sources = {s for c in data["citations"] for s in c["sources"]}
+    assert sources and all(s.startswith("staging/") for s in sources), sources
+
+
 def test_global_questions_endpoint(client: TestClient) -> None:
     reply = client.post(
         "/v1/questions/global",
