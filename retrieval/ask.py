@@ -30,6 +30,9 @@ from retrieval.router import (
     collection_terms,
 )
 
+RECOLLECT_EVERY = 100
+"""The collection's title terms are read again after a hundredth more changes."""
+
 
 @dataclass
 class Asker:
@@ -71,9 +74,17 @@ class Asker:
         )
 
     def collection(self) -> dict[str, float]:
-        """The terms in most document titles (the collection's subject), kept per change."""
+        """The terms in most document titles (the collection's subject).
+
+        Every title is read again once the store's change sequence has moved on by more
+        than a hundredth of where it stood at the last reading (at once while the store is
+        small; after a restore, which moves it back): a share of titles barely moves with
+        a few documents, and a busy server that read every title after each write paid
+        for the whole corpus on the next question.
+        """
         seq = self.store.last_seq()
-        if self._collection[0] != seq:
+        read_at = self._collection[0]
+        if read_at < 0 or seq < read_at or seq - read_at > read_at // RECOLLECT_EVERY:
             titles = [doc.title for doc in self.store.list_documents()]
             self._collection = (seq, collection_terms(titles, self.searcher.analyzer))
         return self._collection[1]
