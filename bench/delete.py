@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,16 @@ def sentences(text: str) -> set[str]:
     return out
 
 
-def unique_sentences(deleted: list[SourceDocument], kept: list[SourceDocument]) -> list[str]:
-    """Sentences of the deleted documents that no kept document contains."""
-    kept_text = "\n".join(" ".join(d.text.split()) for d in kept)
+def unique_sentences(
+    deleted: list[SourceDocument], kept: list[SourceDocument], served: Sequence[str] = ()
+) -> list[str]:
+    """Sentences of the deleted documents that no kept document contains.
+
+    ``served``: the kept documents' text as stored and served (chunks: markup such as a
+    quote's ``>`` taken out), where a deleted sentence may stand though the kept file's
+    raw text breaks it up; such a sentence is not the deleted documents' alone.
+    """
+    kept_text = "\n".join(" ".join(t.split()) for t in [*(d.text for d in kept), *served])
     found = {s for d in deleted for s in sentences(d.text)}
     return sorted(s for s in found if s not in kept_text)
 
@@ -67,19 +75,24 @@ def leaks(
     probes = rng.sample(unique, min(sample, len(unique)))
     found: dict[str, list[str]] = {"chunk_ids": [], "sentences": []}
 
-    def check(route: str, text: str) -> None:
+    def check(route: str, text: str, asked: str = "") -> None:
+        """``asked``: the question, which a reply may quote (a route's reasons do)."""
         flat = " ".join(text.split())
+        if asked:
+            flat = flat.replace(asked, " ")
         found["chunk_ids"] += [f"{route}:{c}" for c in chunk_ids if c in flat]
         found["sentences"] += [f"{route}:{s[:60]}" for s in unique if s in flat]
 
     for sentence in probes:
         response = runtime.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
-        check("search", response.model_dump_json())
+        check("search", response.model_dump_json(), " ".join(sentence[:300].split()))
     titles = [d.title or d.id for d in deleted][:sample]
     for title in titles:
         for mode in ("local", "global"):
-            answer = runtime.ask_sync(f"What does {title} say?", mode=mode)
-            check(f"ask-{mode}", answer.model_dump_json())
+            question = f"What does {title} say?"
+            answer = runtime.ask_sync(question, mode=mode)
+            quoted = [" ".join(question.split()), " ".join(title.split())]  # reasons quote it
+            check(f"ask-{mode}", answer.model_dump_json().replace(quoted[0], " "), quoted[1])
     graph = runtime.graph()
     entities = [e for k in sorted(graph.entity_keys()) if (e := graph.entity(k)) is not None]
     check("entities", json.dumps([[e.name, e.description, e.chunk_ids] for e in entities]))
@@ -118,7 +131,9 @@ def main() -> None:
         victims = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
         gone = {d.id for d in victims}
         chunk_ids = {c.id for d in victims for c in runtime.store.chunks_of_document(d.id)}
-        unique = unique_sentences(victims, [d for d in docs if d.id not in gone])
+        kept = [d for d in docs if d.id not in gone]
+        served = [c.text for d in kept for c in runtime.store.chunks_of_document(d.id)]
+        unique = unique_sentences(victims, kept, served)
         start = time.perf_counter()
         report = runtime.delete_documents(sorted(gone))
         delete_s = time.perf_counter() - start
