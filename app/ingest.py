@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.dispatch import Dispatcher
 from app.jobs import JobInfo, JobStatus, JobStore, follow
+from app.lifecycle import forget_gone
 from app.refresh import extractor_for
 from app.steps import (
     ExtractProgress,
@@ -195,7 +196,7 @@ def _run_inline(
         jobs.advance(job_id, batch, JobStatus.EXTRACTED)
         jobs.advance(job_id, batch, JobStatus.DONE)
     if extractor is not None and unusable is None:
-        record_cascade(jobs, job_id, runtime.forget_gone(stored))  # what they lost
+        record_cascade(jobs, job_id, forget_gone(runtime, stored))  # what they lost
     jobs.finish_if_complete(job_id)
     runtime.sync_indexes()
     if unusable is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.jobs import JobStatus, JobStore
+from app.lifecycle import forget_gone
 from app.refresh import extractor_for
 from graph.cascade import CascadeReport, extractor_warning
 from ingest.extraction import ChunkInput, Extractor
@@ -211,7 +212,7 @@ def extract_documents(
         jobs.finish_if_complete(job_id)
         return 0
     extracted = extract_ready(runtime, extractor_for(runtime), ready)
-    record_cascade(jobs, job_id, runtime.forget_gone(ready))
+    record_cascade(jobs, job_id, forget_gone(runtime, ready))
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest_paths
 from app.runtime import Runtime, open_runtime
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
@@ -76,5 +77,5 @@ def ingest_once(runtime: Runtime, inputs: list[Path]) -> dict[str, Any] | None:
     """Ingest ``inputs`` unless the store already has chunks; the ingest figures, or None."""
     if runtime.store.counts()["chunks"]:
         return None
-    report, seconds = timed(lambda: runtime.ingest_paths(inputs))
+    report, seconds = timed(lambda: ingest_paths(runtime, inputs).report)
     return {"documents": len(report.done), "chunks": report.chunks, "s": round(seconds)}

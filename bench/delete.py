@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest
+from app.lifecycle import delete_documents
+from app.refresh import refresh_in_process
 from app.runtime import Runtime
 from bench.common import machine, runtime_for
 from bench.pipeline import load_corpus
@@ -109,10 +112,11 @@ def main() -> None:
     try:
         runtime = runtime_for(scratch / "data")
         start = time.perf_counter()
-        runtime.ingest(docs)
+        ingest(runtime, docs)
         ingest_s = time.perf_counter() - start
         start = time.perf_counter()
-        build, communities = runtime.build_graph()
+        build, refreshed = refresh_in_process(runtime, rebuild=False)
+        communities = refreshed.communities
         build_s = time.perf_counter() - start
         before = runtime.graph().counts()
         victims = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
@@ -120,7 +124,7 @@ def main() -> None:
         chunk_ids = {c.id for d in victims for c in runtime.store.chunks_of_document(d.id)}
         unique = unique_sentences(victims, [d for d in docs if d.id not in gone])
         start = time.perf_counter()
-        report = runtime.delete_documents(sorted(gone))
+        report = delete_documents(runtime, sorted(gone))
         delete_s = time.perf_counter() - start
         after = runtime.graph().counts()
         checked = leaks(runtime, victims, chunk_ids, unique, args.probes, args.seed)

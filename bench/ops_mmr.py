@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest
 from bench.common import machine, runtime_for, timed
 from ingest.loaders import load_paths
 from lore.models import Rejected, SourceDocument
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine(),
     }
     if runtime.store.counts()["chunks"] == 0:
-        report, seconds = timed(lambda: runtime.ingest(runbooks(args.data / "docs.jsonl")))
+        report, seconds = timed(lambda: ingest(runtime, runbooks(args.data / "docs.jsonl")).report)
         out["ingest"] = {
             "documents": len(report.done),
             "chunks": report.chunks,

@@ -22,6 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest_paths
+from app.refresh import refresh_in_process
 from app.runtime import Runtime
 from bench.common import machine, runtime_for
 from retrieval.analyzer import Analyzer
@@ -93,9 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     demo = runtime_for(args.demo_work)
     if demo.store.counts()["chunks"] == 0:
         for env in ("production", "staging"):
-            demo.ingest_paths([ROOT / "examples/corpus" / env], {"env": env})
+            ingest_paths(demo, [ROOT / "examples/corpus" / env], {"env": env})
     if demo.graph().counts()["communities"] == 0:
-        demo.build_graph()
+        refresh_in_process(demo, rebuild=False)
     out: dict[str, Any] = {"machine": machine(), "sets": {}}
     out["sets"]["labelled"] = _score(labelled, demo)
     out["sets"]["labelled_text_only"] = _score(labelled, None)

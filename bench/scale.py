@@ -33,6 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest
+from app.lifecycle import delete_documents
+from app.refresh import refresh_in_process
 from bench.common import machine, read_documents, runtime_for
 from lore.models import SourceDocument
 
@@ -99,11 +102,12 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     docs = corpus(count)
     runtime = runtime_for(scratch / "data")
     start = time.perf_counter()
-    ingested = runtime.ingest(docs, extract_graph=False)
+    ingested = ingest(runtime, docs, extract_graph=False).report
     ingest_s = time.perf_counter() - start
     chunks = len(list(runtime.store.chunk_refs()))
     start = time.perf_counter()
-    built, communities = runtime.build_graph()
+    built, refreshed = refresh_in_process(runtime, rebuild=False)
+    communities = refreshed.communities
     build_s = time.perf_counter() - start
     build_rss = _rss_mb()
 
@@ -117,14 +121,14 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     )
     start = time.perf_counter()
     with sqlite_work(runtime) as edit_work:
-        runtime.ingest([edited], extract_graph=False)
-        edit, _ = runtime.build_graph()
+        ingest(runtime, [edited], extract_graph=False)
+        edit, _ = refresh_in_process(runtime, rebuild=False)
     edit_s = time.perf_counter() - start
 
     victim = docs[len(docs) // 3].id
     start = time.perf_counter()
     with sqlite_work(runtime) as delete_work:
-        deleted = runtime.delete_documents([victim])
+        deleted = delete_documents(runtime, [victim])
     delete_s = time.perf_counter() - start
     runtime.close()
 

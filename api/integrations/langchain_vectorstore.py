@@ -36,6 +36,7 @@ from pydantic import SecretStr
 
 from api.integrations.lore_http import LoreHttp
 from app.ingest import ingest as ingest_documents
+from app.lifecycle import delete_documents
 from app.listing import read_document
 from app.runtime import Runtime
 from ingest.loaders import make_document
@@ -185,7 +186,7 @@ class LorekeeperVectorStore(VectorStore):
         runtime = self._runtime()
         known = [i for i in ids if runtime.store.get_document(i) is not None]
         if known:
-            runtime.delete_documents(known)
+            delete_documents(runtime, known)
         return True
 
     # -- reading -----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from api.integrations.mcp_answers import (
 from api.routes.documents import document_out
 from app import service
 from app.ingest import ingest as ingest_documents
+from app.lifecycle import delete_documents
 from app.listing import MAX_PAGE, read_chunk, read_document
 from app.readback import document_page
 from app.runtime import Runtime
@@ -303,7 +304,7 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         target = await asyncio.to_thread(runtime.store.resolve_document_id, id)
         if target is None:
             raise NotFoundError(f"no document {id!r}")
-        report = await asyncio.to_thread(runtime.delete, target)
+        report = await asyncio.to_thread(delete_documents, runtime, [target])
         return {"id": target, "deleted": True, "chunks_removed": report.chunks}
 
 

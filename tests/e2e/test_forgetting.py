@@ -18,6 +18,7 @@ from lore.embedders import LocalEmbedder
 from lore.llm import ReplyCache
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 from tests.conftest import make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -103,9 +104,9 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
             "",
             {},
         )
-        report = rt.ingest([*keep, secret])
+        report = ops.ingest(rt, [*keep, secret])
         assert not report.failed, report.failed
-        built, _ = rt.build_graph()
+        built, _ = ops.build_graph(rt)
         assert built.extractor == "llm" and built.report_writer == "llm", built
         local = rt.ask_sync("What does Quokka Ledger do at dawn?")
         assert local.route.classifier == "llm" and not local.extractive
@@ -132,10 +133,10 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
             ).fetchone()[0]
         assert mapped == 0 and by_report > 0
         if how == "deleted":
-            rt.delete("secret.md")
+            ops.delete(rt, "secret.md")
         else:
             changed = "# Secret\n\nQuokka Ledger talks to Payments Gateway only. E_NEW_CODE."
-            again = rt.ingest([SourceDocument("secret.md", "secret.md", changed, "", {})])
+            again = ops.ingest(rt, [SourceDocument("secret.md", "secret.md", changed, "", {})])
             assert again.done == ["secret.md"], again
         with cache._read() as db:
             left = db.execute(

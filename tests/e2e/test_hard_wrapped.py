@@ -5,6 +5,7 @@ from pathlib import Path
 
 from lore.embedders import LocalEmbedder
 from lore.sentences import is_whole
+from tests import ops
 from tests.conftest import make_runtime
 
 DOCS = {
@@ -62,8 +63,8 @@ def test_no_key_point_or_answer_sentence_starts_or_ends_mid_sentence(
         (corpus / name).write_text(text)
     runtime = make_runtime(tmp_path / "data", local_embedder)
     try:
-        runtime.ingest_paths([corpus])
-        runtime.build_graph()
+        ops.ingest_paths(runtime, [corpus])
+        ops.build_graph(runtime)
         reports = runtime.graph().reports()
         assert reports
         for report in reports:

@@ -6,6 +6,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
+from tests import ops
 from tests.conftest import make_runtime
 
 DOCS = [
@@ -29,11 +30,11 @@ DOCS = [
 
 def test_graph_list_reaches_the_second_hop(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(DOCS)
+    ops.ingest(rt, DOCS)
     question = "Which mountain range holds the glacier that feeds Ardwen Falls?"
     off = rt.query_sync(QueryRequest(search_text=question, top_k=4))
     assert all(r.ranks.graph is None for r in off.results)  # no graph yet, weight 0
-    rt.build_graph()
+    ops.build_graph(rt)
     expander = rt.searcher().expander
     assert expander is not None
     assert expander.query_entities(question) == ["ardwen fall"]  # normalised
@@ -60,8 +61,8 @@ def test_title_walk_starts_from_the_best_chunks_when_no_title_is_named(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(DOCS)
-    rt.build_graph()
+    ops.ingest(rt, DOCS)
+    ops.build_graph(rt)
     seeds = [c.rowid for c in rt.store.chunks_of_document("p2")]
     # "glacier" names no title; the seed (Morrow Glacier) names Kestrel Range.
     assert _graph_documents(rt, "Which glacier is retreating?", seeds) == ["p4"]
@@ -72,8 +73,8 @@ def test_without_titles_the_entity_walk_ranks(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest([SourceDocument(d.id, d.source, d.text, "") for d in DOCS])
-    rt.build_graph()
+    ops.ingest(rt, [SourceDocument(d.id, d.source, d.text, "") for d in DOCS])
+    ops.build_graph(rt)
     ranked = _graph_documents(rt, "Where is the Morrow Glacier?", [])
     assert set(ranked[:2]) == {"p1", "p2"}  # both mention the named entity
     rt.close()

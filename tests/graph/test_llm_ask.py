@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lore.embedders import LocalEmbedder
+from tests import ops
 from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -18,8 +19,8 @@ def test_the_llm_routes_maps_and_answers_with_valid_citations(
     with OpenAITestServer() as server:
         llm = {"base_url": server.base_url, "model": "test-model", "backoff_s": 0.01}
         rt = make_runtime(tmp_path / "data", local_embedder, llm=llm)
-        rt.ingest_paths([CORPUS / "staging"], {"env": "staging"})
-        rt.build_graph()
+        ops.ingest_paths(rt, [CORPUS / "staging"], {"env": "staging"})
+        ops.build_graph(rt)
 
         local = rt.ask_sync("What does PAY-5031 mean?")
         assert local.route.classifier == "llm" and local.mode == "local"

@@ -24,6 +24,7 @@ from ingest.loaders import load_paths
 from ingest.roots import known_roots, plan_targets
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
+from tests import ops
 from tests.conftest import CORPUS, make_runtime
 from tests.graph.test_lazy_reports import report_row_writes, watch_report_rows
 
@@ -199,7 +200,7 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
         doc.title,
         {**doc.metadata, "env": "production"},
     )
-    assert runtime.ingest([edited], extract_graph=False).done == [doc.id]
+    assert ops.ingest(runtime, [edited], extract_graph=False).done == [doc.id]
     refreshed = refresh_inline(runtime, jobs)
     assert 0 < refreshed["refreshed"] <= refreshed["stale"]
     # the edit names an existing entity and adds a new one: at most their two leaf-to-root

@@ -16,6 +16,7 @@ from retrieval.analyzer import Analyzer
 from retrieval.contract import QueryRequest
 from retrieval.defines import defined_terms
 from retrieval.fusion import weighted_rrf
+from tests import ops
 from tests.conftest import make_runtime
 
 REFERENCE = """<html><body><h1>Configuration</h1>
@@ -48,7 +49,7 @@ def runtime(tmp_path: Path, local_embedder: LocalEmbedder) -> Iterator[Runtime]:
         SourceDocument(f"f{i}.md", f"f{i}.md", f"Topic {i}: " + "words about locks " * (i % 5), "")
         for i in range(40)
     ]
-    assert len(rt.ingest([ref, *notes, *filler]).done) == 43
+    assert len(ops.ingest(rt, [ref, *notes, *filler]).done) == 43
     yield rt
     rt.close()
 
@@ -113,7 +114,7 @@ def test_a_page_titled_by_the_identifier_defines_it_before_a_list_of_them(
         ),
     ]
     try:
-        assert len(rt.ingest(docs).done) == 2
+        assert len(ops.ingest(rt, docs).done) == 2
         first = rt.query_sync(QueryRequest(search_text="git-write-tree", top_k=3)).results[0]
         assert first.document_id == "wt.md", first.document_id
     finally:

@@ -14,6 +14,7 @@ from lore.models import SourceDocument
 from lore.store import NewChunk
 from retrieval.contract import QueryRequest
 from retrieval.hybrid import HybridSearcher
+from tests import ops
 from tests.conftest import make_runtime
 
 DOCS = [
@@ -46,7 +47,7 @@ DOCS = [
 @pytest.fixture
 def runtime(tmp_path: Path, local_embedder: LocalEmbedder) -> Iterator[Runtime]:
     rt = make_runtime(tmp_path / "data", local_embedder)
-    report = rt.ingest(DOCS)
+    report = ops.ingest(rt, DOCS)
     assert len(report.done) == 3
     yield rt
     rt.close()
@@ -93,13 +94,13 @@ def test_update_and_delete_reach_every_index(runtime: Runtime) -> None:
         "Payments",
         {"env": "prod"},
     )
-    assert runtime.ingest([changed]).done == ["pay.md"]
-    assert runtime.ingest([changed]).unchanged == ["pay.md"]
+    assert ops.ingest(runtime, [changed]).done == ["pay.md"]
+    assert ops.ingest(runtime, [changed]).unchanged == ["pay.md"]
     hits = runtime.query_sync(q("ERR_QUOTA_BLOWN", top_k=1)).results
     assert hits[0].document_id == "pay.md" and "ERR_QUOTA_BLOWN" in hits[0].text
     old = runtime.query_sync(q("payments-api HTTP 504 ledger pool exhausted", top_k=5))
     assert all("exhausted" not in r.text for r in old.results)
-    runtime.delete("stg.md")
+    ops.delete(runtime, "stg.md")
     after = runtime.query_sync(q("staging load tests", top_k=5))
     assert "stg.md" not in {r.document_id for r in after.results}
 

@@ -9,6 +9,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
+from tests import ops
 from tests.conftest import make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -41,7 +42,7 @@ def runtime_with(path: Path, embedder: LocalEmbedder, **rerank: object) -> Runti
         chunk={"size_tokens": 24, "overlap_tokens": 0},
         rerank=rerank or {"backend": "none"},
     )
-    assert not rt.ingest(DOCS).failed
+    assert not ops.ingest(rt, DOCS).failed
     return rt
 
 

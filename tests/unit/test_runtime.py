@@ -14,6 +14,7 @@ from lore.models import SourceDocument
 from lore.settings import load_settings
 from lore.store import NewChunk, Store
 from retrieval.contract import HybridParams, QueryRequest
+from tests import ops
 from tests.conftest import make_runtime
 
 
@@ -50,7 +51,7 @@ def test_store_write_without_index_update_is_caught_up(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     first = make_runtime(tmp_path, local_embedder)
-    first.ingest([SourceDocument("a", "a", "alpha ERR_FIRST_ONE text", "", {})])
+    ops.ingest(first, [SourceDocument("a", "a", "alpha ERR_FIRST_ONE text", "", {})])
     # a writer that "crashes" after the store commit, before touching any index:
     vector = local_embedder.embed_query("beta ERR_SECOND_ONE text")
     first.store.replace_document(
@@ -77,13 +78,14 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(
+    ops.ingest(
+        rt,
         [
             SourceDocument("a", "a", "kangaroo ERR_ALPHA", "", {}),
             SourceDocument("b", "b", "wombat ERR_BETA", "", {}),
-        ]
+        ],
     )
-    rt.delete("b")
+    ops.delete(rt, "b")
     rt.close()
     index_bin = tmp_path / "dense-hnswlib" / "index.bin"
     index_bin.write_bytes(index_bin.read_bytes()[:100])  # torn write
@@ -95,7 +97,7 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
     for name in ("lore.sqlite3", "lore.sqlite3-wal", "lore.sqlite3-shm"):
         (tmp_path / name).unlink(missing_ok=True)
     fresh = make_runtime(tmp_path, local_embedder)
-    fresh.ingest([SourceDocument("n", "n", "platypus ERR_GAMMA", "", {})])
+    ops.ingest(fresh, [SourceDocument("n", "n", "platypus ERR_GAMMA", "", {})])
     assert (
         fresh.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results[0].document_id
         == "n"
@@ -138,7 +140,7 @@ def test_the_dense_index_keeps_no_second_vector_file_and_reopens_identically(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(_ANIMALS)
+    ops.ingest(rt, _ANIMALS)
     before = _answers(rt)
     rt.close()
     dense = tmp_path / "dense-hnswlib"
@@ -152,7 +154,7 @@ def test_an_old_data_directory_with_vectors_npy_is_migrated(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(_ANIMALS)
+    ops.ingest(rt, _ANIMALS)
     before = _answers(rt)
     rt.close()
     dense = tmp_path / "dense-hnswlib"
@@ -170,13 +172,16 @@ def test_an_id_owned_by_another_source_is_not_overwritten(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    assert rt.ingest([SourceDocument("1", "one.jsonl#1", "llamas graze", "", {})]).done == ["1"]
-    clash = rt.ingest(
+    assert ops.ingest(rt, [SourceDocument("1", "one.jsonl#1", "llamas graze", "", {})]).done == [
+        "1"
+    ]
+    clash = ops.ingest(
+        rt,
         [
             SourceDocument("1", "two.jsonl#1", "zebras run", "", {}),
             SourceDocument("x", "x", "once", "", {}),
             SourceDocument("x", "y", "twice", "", {}),
-        ]
+        ],
     )
     reasons = dict(clash.failed)
     assert "already belongs to 'one.jsonl#1'" in reasons["1"]
@@ -194,10 +199,10 @@ def test_fixed_inputs_lose_their_old_failures(
     (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{broken\n')
     (inbox / "empty.md").write_text("")
     rt = make_runtime(tmp_path / "data", local_embedder)
-    first = rt.ingest_paths([inbox])
+    first = ops.ingest_paths(rt, [inbox])
     assert sorted(doc_id for doc_id, _ in first.failed) == ["inbox/empty.md", "inbox/r.jsonl:2"]
     (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{"id": "two", "text": "x"}\n')
-    second = rt.ingest_paths([inbox])
+    second = ops.ingest_paths(rt, [inbox])
     assert [doc_id for doc_id, _ in second.failed] == ["inbox/empty.md"]  # still empty
     failed = [d.id for d in rt.store.list_documents() if d.status.value == "failed"]
     assert failed == ["inbox/empty.md"]
