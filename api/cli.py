@@ -200,7 +200,7 @@ def prune_command(ctx: click.Context, paths: list[Path], wait: bool) -> dict[str
         kept = [{"id": d, "reason": why} for d, why in plan.kept]
         if not plan.missing:
             return {"deleted": [], "kept": kept}
-        return {**delete_documents(runtime, plan.missing, wait=wait), "kept": kept}
+        return {**delete_documents(runtime.job_services(), plan.missing, wait=wait), "kept": kept}
 
 
 def print_pruned(result: dict[str, Any]) -> None:
@@ -367,7 +367,7 @@ def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wai
 
     with runtime_context(ctx) as runtime:
         ids = [resolve_document_id(runtime.store, d) for d in document_ids]
-        result = delete_documents(runtime, ids, wait=wait)
+        result = delete_documents(runtime.job_services(), ids, wait=wait)
     print_deletion(result, as_json)
 
 

@@ -70,7 +70,10 @@ def build(
 
         with runtime_context(ctx) as runtime:
             estimate = estimate_build(
-                runtime, retry_quarantined=retry_quarantined, reextract=reextract, rebuild=rebuild
+                runtime.graph_services(),
+                retry_quarantined=retry_quarantined,
+                reextract=reextract,
+                rebuild=rebuild,
             )
         print_estimate(estimate, as_json)
         return
@@ -82,7 +85,7 @@ def build(
     ):
         shown = GraphProgress(bar)
         report, refreshed = refresh_in_process(
-            runtime,
+            runtime.graph_services(),
             progress=shown.extracted,
             retry_quarantined=retry_quarantined,
             reextract=reextract,

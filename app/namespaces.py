@@ -76,7 +76,8 @@ class Namespaces:
             self.embedder = runtime.embedder
             if runtime.store.get_meta(NAMESPACE_KEY) != namespace:
                 runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
-            end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
+            # jobs of a server that died mid-request end here
+            end_orphaned_jobs(runtime.store, runtime.jobs())
             sweep = OrphanSweep(runtime)  # and of one dying later
             sweep.start()
             self._sweeps.append(sweep)

@@ -25,6 +25,7 @@ import threading
 from app.jobs import JobStatus, JobStore
 from app.runtime import Runtime
 from lore.periodic import Periodic
+from lore.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,15 @@ def _sweep_lock(jobs: JobStore) -> threading.Lock:
         return _SWEEPING.setdefault(jobs.database.label, threading.Lock())
 
 
-def end_orphaned_jobs(runtime: Runtime) -> list[str]:
+def end_orphaned_jobs(store: Store, jobs: JobStore) -> list[str]:
     """Fail the unfinished documents of jobs whose owner process is gone; their ids."""
-    jobs = runtime.jobs()
     with _sweep_lock(jobs):
         ended: list[str] = []
         for info, reason in jobs.orphaned():
             from app.steps import fail_documents  # ingestion's modules: only with an orphan
 
             waiting = sorted(jobs.unfinished(info.id))
-            fail_documents(runtime, jobs, info.id, waiting, reason)  # the staged ones
+            fail_documents(store, jobs, info.id, waiting, reason)  # the staged ones
             jobs.advance(info.id, waiting, JobStatus.FAILED, error=reason)  # statuses only
             jobs.update_job(info.id, state="failed", detail={"error": reason})
             ended.append(info.id)
@@ -77,7 +77,7 @@ class OrphanSweep(Periodic):
 
     def step(self) -> bool:
         """One sweep (and index files removed under this process rebuilt from the store)."""
-        ended = end_orphaned_jobs(self._runtime)
+        ended = end_orphaned_jobs(self._runtime.store, self._runtime.jobs())
         if ended:
             log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))
         for name, why in self._runtime.indexes.heal().items():

@@ -34,6 +34,7 @@ from app.builders import (
 )
 from app.dispatch import Dispatcher, dispatcher_for
 from app.jobs import JobStore
+from app.services import GraphServices, JobServices
 from lore.aio import run_sync
 from lore.db import ensure_dir
 from lore.embedders import Embedder
@@ -169,6 +170,31 @@ class Runtime:
             self.counter(),
             raise_transient=raise_transient,
             on_chunked=on_chunked,
+        )
+
+    def graph_services(self) -> GraphServices:
+        """What graph upkeep touches (``app.refresh``, ``app.lifecycle``), opened now."""
+        return GraphServices(
+            settings=self.settings,
+            store=self.store,
+            graph=self.graph(),
+            quarantine=self.quarantine(),
+            report_vectors=self.report_vectors(),
+        )
+
+    def job_services(self) -> JobServices:
+        """What a queued-or-inline job touches (``app.ingest``, ``app.lifecycle``).
+
+        The graph side is opened when the job first touches the graph.
+        """
+        return JobServices(
+            settings=self.settings,
+            store=self.store,
+            jobs=self.jobs(),
+            indexes=self.indexes,
+            dispatcher=self.dispatcher,
+            pipeline=self.pipeline,
+            graph=self.graph_services,
         )
 
     # -- indexes ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 Ingests the first ``--docs`` records, builds the graph (offline extractor, extractive
 reports), then deletes ``--share`` of the documents (rounded up, seeded sample) in one
-``Runtime.delete_documents`` call — the path behind ``lore delete`` and
+``app.lifecycle.delete_documents`` call — the path behind ``lore delete`` and
 ``DELETE /v1/documents/{id}`` — and prints JSON: entities and relations removed,
 community reports refreshed (and their share of all communities), seconds. Then it
 checks that no removed chunk id and no *unique* sentence of the deleted documents (one
@@ -31,11 +31,13 @@ from typing import Any
 from app.ingest import ingest
 from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
-from app.runtime import Runtime
 from bench.common import machine, runtime_for
 from bench.pipeline import load_corpus
+from graph.store import GraphStore
 from lore.models import SourceDocument
+from retrieval.ask_contract import AskRequest
 from retrieval.contract import QueryRequest
+from retrieval.queries import QueryService
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -58,7 +60,8 @@ def unique_sentences(deleted: list[SourceDocument], kept: list[SourceDocument]) 
 
 
 def leaks(
-    runtime: Runtime,
+    queries: QueryService,
+    graph: GraphStore,
     deleted: list[SourceDocument],
     chunk_ids: set[str],
     unique: list[str],
@@ -76,14 +79,13 @@ def leaks(
         found["sentences"] += [f"{route}:{s[:60]}" for s in unique if s in flat]
 
     for sentence in probes:
-        response = runtime.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
+        response = queries.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
         check("search", response.model_dump_json())
     titles = [d.title or d.id for d in deleted][:sample]
     for title in titles:
         for mode in ("local", "global"):
-            answer = runtime.ask_sync(f"What does {title} say?", mode=mode)
+            answer = queries.ask_sync(AskRequest(question=f"What does {title} say?", mode=mode))
             check(f"ask-{mode}", answer.model_dump_json())
-    graph = runtime.graph()
     entities = [e for k in sorted(graph.entity_keys()) if (e := graph.entity(k)) is not None]
     check("entities", json.dumps([[e.name, e.description, e.chunk_ids] for e in entities]))
     check("reports", json.dumps([json.loads(r.to_json()) for r in graph.reports()]))
@@ -112,10 +114,10 @@ def main() -> None:
     try:
         runtime = runtime_for(scratch / "data")
         start = time.perf_counter()
-        ingest(runtime, docs)
+        ingest(runtime.job_services(), docs)
         ingest_s = time.perf_counter() - start
         start = time.perf_counter()
-        build, refreshed = refresh_in_process(runtime, rebuild=False)
+        build, refreshed = refresh_in_process(runtime.graph_services(), rebuild=False)
         communities = refreshed.communities
         build_s = time.perf_counter() - start
         before = runtime.graph().counts()
@@ -124,10 +126,14 @@ def main() -> None:
         chunk_ids = {c.id for d in victims for c in runtime.store.chunks_of_document(d.id)}
         unique = unique_sentences(victims, [d for d in docs if d.id not in gone])
         start = time.perf_counter()
-        report = delete_documents(runtime, sorted(gone))
+        report = delete_documents(
+            runtime.graph_services(), runtime.jobs(), sorted(gone), indexes=runtime.indexes
+        )
         delete_s = time.perf_counter() - start
         after = runtime.graph().counts()
-        checked = leaks(runtime, victims, chunk_ids, unique, args.probes, args.seed)
+        checked = leaks(
+            runtime.queries(), runtime.graph(), victims, chunk_ids, unique, args.probes, args.seed
+        )
         runtime.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -157,10 +157,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runtime = runtime_for(args.work)
     out: dict[str, Any] = {"dataset": str(args.data), "machine": machine()}
-    ingested = ingest_once(runtime, [args.data / "input"])
+    ingested = ingest_once(runtime.job_services(), [args.data / "input"])
     if ingested is not None:
         out["ingest"] = ingested
-    (built, refreshed), seconds = timed(lambda: refresh_in_process(runtime, rebuild=False))
+    (built, refreshed), seconds = timed(
+        lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
+    )
     communities = refreshed.communities
     out["graph"] = {
         "communities": communities,

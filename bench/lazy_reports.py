@@ -51,7 +51,9 @@ def variant(
         work, llm=llm, graph={"extractor": "offline", "reports": reports}, ask={"llm": "off"}
     )
     calls_before = server.chat_calls
-    (built, refreshed), build_s = timed(lambda: refresh_in_process(runtime, rebuild=False))
+    (built, refreshed), build_s = timed(
+        lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
+    )
     communities = refreshed.communities
     out: dict[str, Any] = {
         "communities": communities,
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     base = args.work / "base"
     out: dict[str, Any] = {"dataset": str(args.data), "machine": machine()}
     runtime = runtime_for(base, graph={"extractor": "offline"})
-    ingested = ingest_once(runtime, [args.data / "input"])
+    ingested = ingest_once(runtime.job_services(), [args.data / "input"])
     runtime.close()
     if ingested is not None:
         out["ingest"] = ingested

@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine(),
     }
     if runtime.store.counts()["chunks"] == 0:
-        report, seconds = timed(lambda: ingest(runtime, runbooks(args.data / "docs.jsonl")).report)
+        report, seconds = timed(
+            lambda: ingest(runtime.job_services(), runbooks(args.data / "docs.jsonl")).report
+        )
         out["ingest"] = {
             "documents": len(report.done),
             "chunks": report.chunks,

@@ -102,11 +102,11 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     docs = corpus(count)
     runtime = runtime_for(scratch / "data")
     start = time.perf_counter()
-    ingested = ingest(runtime, docs, extract_graph=False).report
+    ingested = ingest(runtime.job_services(), docs, extract_graph=False).report
     ingest_s = time.perf_counter() - start
     chunks = len(list(runtime.store.chunk_refs()))
     start = time.perf_counter()
-    built, refreshed = refresh_in_process(runtime, rebuild=False)
+    built, refreshed = refresh_in_process(runtime.graph_services(), rebuild=False)
     communities = refreshed.communities
     build_s = time.perf_counter() - start
     build_rss = _rss_mb()
@@ -121,14 +121,16 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     )
     start = time.perf_counter()
     with sqlite_work(runtime) as edit_work:
-        ingest(runtime, [edited], extract_graph=False)
-        edit, _ = refresh_in_process(runtime, rebuild=False)
+        ingest(runtime.job_services(), [edited], extract_graph=False)
+        edit, _ = refresh_in_process(runtime.graph_services(), rebuild=False)
     edit_s = time.perf_counter() - start
 
     victim = docs[len(docs) // 3].id
     start = time.perf_counter()
     with sqlite_work(runtime) as delete_work:
-        deleted = delete_documents(runtime, [victim])
+        deleted = delete_documents(
+            runtime.graph_services(), runtime.jobs(), [victim], indexes=runtime.indexes
+        )
     delete_s = time.perf_counter() - start
     runtime.close()
 

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         items = load_paths(
             [args.data / "corpus.jsonl"], include=["*.jsonl"], exclude=[], max_bytes=1_000_000
         )
-        report, seconds = timed(lambda: ingest(runtime, items).report)
+        report, seconds = timed(lambda: ingest(runtime.job_services(), items).report)
         out["ingest"] = {
             "documents": len(report.done),
             "chunks": report.chunks,
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         out["graph_build"] = {"reused": True, **runtime.graph().counts()}
     else:
         (graph_report, refreshed), seconds = timed(
-            lambda: refresh_in_process(runtime, rebuild=False)
+            lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
         )
         communities = refreshed.communities
         out["communities"] = communities

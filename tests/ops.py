@@ -29,7 +29,9 @@ def ingest(
     extract_graph: bool = True,
 ) -> IngestReport:
     """Ingest documents (``app.ingest.ingest``); the pipeline's report."""
-    return ingesting.ingest(runtime, items, progress=progress, extract_graph=extract_graph).report
+    return ingesting.ingest(
+        runtime.job_services(), items, progress=progress, extract_graph=extract_graph
+    ).report
 
 
 def ingest_paths(
@@ -43,13 +45,20 @@ def ingest_paths(
 ) -> IngestReport:
     """Load files and directories and ingest them (``app.ingest.ingest_paths``)."""
     return ingesting.ingest_paths(
-        runtime, paths, metadata, label=label, progress=progress, extract_graph=extract_graph
+        runtime.job_services(),
+        paths,
+        metadata,
+        label=label,
+        progress=progress,
+        extract_graph=extract_graph,
     ).report
 
 
 def delete(runtime: Runtime, document_id: str) -> DeletionReport:
     """Delete a document with its graph cascade (``app.lifecycle.delete_documents``)."""
-    return lifecycle.delete_documents(runtime, [document_id])
+    return lifecycle.delete_documents(
+        runtime.graph_services(), runtime.jobs(), [document_id], indexes=runtime.indexes
+    )
 
 
 def build_graph(
@@ -64,7 +73,7 @@ def build_graph(
 ) -> tuple[GraphBuildReport, int]:
     """A full refresh in this process (``app.refresh``): the report, the communities."""
     report, refreshed = refresh_in_process(
-        runtime,
+        runtime.graph_services(),
         rebuild=rebuild,
         progress=progress,
         retry_quarantined=retry_quarantined,

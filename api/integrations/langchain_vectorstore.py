@@ -137,7 +137,7 @@ class LorekeeperVectorStore(VectorStore):
             make_document(doc_id, doc_id, text, "", meta, max_bytes=limit)
             for doc_id, text, meta in zip(chosen, items, metas, strict=True)
         ]
-        result = ingest_documents(runtime, documents, wait=True)
+        result = ingest_documents(runtime.job_services(), documents, wait=True)
         if result.report.failed:
             reasons = "; ".join(f"{doc_id}: {why}" for doc_id, why in result.report.failed)
             raise InvalidRequestError(f"not stored: {reasons}")
@@ -186,7 +186,9 @@ class LorekeeperVectorStore(VectorStore):
         runtime = self._runtime()
         known = [i for i in ids if runtime.store.get_document(i) is not None]
         if known:
-            delete_documents(runtime, known)
+            delete_documents(
+                runtime.graph_services(), runtime.jobs(), known, indexes=runtime.indexes
+            )
         return True
 
     # -- reading -----------------------------------------------------------------------------

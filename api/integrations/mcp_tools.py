@@ -237,8 +237,9 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         document = make_document(
             id, f"mcp:{id}", text, title or id, dict(metadata or {}), max_bytes=limit
         )
-        result = await asyncio.to_thread(ingest_documents, runtime, [document], wait=True)
-        job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
+        services = await asyncio.to_thread(runtime.job_services)
+        result = await asyncio.to_thread(ingest_documents, services, [document], wait=True)
+        job = await asyncio.to_thread(service.get_job, services.jobs, result.job_id)
         if job is None:  # pragma: no cover - the job was just created
             raise NotFoundError(f"job {result.job_id} vanished")
         entry = next((d for d in job.documents if d["id"] == id), None)
@@ -280,7 +281,8 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         """Stored documents by id, a page at a time, filtered by metadata and status."""
         page = await asyncio.to_thread(
             document_page,
-            runtime,
+            runtime.store,
+            runtime.searcher,
             offset=offset,
             limit=limit,
             status=DocumentStatus(status) if status else None,
@@ -304,7 +306,11 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         target = await asyncio.to_thread(runtime.store.resolve_document_id, id)
         if target is None:
             raise NotFoundError(f"no document {id!r}")
-        report = await asyncio.to_thread(delete_documents, runtime, [target])
+        report = await asyncio.to_thread(
+            lambda: delete_documents(
+                runtime.graph_services(), runtime.jobs(), [target], indexes=runtime.indexes
+            )
+        )
         return {"id": target, "deleted": True, "chunks_removed": report.chunks}
 
 

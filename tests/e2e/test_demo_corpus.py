@@ -107,7 +107,7 @@ def test_an_edit_rewrites_only_the_reports_it_touches(
     assert ops.ingest(rt, [edited], extract_graph=False).done == [doc.id]
     # the incremental refresh (`lore graph refresh`, the workers' beat) keeps unaffected
     # communities; `graph build` re-clusters from scratch (see the README)
-    report, refreshed = refresh_in_process(rt, rebuild=False)
+    report, refreshed = refresh_in_process(rt.graph_services(), rebuild=False)
     after = refreshed.communities
     assert report.removed >= 1 and report.extracted >= 1
     assert 1 <= report.reports_written < after

@@ -181,10 +181,10 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
 ) -> None:
     runtime = copy_of_demo
     jobs = JobStore(runtime.data_dir / "lore.sqlite3")
-    built = refresh_inline(runtime, jobs, rebuild=True)
+    built = refresh_inline(runtime.graph_services(), jobs, rebuild=True)
     assert built["communities"] > 50  # reports already built by earlier tests are kept
     assert len(runtime.graph().reports()) == built["communities"]
-    quiet = refresh_inline(runtime, jobs)
+    quiet = refresh_inline(runtime.graph_services(), jobs)
     assert (quiet["stale"], quiet["refreshed"], quiet["llm_calls"]) == (0, 0, 0)
 
     path = CORPUS / "production/notification-worker/runbook-queue-backlog.md"
@@ -201,7 +201,7 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
         {**doc.metadata, "env": "production"},
     )
     assert ops.ingest(runtime, [edited], extract_graph=False).done == [doc.id]
-    refreshed = refresh_inline(runtime, jobs)
+    refreshed = refresh_inline(runtime.graph_services(), jobs)
     assert 0 < refreshed["refreshed"] <= refreshed["stale"]
     # the edit names an existing entity and adds a new one: at most their two leaf-to-root
     # chains (one community per level each); on a small graph that can exceed 5 %

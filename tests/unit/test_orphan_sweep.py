@@ -159,7 +159,7 @@ def test_sweeps_of_one_store_never_overlap(runtime: Runtime) -> None:
 
     def sweep() -> None:
         start.wait()
-        results.append(end_orphaned_jobs(runtime))
+        results.append(end_orphaned_jobs(runtime.store, runtime.jobs()))
 
     threads = [threading.Thread(target=sweep) for _ in range(4)]
     for thread in threads:
@@ -223,7 +223,7 @@ def test_a_sweep_that_finds_nothing_is_one_indexed_select(
         assert isinstance(database, SQLiteDatabase)
         statements: list[str] = []
         database._db.set_trace_callback(statements.append)
-        assert end_orphaned_jobs(opened) == []
+        assert end_orphaned_jobs(opened.store, opened.jobs()) == []
         database._db.set_trace_callback(None)
         [select] = statements
         with database.read() as db:
