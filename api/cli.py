@@ -455,7 +455,7 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
                 bar.phase(name)
             return bar.update
 
-        applied = runtime.reindex(phase)
+        applied = runtime.indexes.reset(phase)
     if as_json:
         click.echo(json.dumps({"sparse": applied["sparse"], "dense": applied["dense"]}))
     else:
@@ -556,7 +556,9 @@ def mcp(
         return
     with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
-        sweep = OrphanSweep(runtime)  # a long-lived process
+        sweep = OrphanSweep(  # a long-lived process
+            runtime.store, runtime.jobs(), runtime.indexes, runtime.settings.jobs.orphan_sweep_s
+        )
         sweep.start()
         try:
             server.run("stdio")

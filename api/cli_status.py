@@ -61,7 +61,7 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
         "embedding_model": recorded or runtime.embedder.name,
         "embedding_model_source": "recorded with the data" if recorded else "configured",
         "embedding_dim": int(store.get_meta("embedding_dim") or runtime.embedder.dimension),
-        "indexes": runtime.index_state(),
+        "indexes": runtime.indexes.state(),
         "graph": graph,
         "quarantined_chunks": len(runtime.quarantine().chunk_ids()),
         "llm": {

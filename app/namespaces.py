@@ -78,7 +78,9 @@ class Namespaces:
                 runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
             # jobs of a server that died mid-request end here
             end_orphaned_jobs(runtime.store, runtime.jobs())
-            sweep = OrphanSweep(runtime)  # and of one dying later
+            sweep = OrphanSweep(  # and of one dying later
+                runtime.store, runtime.jobs(), runtime.indexes, settings.jobs.orphan_sweep_s
+            )
             sweep.start()
             self._sweeps.append(sweep)
             self._runtimes[namespace] = runtime

@@ -44,7 +44,7 @@ from lore.store import Store
 from retrieval.analyzer import Analyzer
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
-from retrieval.index_set import REBUILDING, IndexSet
+from retrieval.index_set import IndexSet
 from retrieval.queries import QueryService
 
 if TYPE_CHECKING:  # what only ingestion, deletion, the graph and questions load, on use
@@ -196,55 +196,6 @@ class Runtime:
             pipeline=self.pipeline,
             graph=self.graph_services,
         )
-
-    # -- indexes ---------------------------------------------------------------------------
-
-    def index_state(self) -> dict[str, object]:
-        """Each index's engine and applied change sequence against the store's (read only)."""
-        sparse, dense = self.indexes.open()
-        head = self.store.last_seq()
-
-        def health(name: str, index: object) -> str:
-            reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
-            return f"rebuilt from the store: {reason}" if reason else "ok"
-
-        return {
-            "store_seq": head,
-            "sparse": {
-                "engine": self.settings.sparse.engine,
-                "applied_seq": sparse.applied_seq,
-                "health": health("sparse", sparse),
-            },
-            "dense": {
-                "engine": "hnswlib",
-                "applied_seq": dense.applied_seq,
-                "health": health("dense", dense),
-            },
-            "current": sparse.applied_seq == head and dense.applied_seq == head,
-        }
-
-    def sync_indexes(self) -> dict[str, int]:
-        """Catch both indexes up with the store; return the changes each applied."""
-        return self.indexes.catch_up()
-
-    def index_health(self) -> dict[str, str]:
-        """Each index's state after a catch-up: ``ok``, why it was rebuilt, or is being."""
-        sparse, dense = self.indexes.open()
-        self.sync_indexes()
-        out: dict[str, str] = {}
-        rebuilding = self.indexes.rebuilding()
-        for name, index in (("sparse", sparse), ("dense", dense)):
-            reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
-            out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
-            if name in rebuilding:
-                out[name] = f"{REBUILDING}: {rebuilding[name]}"
-        return out
-
-    def reindex(
-        self, progress: Callable[[str], Callable[[int, int], None]] | None = None
-    ) -> dict[str, int]:
-        """Rebuild both indexes from the stored chunks (``progress`` as ``IndexSet.reset``)."""
-        return self.indexes.reset(progress)
 
     # -- the operations ----------------------------------------------------------------------
 

@@ -171,8 +171,9 @@ def test_the_periodic_sweep_rebuilds_removed_index_directories(
     assert _hits(runtime, _token("SWEEP", 1))[0] == "SWEEP-1.md"
     for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
         _remove(directory)
-    assert OrphanSweep(runtime, 0).step()  # no read or write in between
+    sweep = OrphanSweep(runtime.store, runtime.jobs(), runtime.indexes, 0)
+    assert sweep.step()  # no read or write in between
     assert any(tmp_path.glob("sparse-*/meta.json")) and any(tmp_path.glob("dense-*/index.bin"))
-    assert "removed while serving" in runtime.index_state()["dense"]["health"]  # type: ignore[index]
+    assert "removed while serving" in runtime.indexes.state()["dense"]["health"]  # type: ignore[index]
     assert _hits(runtime, _token("SWEEP", 2))[0] == "SWEEP-2.md"
     runtime.close()

@@ -156,7 +156,7 @@ def test_one_percent_filter_returns_top_k_and_nothing_else(
             ],
         )
     rt.store.bind_embedder(local_embedder.name, 384)
-    rt.sync_indexes()
+    rt.indexes.catch_up()
     for fusion in ("rrf", "relative_score"):
         response = rt.query_sync(
             q("database timeout", top_k=10, metadata_filter={"tier": "rare"}, fusion=fusion)
