@@ -315,7 +315,7 @@ def search(
     except ValidationError as exc:
         raise CliError(validation_message(exc, "request"), kind="InvalidRequestError") from exc
     with runtime_context(ctx) as runtime:
-        response = runtime.query_sync(request)
+        response = runtime.queries().query_sync(request)
     if as_json:
         click.echo(response.model_dump_json(indent=2))
     else:

@@ -4,12 +4,15 @@ The CLI, the HTTP app, the MCP server and the Celery workers all call
 :func:`open_runtime`; the :class:`Runtime` it returns is a record of what the builders
 (``app.builders``) made from the settings — store, embedder (passed in, or built),
 analyzer, index set, dispatcher — plus the services opened on first use and then kept:
-graph store, quarantine, job tables, the query façade (``retrieval.queries``).
+graph store, quarantine, job tables, the query service (``retrieval.queries``: search
+and questions, ``runtime.queries().query_sync(...)``).
 
 The operations are functions of their own modules, which the adapters call with the
-parts of a runtime they use: ingest (``app.ingest``), delete and its graph cascade
-(``app.lifecycle``), graph build and refresh (``app.refresh``). None of those modules is
-imported here: the runtime is below every operation, never beside it.
+parts of a runtime they use, or with the records of ``app.services`` it fills
+(:meth:`Runtime.graph_services`, :meth:`Runtime.job_services`): ingest
+(``app.ingest``), delete and its graph cascade (``app.lifecycle``), graph build and
+refresh (``app.refresh``). None of those modules is imported here: the runtime is below
+every operation, never beside it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.builders import (
     build_analyzer,
@@ -35,14 +38,12 @@ from app.builders import (
 from app.dispatch import Dispatcher, dispatcher_for
 from app.jobs import JobStore
 from app.services import GraphServices, JobServices
-from lore.aio import run_sync
 from lore.db import ensure_dir
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
 from lore.settings import Settings
 from lore.store import Store
 from retrieval.analyzer import Analyzer
-from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
 from retrieval.index_set import IndexSet
 from retrieval.queries import QueryService
@@ -53,9 +54,7 @@ if TYPE_CHECKING:  # what only ingestion, deletion, the graph and questions load
     from ingest.pipeline import IngestPipeline
     from lore.tokens import WordPieceCounter
     from retrieval.ask import Asker
-    from retrieval.ask_contract import AskRequest, AskResponse
     from retrieval.report_vectors import ReportVectorIndex
-    from retrieval.router import Mode
 
 
 @dataclass
@@ -195,54 +194,6 @@ class Runtime:
             dispatcher=self.dispatcher,
             pipeline=self.pipeline,
             graph=self.graph_services,
-        )
-
-    # -- the operations ----------------------------------------------------------------------
-
-    async def query(self, request: QueryRequest) -> QueryResponse:
-        """Catch up, then search (async, for the HTTP app and MCP)."""
-        return await self.queries().query(request)
-
-    def query_sync(self, request: QueryRequest) -> QueryResponse:
-        """Catch up, then search (blocking; also works inside a running event loop)."""
-        return run_sync(lambda: self.query(request))
-
-    async def ask(
-        self,
-        question: str | AskRequest,
-        *,
-        mode: Mode | None = None,
-        filters: dict[str, Any] | None = None,
-        budget: int | None = None,
-        level: int | None = None,
-    ) -> AskResponse:
-        """Route a question, gather local and/or global context, answer with citations.
-
-        ``question`` is the text (with the keyword options) or a whole :class:`AskRequest`.
-        """
-        from retrieval.ask_contract import AskRequest
-
-        request = (
-            question
-            if isinstance(question, AskRequest)
-            else AskRequest(
-                question=question, mode=mode, filters=filters, budget=budget, level=level
-            )
-        )
-        return await self.queries().ask(request)
-
-    def ask_sync(
-        self,
-        question: str | AskRequest,
-        *,
-        mode: Mode | None = None,
-        filters: dict[str, Any] | None = None,
-        budget: int | None = None,
-        level: int | None = None,
-    ) -> AskResponse:
-        """Blocking :meth:`ask` for the CLI, scripts and notebooks (inside a loop too)."""
-        return run_sync(
-            lambda: self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
         )
 
     def close(self) -> None:

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for question in sample:
         t0 = time.perf_counter()
-        response = runtime.ask_sync(AskRequest(question=question, mode="global"))
+        response = runtime.queries().ask_sync(AskRequest(question=question, mode="global"))
         s = time.perf_counter() - t0
         rows.append({"question": question, "s": round(s, 3), **answer_stats(response)})
     runtime.close()

@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for question in sample:
         request = AskRequest(question=question, mode="global", budget=args.budget)
-        answer, seconds = timed(partial(runtime.ask_sync, request))
-        hits = runtime.query_sync(QueryRequest(search_text=question, top_k=STUFFED)).results
+        answer, seconds = timed(partial(runtime.queries().ask_sync, request))
+        hits = (
+            runtime.queries().query_sync(QueryRequest(search_text=question, top_k=STUFFED)).results
+        )
         stuffed = sum(counter.count(h.text) for h in hits)
         files = {h.source for h in hits}
         file_tokens = sum(counter.count(Path(f).read_text(encoding="utf-8")) for f in files)

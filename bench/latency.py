@@ -102,9 +102,9 @@ def measure_side_by_side(
     runs it): one query at a time would let one runtime's idle threads (PyTorch's OpenMP
     pool, ONNX Runtime's spinning pool) steal a core from the next runtime's query.
     """
-    for runtime in runtimes.values():
+    for service in runtimes.values():
         for text in queries[:10]:
-            runtime.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
+            service.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
     samples: dict[str, list[float]] = {name: [] for name in runtimes}
     names = list(runtimes)
     for turn, begin in enumerate(range(0, len(queries), block)):

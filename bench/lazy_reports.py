@@ -63,7 +63,7 @@ def variant(
     }
     cumulative = []
     for question in questions:
-        runtime.ask_sync(AskRequest(question=question, mode="global"))
+        runtime.queries().ask_sync(AskRequest(question=question, mode="global"))
         cumulative.append(server.chat_calls - calls_before)
     upgrade = runtime.asker().global_searcher.upgrade
     if isinstance(upgrade, LazyReportUpgrader):

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         distinct, both = 0, 0
         for alert in shared:
             text = " ".join(re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", names[alert]))
-            response = runtime.query_sync(
+            response = runtime.queries().query_sync(
                 QueryRequest(search_text=text, top_k=10, diversity=diversity)
             )
             doc_ids = {r.document_id for r in response.results}

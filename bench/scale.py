@@ -38,6 +38,7 @@ from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
 from bench.common import machine, read_documents, runtime_for
 from lore.models import SourceDocument
+from retrieval.ask_contract import AskRequest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUESTION = "What recurring causes and remedies show up across these documents?"
@@ -136,10 +137,10 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
 
     fresh = runtime_for(scratch / "data")
     start = time.perf_counter()
-    asyncio.run(fresh.ask(QUESTION, mode="global"))
+    asyncio.run(fresh.queries().ask(AskRequest(question=QUESTION, mode="global")))
     cold_s = time.perf_counter() - start
     start = time.perf_counter()
-    asyncio.run(fresh.ask(QUESTION, mode="global"))
+    asyncio.run(fresh.queries().ask(AskRequest(question=QUESTION, mode="global")))
     warm_s = time.perf_counter() - start
     start = time.perf_counter()
     level0 = fresh.graph().communities(level=0)

@@ -230,7 +230,7 @@ class LorekeeperVectorStore(VectorStore):
                 self.http.call("POST", "/v1/memory/query", json=body)
             )
         else:
-            response = self._runtime().query_sync(request)
+            response = self._runtime().queries().query_sync(request)
         return [
             (
                 Document(page_content=r.text, metadata=dict(r.metadata), id=r.document_id),

@@ -29,7 +29,7 @@ def test_corpus_size_and_formats() -> None:
 
 @pytest.mark.parametrize("case", IDENTIFIERS, ids=[c["query"] for c in IDENTIFIERS])
 def test_exact_identifier_is_rank_one(demo_runtime: Runtime, case: dict[str, str]) -> None:
-    response = demo_runtime.query_sync(QueryRequest(search_text=case["query"], top_k=5))
+    response = demo_runtime.queries().query_sync(QueryRequest(search_text=case["query"], top_k=5))
     assert response.results, case
     assert response.results[0].source == expected_source(case["document"]), [
         r.source for r in response.results
@@ -42,13 +42,15 @@ def test_exact_identifier_is_rank_one(demo_runtime: Runtime, case: dict[str, str
 def test_paraphrased_questions_find_their_document(
     demo_runtime: Runtime, case: dict[str, str]
 ) -> None:
-    response = demo_runtime.query_sync(QueryRequest(search_text=case["question"], top_k=5))
+    response = demo_runtime.queries().query_sync(
+        QueryRequest(search_text=case["question"], top_k=5)
+    )
     assert expected_source(case["document"]) in [r.source for r in response.results]
 
 
 def test_environment_filter_never_leaks(demo_runtime: Runtime) -> None:
     for env in ("staging", "production"):
-        response = demo_runtime.query_sync(
+        response = demo_runtime.queries().query_sync(
             QueryRequest(
                 search_text="HTTP 504 gateway timeout runbook",
                 top_k=50,

@@ -44,7 +44,7 @@ def _batch(name: str) -> list[SourceDocument]:
 
 def _hits(runtime: Runtime, text: str) -> list[str]:
     request = QueryRequest(search_text=text, top_k=5, hybrid_params={"dense_weight": 0.0})
-    return [hit.document_id for hit in runtime.query_sync(request).results]
+    return [hit.document_id for hit in runtime.queries().query_sync(request).results]
 
 
 def _remove(directory: Path) -> None:

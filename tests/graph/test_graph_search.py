@@ -32,17 +32,17 @@ def test_graph_list_reaches_the_second_hop(tmp_path: Path, local_embedder: Local
     rt = make_runtime(tmp_path, local_embedder)
     ops.ingest(rt, DOCS)
     question = "Which mountain range holds the glacier that feeds Ardwen Falls?"
-    off = rt.query_sync(QueryRequest(search_text=question, top_k=4))
+    off = rt.queries().query_sync(QueryRequest(search_text=question, top_k=4))
     assert all(r.ranks.graph is None for r in off.results)  # no graph yet, weight 0
     ops.build_graph(rt)
     expander = rt.searcher().expander
     assert expander is not None
     assert expander.query_entities(question) == ["ardwen fall"]  # normalised
-    on = rt.query_sync(QueryRequest(search_text=question, top_k=4, graph_weight=1.0))
+    on = rt.queries().query_sync(QueryRequest(search_text=question, top_k=4, graph_weight=1.0))
     graph_ranked = {r.document_id: r.ranks.graph for r in on.results if r.ranks.graph}
     assert "p2" in graph_ranked  # Ardwen Falls -> Morrow Glacier (one hop)
     assert _graph_documents(rt, question, []) == ["p1", "p2"]  # named title, then bridge
-    filtered = rt.query_sync(
+    filtered = rt.queries().query_sync(
         QueryRequest(search_text=question, top_k=4, graph_weight=1.0, metadata_filter=None)
     )
     assert filtered.total_retrieved == 4

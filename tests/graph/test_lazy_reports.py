@@ -11,6 +11,7 @@ import pytest
 from graph.lazy_reports import LAZY_METHOD
 from lore.embedders import LocalEmbedder
 from lore.errors import ConfigurationError
+from retrieval.ask_contract import AskRequest
 from tests import ops
 from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
@@ -61,7 +62,7 @@ def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a
         assert server.chat_calls == 0  # the build cost no LLM call at all
 
         watch_report_rows(tmp_path / "data" / "lore.sqlite3")
-        first = rt.ask_sync(QUESTION, mode="global")
+        first = rt.queries().ask_sync(AskRequest(question=QUESTION, mode="global"))
         calls = server.chat_calls
         upgraded = {
             r.community_id: r.fingerprint for r in rt.graph().reports() if r.method == "llm"
@@ -76,7 +77,7 @@ def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a
         cited = {c.report_id for c in first.citations if c.kind == "report"}
         assert cited <= {r.community_id for r in rt.graph().reports()}
 
-        rt.ask_sync(QUESTION, mode="global")
+        rt.queries().ask_sync(AskRequest(question=QUESTION, mode="global"))
         assert server.chat_calls == calls  # read again: kept, not paid for twice
 
         edited = sorted(corpus.rglob("*.md"))[0]

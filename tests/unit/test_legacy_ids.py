@@ -84,7 +84,7 @@ def test_reingesting_a_root_renames_older_documents_without_embedding_again(
     (entry,) = runtime.quarantine().entries()
     assert (entry.chunk_id, entry.document_id) == (held.id, kept)  # it follows the rename
     assert graph_before and runtime.graph().extracted_chunks() >= graph_before - old_edited
-    hit = runtime.query_sync(QueryRequest(search_text="E_EDITED_9", top_k=1)).results[0]
+    hit = runtime.queries().query_sync(QueryRequest(search_text="E_EDITED_9", top_k=1)).results[0]
     assert hit.document_id == "staging/ledger-db/service-overview.md"
     assert ops.ingest_paths(runtime, [staging]).done == []  # idempotent from then on
 

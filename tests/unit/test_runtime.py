@@ -60,7 +60,7 @@ def test_store_write_without_index_update_is_caught_up(
     )
     first.close()
     second = make_runtime(tmp_path, local_embedder)
-    hits = second.query_sync(QueryRequest(search_text="ERR_SECOND_ONE", top_k=1)).results
+    hits = second.queries().query_sync(QueryRequest(search_text="ERR_SECOND_ONE", top_k=1)).results
     assert hits[0].document_id == "b"
     second.close()
     # index files lost entirely: rebuilt from the store on the next query
@@ -68,7 +68,7 @@ def test_store_write_without_index_update_is_caught_up(
         shutil.rmtree(directory)
     shutil.rmtree(tmp_path / "dense-hnswlib")
     third = make_runtime(tmp_path, local_embedder)
-    response = third.query_sync(QueryRequest(search_text="ERR_FIRST_ONE", top_k=2))
+    response = third.queries().query_sync(QueryRequest(search_text="ERR_FIRST_ONE", top_k=2))
     assert response.results[0].document_id == "a" and response.total_retrieved == 2
     assert np.isclose(third.searcher().dense.search(vector, 1)[0][1], 1.0, atol=1e-4)
     third.close()
@@ -90,7 +90,7 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
     index_bin = tmp_path / "dense-hnswlib" / "index.bin"
     index_bin.write_bytes(index_bin.read_bytes()[:100])  # torn write
     again = make_runtime(tmp_path, local_embedder)
-    hits = again.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results
+    hits = again.queries().query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results
     assert [h.document_id for h in hits] == ["a"]
     again.close()
     # a new database behind old index files: the indexes must not serve the old rows
@@ -98,10 +98,8 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
         (tmp_path / name).unlink(missing_ok=True)
     fresh = make_runtime(tmp_path, local_embedder)
     ops.ingest(fresh, [SourceDocument("n", "n", "platypus ERR_GAMMA", "", {})])
-    assert (
-        fresh.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results[0].document_id
-        == "n"
-    )
+    found = fresh.queries().query_sync(QueryRequest(search_text="kangaroo", top_k=5))
+    assert found.results[0].document_id == "n"
     fresh.close()
 
 
@@ -123,7 +121,7 @@ def _answers(rt: Runtime) -> list[list[tuple[str, str, float, str]]]:
     return [
         [
             (h.document_id, h.chunk_id, h.rrf_score, h.ranks.model_dump_json())
-            for h in rt.query_sync(q).results
+            for h in rt.queries().query_sync(q).results
         ]
         for q in probes
     ] + [scores]
@@ -186,7 +184,7 @@ def test_an_id_owned_by_another_source_is_not_overwritten(
     reasons = dict(clash.failed)
     assert "already belongs to 'one.jsonl#1'" in reasons["1"]
     assert "appears twice in this run" in reasons["x"]
-    top = rt.query_sync(QueryRequest(search_text="llamas", top_k=1)).results[0]
+    top = rt.queries().query_sync(QueryRequest(search_text="llamas", top_k=1)).results[0]
     assert top.source == "one.jsonl#1"
     rt.close()
 

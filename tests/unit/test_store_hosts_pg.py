@@ -24,7 +24,7 @@ from tests.conftest import make_runtime
 
 
 def _found(runtime: Runtime, text: str) -> list[str]:
-    hits = runtime.query_sync(QueryRequest(search_text=text, top_k=5)).results
+    hits = runtime.queries().query_sync(QueryRequest(search_text=text, top_k=5)).results
     return [hit.document_id for hit in hits]
 
 
