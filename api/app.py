@@ -48,7 +48,7 @@ def create_app(settings: Settings, namespaces: Namespaces | None = None) -> Fast
             settings.api.tenant_max_jobs,
             settings.api.tenant_max_queued_bytes,
         )
-        spaces.runtime(settings.auth.default_namespace).sync_indexes()
+        spaces.runtime(settings.auth.default_namespace).indexes.catch_up()
         try:
             yield
         finally:

@@ -200,7 +200,7 @@ def prune_command(ctx: click.Context, paths: list[Path], wait: bool) -> dict[str
         kept = [{"id": d, "reason": why} for d, why in plan.kept]
         if not plan.missing:
             return {"deleted": [], "kept": kept}
-        return {**delete_documents(runtime, plan.missing, wait=wait), "kept": kept}
+        return {**delete_documents(runtime.job_services(), plan.missing, wait=wait), "kept": kept}
 
 
 def print_pruned(result: dict[str, Any]) -> None:
@@ -315,7 +315,7 @@ def search(
     except ValidationError as exc:
         raise CliError(validation_message(exc, "request"), kind="InvalidRequestError") from exc
     with runtime_context(ctx) as runtime:
-        response = runtime.query_sync(request)
+        response = runtime.queries().query_sync(request)
     if as_json:
         click.echo(response.model_dump_json(indent=2))
     else:
@@ -367,7 +367,7 @@ def delete(ctx: click.Context, document_ids: tuple[str, ...], as_json: bool, wai
 
     with runtime_context(ctx) as runtime:
         ids = [resolve_document_id(runtime.store, d) for d in document_ids]
-        result = delete_documents(runtime, ids, wait=wait)
+        result = delete_documents(runtime.job_services(), ids, wait=wait)
     print_deletion(result, as_json)
 
 
@@ -455,7 +455,7 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
                 bar.phase(name)
             return bar.update
 
-        applied = runtime.reindex(phase)
+        applied = runtime.indexes.reset(phase)
     if as_json:
         click.echo(json.dumps({"sparse": applied["sparse"], "dense": applied["dense"]}))
     else:
@@ -556,7 +556,9 @@ def mcp(
         return
     with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
-        sweep = OrphanSweep(runtime)  # a long-lived process
+        sweep = OrphanSweep(  # a long-lived process
+            runtime.store, runtime.jobs(), runtime.indexes, runtime.settings.jobs.orphan_sweep_s
+        )
         sweep.start()
         try:
             server.run("stdio")

@@ -59,7 +59,7 @@ def ask(
     except ValidationError as exc:
         raise CliError(validation_message(exc, "question"), kind="InvalidRequestError") from exc
     with runtime_context(ctx) as runtime:
-        response = runtime.ask_sync(request)
+        response = runtime.queries().ask_sync(request)
     if as_json:
         click.echo(response.model_dump_json(indent=2))
     else:

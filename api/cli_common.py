@@ -123,7 +123,8 @@ def runtime_context(ctx: click.Context, *, create: bool = False) -> Iterator[Run
         require_store(settings_of(ctx))
     try:
         runtime = open_runtime(settings_of(ctx), namespace=ctx.obj.get("namespace"))
-        end_orphaned_jobs(runtime)  # a job whose process died never reads "running"
+        # a job whose process died never reads "running"
+        end_orphaned_jobs(runtime.store, runtime.jobs())
     except LoreError as exc:
         raise CliError.of(exc) from exc
     try:

@@ -66,25 +66,34 @@ def build(
     is kept and the next build continues.
     """
     if dry_run:
+        from app.lifecycle import estimate_build
+
         with runtime_context(ctx) as runtime:
-            estimate = runtime.estimate_build(
-                retry_quarantined=retry_quarantined, reextract=reextract, rebuild=rebuild
+            estimate = estimate_build(
+                runtime.graph_services(),
+                retry_quarantined=retry_quarantined,
+                reextract=reextract,
+                rebuild=rebuild,
             )
         print_estimate(estimate, as_json)
         return
+    from app.refresh import refresh_in_process
+
     with (
         runtime_context(ctx) as runtime,
         progress_reporter(ctx, "extracting", quiet=as_json) as bar,
     ):
         shown = GraphProgress(bar)
-        report, communities = runtime.build_graph(
-            shown.extracted,
+        report, refreshed = refresh_in_process(
+            runtime.graph_services(),
+            progress=shown.extracted,
             retry_quarantined=retry_quarantined,
             reextract=reextract,
             rebuild=rebuild,
             report_progress=shown.reports,
             llm_stats=shown.stats,
         )
+        communities = refreshed.communities
         counts = runtime.graph().counts()
         levels = len({c.level for c in runtime.graph().communities()})
     print_build(report, communities, levels, counts, as_json)

@@ -23,9 +23,9 @@ from api.progress import GraphProgress, llm_counters
 
 if TYPE_CHECKING:
     from app.jobs import JobInfo, JobStore
-    from app.runtime import Runtime
     from ingest.pipeline import IngestReport
     from lore.llm import LLMStats
+    from lore.store import Store
 
 
 def ingest_command(
@@ -71,7 +71,7 @@ def ingest_command(
             cfg = runtime.settings.ingest
             bar.phase("ingest", count_documents(paths, include=cfg.include, exclude=cfg.exclude))
         result = ingest_paths(
-            runtime,
+            runtime.job_services(),
             paths,
             metadata,
             label=label,
@@ -83,7 +83,7 @@ def ingest_command(
         if result.queued and not wait:
             return {"job_id": result.job_id, "queued": True}
         return _summary(
-            runtime.jobs(), result.job_id, runtime, None if result.queued else result.report
+            runtime.jobs(), result.job_id, runtime.store, None if result.queued else result.report
         )
 
 
@@ -92,7 +92,7 @@ def _line(info: JobInfo) -> str:
 
 
 def _summary(
-    jobs: JobStore, job_id: str, runtime: Runtime, report: IngestReport | None
+    jobs: JobStore, job_id: str, store: Store, report: IngestReport | None
 ) -> dict[str, Any]:
     from app.jobs import JobStatus
 
@@ -117,7 +117,7 @@ def _summary(
         "done": done,
         "failed": failed,
         "skipped": skipped,
-        "store": runtime.store.counts(),
+        "store": store.counts(),
     }
     if info and info.detail.get("graph"):
         summary["graph"] = info.detail["graph"]  # what changed documents took out of it
@@ -226,7 +226,10 @@ def refresh(ctx: click.Context, rebuild: bool, reextract: bool, wait: bool, as_j
     ):
         jobs = runtime.jobs()
         result = start_refresh(
-            runtime, rebuild=rebuild, reextract=reextract, progress=GraphProgress(bar)
+            runtime.job_services(),
+            rebuild=rebuild,
+            reextract=reextract,
+            progress=GraphProgress(bar),
         )
         if result.pop("queued"):
             from app.jobs import follow

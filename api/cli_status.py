@@ -24,6 +24,8 @@ from api.cli_common import out, runtime_context
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
+    from app.services import JobServices
+    from lore.store import Store
 
 LISTED = 50  # failed / skipped documents listed by name
 
@@ -59,7 +61,7 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
         "embedding_model": recorded or runtime.embedder.name,
         "embedding_model_source": "recorded with the data" if recorded else "configured",
         "embedding_dim": int(store.get_meta("embedding_dim") or runtime.embedder.dimension),
-        "indexes": runtime.index_state(),
+        "indexes": runtime.indexes.state(),
         "graph": graph,
         "quarantined_chunks": len(runtime.quarantine().chunk_ids()),
         "llm": {
@@ -78,7 +80,7 @@ def status_info(runtime: Runtime) -> dict[str, Any]:
     }
 
 
-def missing_failed(runtime: Runtime) -> list[str]:
+def missing_failed(store: Store) -> list[str]:
     """Failed documents whose source file does not exist.
 
     A source under one of the store's roots is that root's file; any other (stored
@@ -88,9 +90,9 @@ def missing_failed(runtime: Runtime) -> list[str]:
     from ingest.roots import file_of, known_roots
     from lore.models import DocumentStatus
 
-    roots = known_roots(runtime.store)
+    roots = known_roots(store)
     gone = []
-    for doc in runtime.store.list_documents(DocumentStatus.FAILED):
+    for doc in store.list_documents(DocumentStatus.FAILED):
         source = file_part(doc.source)
         file = file_of(source, roots) or Path(source)
         if not file.exists():
@@ -98,13 +100,13 @@ def missing_failed(runtime: Runtime) -> list[str]:
     return gone
 
 
-def forget_missing_documents(runtime: Runtime) -> list[str]:
+def forget_missing_documents(services: JobServices) -> list[str]:
     """Delete :func:`missing_failed` documents (one delete job); returns their ids."""
     from app.lifecycle import delete
 
-    gone = missing_failed(runtime)
+    gone = missing_failed(services.store)
     if gone:
-        delete(runtime, gone, wait=True)
+        delete(services, gone, wait=True)
     return gone
 
 
@@ -126,7 +128,7 @@ def status(ctx: click.Context, as_json: bool, forget_missing: bool) -> None:
     forgotten: list[str] = []
     with runtime_context(ctx) as runtime:
         if forget_missing:
-            forgotten = forget_missing_documents(runtime)
+            forgotten = forget_missing_documents(runtime.job_services())
         info = status_info(runtime)
     if forget_missing:
         info["forgotten"] = forgotten

@@ -106,7 +106,7 @@ class _IngestCollector(Collector):
         )
         totals = {"done": 0, "failed": 0}
         for runtime in self.namespaces.opened().values():
-            for status, count in ingest_counts(runtime).items():
+            for status, count in ingest_counts(runtime.jobs()).items():
                 totals[status] = totals.get(status, 0) + count
         for status, count in sorted(totals.items()):
             family.add_metric([status], float(count))

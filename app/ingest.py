@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.dispatch import Dispatcher
 from app.jobs import JobInfo, JobStatus, JobStore, follow
+from app.lifecycle import forget_gone
 from app.refresh import extractor_for
 from app.steps import (
     ExtractProgress,
@@ -40,7 +41,8 @@ from lore.models import Loaded
 from lore.settings import Settings
 
 if TYPE_CHECKING:
-    from app.runtime import Runtime
+    from app.services import JobServices
+    from lore.store import Store
 
 Items = Iterable[Loaded]
 STAGE_BATCH = 64
@@ -56,20 +58,23 @@ class IngestResult:
     """Inline: the pipeline's counts; queued: the job's statuses (empty without a wait)."""
 
 
-def dispatcher(runtime: Runtime) -> Dispatcher:
-    """The runtime's dispatcher; a ConfigurationError when no broker is configured."""
-    if runtime.dispatcher is None:
+def required(dispatcher: Dispatcher | None) -> Dispatcher:
+    """The dispatcher; a ConfigurationError when no broker is configured (None)."""
+    if dispatcher is None:
         raise ConfigurationError("no broker is configured (broker.url): nothing can be queued")
-    return runtime.dispatcher
+    return dispatcher
 
 
 def submit_documents(
-    runtime: Runtime, items: Items, detail: Mapping[str, Any] | None = None
+    store: Store,
+    jobs: JobStore,
+    dispatcher: Dispatcher | None,
+    items: Items,
+    detail: Mapping[str, Any] | None = None,
 ) -> str:
     """Stage documents into a new job and queue it on the workers; returns the job id."""
-    queue = dispatcher(runtime)
-    jobs = runtime.jobs()
-    job_id, staged = stage_documents(runtime, jobs, items, epoch=queue.epoch(), detail=detail)
+    queue = required(dispatcher)
+    job_id, staged = stage_documents(store, jobs, items, epoch=queue.epoch(), detail=detail)
     queue.ingest(job_id, staged)
     jobs.finish_if_complete(job_id)
     return job_id
@@ -81,7 +86,7 @@ def queued(settings: Settings) -> bool:
 
 
 def ingest(
-    runtime: Runtime,
+    services: JobServices,
     items: Items,
     *,
     wait: bool = True,
@@ -101,22 +106,22 @@ def ingest(
     (inline); ``on_update`` the job as it is followed (queued). ``extract_graph=False``
     leaves the graph to ``lore graph build`` (inline only; workers always extract).
     """
-    jobs = runtime.jobs()
-    if queued(runtime.settings):
-        job_id = submit_documents(runtime, items, detail=detail)
+    jobs = services.jobs
+    if queued(services.settings):
+        job_id = submit_documents(services.store, jobs, services.dispatcher, items, detail)
         if not wait:
             return IngestResult(job_id, True)
         follow(jobs, job_id, on_update, timeout_s=timeout_s)
-        runtime.sync_indexes()
+        services.indexes.catch_up()
         return IngestResult(job_id, True, job_report(jobs, job_id))
     job_id = jobs.create("ingest", detail=detail)
     if not wait and defer is not None:
         documents = list(items)
         jobs.stage(job_id, documents, keep_text=False)
-        defer(lambda: run_inline(runtime, job_id, documents, staged=True))
+        defer(lambda: run_inline(services, job_id, documents, staged=True))
         return IngestResult(job_id, False)
     report = run_inline(
-        runtime,
+        services,
         job_id,
         items,
         progress=progress,
@@ -127,7 +132,7 @@ def ingest(
 
 
 def ingest_paths(
-    runtime: Runtime,
+    services: JobServices,
     paths: Sequence[Path],
     metadata: Mapping[str, str] | None = None,
     *,
@@ -139,12 +144,19 @@ def ingest_paths(
     File ids are ``<label>/<path relative to the root>`` (``ingest.roots``): ``label``
     names the root, by default the directory's name.
     """
-    items = load_documents(runtime, paths, metadata, label)
-    return ingest(runtime, items, detail={"paths": [str(p) for p in paths]}, **options)
+    items = load_documents(
+        services.settings,
+        services.store,
+        paths,
+        metadata,
+        label,
+        quarantine=lambda: services.graph().quarantine,
+    )
+    return ingest(services, items, detail={"paths": [str(p) for p in paths]}, **options)
 
 
 def run_inline(
-    runtime: Runtime,
+    services: JobServices,
     job_id: str,
     items: Items,
     *,
@@ -158,14 +170,14 @@ def run_inline(
     Documents are recorded in the job (status only) as the pipeline reaches them,
     unless ``staged`` says that was done already.
     """
-    with runtime.jobs().ends_on_error(job_id):  # never left running by an error
+    with services.jobs.ends_on_error(job_id):  # never left running by an error
         return _run_inline(
-            runtime, job_id, items, progress, extract_graph, staged, extract_progress
+            services, job_id, items, progress, extract_graph, staged, extract_progress
         )
 
 
 def _run_inline(
-    runtime: Runtime,
+    services: JobServices,
     job_id: str,
     items: Items,
     progress: Progress | None,
@@ -173,8 +185,8 @@ def _run_inline(
     staged: bool,
     extract_progress: ExtractProgress | None = None,
 ) -> IngestReport:
-    jobs = runtime.jobs()
-    chunked, finished = job_progress(runtime, jobs, job_id, progress)
+    jobs = services.jobs
+    chunked, finished = job_progress(services.store, jobs, job_id, progress)
     stored: list[str] = []
 
     def outcome(result: Outcome) -> None:
@@ -183,21 +195,22 @@ def _run_inline(
             stored.append(result[0])
 
     stream = items if staged else _staging(jobs, job_id, items)
-    report = runtime.pipeline(on_chunked=chunked).run(stream, outcome)
-    extractor = extractor_for(runtime) if extract_graph else None
+    report = services.pipeline(on_chunked=chunked).run(stream, outcome)
+    graph = services.graph() if extract_graph else None
+    extractor = extractor_for(services.settings, services.store) if graph else None
     unusable: LLMUnavailableError | ConfigurationError | None = None
     for batch in batches(stored, STAGE_BATCH):
-        if extractor is not None and unusable is None:
+        if graph is not None and extractor is not None and unusable is None:
             try:
-                extract_ready(runtime, extractor, batch, extract_progress)
+                extract_ready(graph, extractor, batch, extract_progress)
             except (LLMUnavailableError, ConfigurationError) as exc:
                 unusable = exc  # the documents are stored: they stay searchable
         jobs.advance(job_id, batch, JobStatus.EXTRACTED)
         jobs.advance(job_id, batch, JobStatus.DONE)
-    if extractor is not None and unusable is None:
-        record_cascade(jobs, job_id, runtime.forget_gone(stored))  # what they lost
+    if graph is not None and unusable is None:
+        record_cascade(jobs, job_id, forget_gone(graph, jobs, stored))  # what they lost
     jobs.finish_if_complete(job_id)
-    runtime.sync_indexes()
+    services.indexes.catch_up()
     if unusable is not None:
         raise type(unusable)(
             f"{len(report.done)} documents stored and searchable, but the knowledge graph was "

@@ -50,41 +50,48 @@ from lore.llm import ReplyCache
 
 if TYPE_CHECKING:
     from app.jobs import JobStore
-    from app.runtime import Runtime
+    from app.services import GraphServices, JobServices
+    from retrieval.index_set import IndexSet
 
 KIND = "delete"
 
 
 def delete_documents(
-    runtime: Runtime, document_ids: Sequence[str], *, sync_indexes: bool = True
+    services: GraphServices,
+    jobs: JobStore,
+    document_ids: Sequence[str],
+    *,
+    indexes: IndexSet | None,
 ) -> DeletionReport:
     """Delete documents from the store and the indexes, then cascade into the graph.
 
     The store goes first (it is the truth: a crash afterwards leaves graph rows the
     next catch-up removes); then the chunks' graph contributions are removed and the
     reports of the communities they touched rewritten (:func:`forget`). An unknown id
-    raises :class:`~lore.errors.NotFoundError` before anything is deleted. Workers pass
-    ``sync_indexes=False``: they never write the search indexes.
+    raises :class:`~lore.errors.NotFoundError` before anything is deleted. The search
+    ``indexes`` are caught up after the store; workers pass None: they never write them.
     """
+    store = services.store
     ids = list(dict.fromkeys(document_ids))
     for document_id in ids:
-        if runtime.store.get_document(document_id) is None:
+        if store.get_document(document_id) is None:
             raise NotFoundError(f"no document with id {document_id!r}")
     lost: list[str] = []
     removed = 0
     for document_id in ids:
-        lost += [c.id for c in runtime.store.chunks_of_document(document_id)]
-        removed += runtime.store.delete_document(document_id)
-    if sync_indexes:
-        runtime.sync_indexes()
-    cascade = forget(runtime, lost)
+        lost += [c.id for c in store.chunks_of_document(document_id)]
+        removed += store.delete_document(document_id)
+    if indexes is not None:
+        indexes.catch_up()
+    cascade = forget(services, lost)
     report = DeletionReport(ids, removed, cascade)
-    forget_text(runtime, ids, lost, cascade.refresh.written if cascade.refresh else ())
+    forget_text(services, jobs, ids, lost, cascade.refresh.written if cascade.refresh else ())
     return report
 
 
 def forget_text(
-    runtime: Runtime,
+    services: GraphServices,
+    jobs: JobStore,
     document_ids: Sequence[str],
     chunk_ids: Sequence[str],
     rewritten: Sequence[str] = (),
@@ -96,35 +103,33 @@ def forget_text(
     embedded SQLite file's WAL is checkpointed (every connection deletes with
     ``secure_delete``), so the deleted text is in no file of the data directory.
     """
-    settings = runtime.settings
-    cache_at = database_for(settings, "llm-cache")
+    cache_at = database_for(services.settings, "llm-cache")
     if not isinstance(cache_at, Path) or cache_at.exists():  # never create an unused cache
         cache = ReplyCache(cache_at)
         try:
             cache.forget_chunks(chunk_ids)
             held = cache.reports_held()
             if held:
-                current = {r.community_id for r in runtime.graph().reports_by_id(sorted(held))}
+                current = {r.community_id for r in services.graph.reports_by_id(sorted(held))}
                 cache.forget_reports(sorted((held & set(rewritten)) | (held - current)))
             checkpoint(cache.database)
         finally:
             cache.close()
-    jobs = runtime.jobs()
     jobs.forget_documents(document_ids)
-    graph = runtime.graph()
-    for database in (runtime.store.database, jobs.database, getattr(graph, "database", None)):
+    graph = services.graph
+    for database in (services.store.database, jobs.database, getattr(graph, "database", None)):
         if database is not None:
             checkpoint(database)
 
 
-def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:
+def forget(services: GraphServices, chunk_ids: Sequence[str]) -> CascadeReport:
     """Remove chunks' graph contributions; rewrite the reports that relied on them.
 
     Reports are rewritten by the configured writer. Should an LLM writer's endpoint
     fail its probe, they are rewritten extractively (with a warning): deleted text must
     go even when the LLM is down.
     """
-    settings = runtime.settings
+    settings = services.settings
     client = build_llm_client(settings)
     writer: ReportWriter = build_report_writer(settings, client)
     warnings: list[str] = []
@@ -136,22 +141,24 @@ def forget(runtime: Runtime, chunk_ids: Sequence[str]) -> CascadeReport:
             warnings.append(f"{exc}; the affected reports were rewritten extractively")
     cfg = settings.graph
     report = forget_chunks(
-        runtime.graph(),
-        runtime.quarantine(),
+        services.graph,
+        services.quarantine,
         chunk_ids,
-        Summarizer(writer, runtime.store.texts_by_chunk_ids),
+        Summarizer(writer, services.store.texts_by_chunk_ids),
         max_cluster_size=cfg.max_cluster_size,
         seed=cfg.seed,
-        lock=upkeep_lock(runtime.store.database),
+        lock=upkeep_lock(services.store.database),
     )
     if report.refresh is not None:  # the rewritten reports' vectors, and no vanished one's
-        written = runtime.graph().reports_by_id(report.refresh.written)
-        runtime.report_vectors().update(written, report.refresh.gone)
+        written = services.graph.reports_by_id(report.refresh.written)
+        services.report_vectors.update(written, report.refresh.gone)
     report.warnings += warnings
     return report
 
 
-def forget_gone(runtime: Runtime, document_ids: Sequence[str] | None = None) -> CascadeReport:
+def forget_gone(
+    services: GraphServices, jobs: JobStore, document_ids: Sequence[str] | None = None
+) -> CascadeReport:
     """:func:`forget` the chunks the graph holds but the store no longer has.
 
     What changed documents lost (their replaced chunks: pass their ids, and only their
@@ -159,41 +166,40 @@ def forget_gone(runtime: Runtime, document_ids: Sequence[str] | None = None) -> 
     cascade left anywhere. The replaced text goes from the tables beside the store too
     (:func:`forget_text`), as a deleted document's does.
     """
-    gone = gone_chunks(runtime.store, runtime.graph(), document_ids)
-    report = forget(runtime, gone)
+    gone = gone_chunks(services.store, services.graph, document_ids)
+    report = forget(services, gone)
     if gone:
-        forget_text(runtime, (), gone, report.refresh.written if report.refresh else ())
+        forget_text(services, jobs, (), gone, report.refresh.written if report.refresh else ())
     return report
 
 
 def estimate_build(
-    runtime: Runtime,
+    services: GraphServices,
     *,
     retry_quarantined: bool = False,
     reextract: bool = False,
     rebuild: bool = False,
 ) -> BuildEstimate:
     """What a graph build would send to the LLM (nothing is written or called)."""
-    settings = runtime.settings
+    settings, store, graph = services.settings, services.store, services.graph
     llm = settings.llm
     client = build_llm_client(settings)
     extractor = build_extractor(settings, client)
     writer = build_report_writer(settings, client)
-    graph = runtime.graph()
-    redo = reextract or runtime.store.get_meta(REEXTRACT_META) == extractor.version
+    redo = reextract or store.get_meta(REEXTRACT_META) == extractor.version
     done = set() if redo else graph.extracted_chunks()
-    held = set() if redo or retry_quarantined else runtime.quarantine().chunk_ids()
+    held = set() if redo or retry_quarantined else services.quarantine.chunk_ids()
     factor = llm.tokens_per_word_piece
     cfg = settings.graph
     tokenizer = f"all-MiniLM-L6-v2 word pieces x {factor:g} (approximation)"
     count = llm_token_count(settings)
 
     found = estimate(
-        runtime.store,
+        store,
         graph,
         extractor,
         writer,
-        pending_chunks(runtime.store.chunk_refs(), done, held),
+        pending_chunks(store.chunk_refs(), done, held),
         count,
         tokenizer=tokenizer,
         max_cluster_size=cfg.max_cluster_size,
@@ -203,15 +209,15 @@ def estimate_build(
         rebuild=rebuild,
         drift_margin=cfg.recluster_margin,
     )
-    recorded = runtime.store.get_meta(EXTRACTOR_META)
+    recorded = store.get_meta(EXTRACTOR_META)
     if not redo and recorded and recorded != extractor.version and done:
         # the stored graph is another extractor's: say what --reextract would cost
         again = estimate(
-            runtime.store,
+            store,
             graph,
             extractor,
             ExtractiveWriter(),  # the extraction alone
-            pending_chunks(runtime.store.chunk_refs(), set(), set()),
+            pending_chunks(store.chunk_refs(), set(), set()),
             count,
             tokenizer=tokenizer,
         )
@@ -224,23 +230,23 @@ def estimate_build(
 
 
 def run_delete(
-    runtime: Runtime,
+    services: GraphServices,
     jobs: JobStore,
     job_id: str,
     document_ids: Sequence[str],
     *,
-    sync_indexes: bool = True,
+    indexes: IndexSet | None,
 ) -> None:
     """Do a delete job here (the worker task calls this too); idempotent.
 
     Ids already gone (a redelivered task) are skipped; the job ends ``done`` with the
     deletion report as its detail, or ``failed`` with the reason of a permanent error
-    (a transient one propagates: the task is retried). Workers pass
-    ``sync_indexes=False``: they never write the search indexes.
+    (a transient one propagates: the task is retried). Workers pass no search
+    ``indexes``: they never write them.
     """
-    present = [d for d in document_ids if runtime.store.get_document(d) is not None]
+    present = [d for d in document_ids if services.store.get_document(d) is not None]
     try:
-        report = delete_documents(runtime, present, sync_indexes=sync_indexes)
+        report = delete_documents(services, jobs, present, indexes=indexes)
     except PermanentError as exc:
         jobs.update_job(job_id, state="failed", detail={"error": str(exc)})
         raise
@@ -249,7 +255,7 @@ def run_delete(
 
 
 def delete(
-    runtime: Runtime,
+    services: JobServices,
     document_ids: Sequence[str],
     *,
     wait: bool = True,
@@ -260,21 +266,21 @@ def delete(
     The result holds ``job_id``, ``state`` and, once done, the deletion report.
     """
     ids = list(dict.fromkeys(document_ids))
-    unknown = [d for d in ids if runtime.store.get_document(d) is None]
+    unknown = [d for d in ids if services.store.get_document(d) is None]
     if unknown:
         raise NotFoundError(f"no document with id {unknown[0]!r}")
-    jobs = runtime.jobs()
-    if runtime.dispatcher is not None:
+    jobs, queue = services.jobs, services.dispatcher
+    if queue is not None:
         # on the queue: its owner is the broker, not this process (which may exit at once)
-        job_id = jobs.create(KIND, epoch=runtime.dispatcher.epoch(), detail={"documents": ids})
-        runtime.dispatcher.delete(job_id, ids)
+        job_id = jobs.create(KIND, epoch=queue.epoch(), detail={"documents": ids})
+        queue.delete(job_id, ids)
         if not wait:
             return {"job_id": job_id, "state": "running", "queued": True}
         followed: JobInfo | None = follow(jobs, job_id, timeout_s=timeout_s)
-        runtime.sync_indexes()
+        services.indexes.catch_up()
     else:
         job_id = jobs.create(KIND, detail={"documents": ids})
-        run_delete(runtime, jobs, job_id, ids)
+        run_delete(services.graph(), jobs, job_id, ids, indexes=services.indexes)
         followed = jobs.get(job_id)
     info = followed
     if info is None:  # pragma: no cover - the job was just created

@@ -76,8 +76,11 @@ class Namespaces:
             self.embedder = runtime.embedder
             if runtime.store.get_meta(NAMESPACE_KEY) != namespace:
                 runtime.store.set_meta(NAMESPACE_KEY, namespace)  # listed by existing()
-            end_orphaned_jobs(runtime)  # jobs of a server that died mid-request end here
-            sweep = OrphanSweep(runtime)  # and of one dying later
+            # jobs of a server that died mid-request end here
+            end_orphaned_jobs(runtime.store, runtime.jobs())
+            sweep = OrphanSweep(  # and of one dying later
+                runtime.store, runtime.jobs(), runtime.indexes, settings.jobs.orphan_sweep_s
+            )
             sweep.start()
             self._sweeps.append(sweep)
             self._runtimes[namespace] = runtime

@@ -23,8 +23,9 @@ import logging
 import threading
 
 from app.jobs import JobStatus, JobStore
-from app.runtime import Runtime
 from lore.periodic import Periodic
+from lore.store import Store
+from retrieval.index_set import IndexSet
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,15 @@ def _sweep_lock(jobs: JobStore) -> threading.Lock:
         return _SWEEPING.setdefault(jobs.database.label, threading.Lock())
 
 
-def end_orphaned_jobs(runtime: Runtime) -> list[str]:
+def end_orphaned_jobs(store: Store, jobs: JobStore) -> list[str]:
     """Fail the unfinished documents of jobs whose owner process is gone; their ids."""
-    jobs = runtime.jobs()
     with _sweep_lock(jobs):
         ended: list[str] = []
         for info, reason in jobs.orphaned():
             from app.steps import fail_documents  # ingestion's modules: only with an orphan
 
             waiting = sorted(jobs.unfinished(info.id))
-            fail_documents(runtime, jobs, info.id, waiting, reason)  # the staged ones
+            fail_documents(store, jobs, info.id, waiting, reason)  # the staged ones
             jobs.advance(info.id, waiting, JobStatus.FAILED, error=reason)  # statuses only
             jobs.update_job(info.id, state="failed", detail={"error": reason})
             ended.append(info.id)
@@ -57,17 +57,15 @@ def end_orphaned_jobs(runtime: Runtime) -> list[str]:
 class OrphanSweep(Periodic):
     """A daemon thread calling :func:`end_orphaned_jobs` every ``interval_s`` seconds.
 
-    ``interval_s`` defaults to the runtime's ``jobs.orphan_sweep_s``.
+    ``interval_s`` is the settings' ``jobs.orphan_sweep_s``.
     :meth:`start` starts it (no thread when ``interval_s`` is 0); :meth:`stop` ends it
     after the sweep under way, if any — call it before the runtime closes. A failing
     sweep (the database away for now) is logged once and tried again next interval.
     """
 
-    def __init__(self, runtime: Runtime, interval_s: float | None = None) -> None:
-        if interval_s is None:
-            interval_s = runtime.settings.jobs.orphan_sweep_s
+    def __init__(self, store: Store, jobs: JobStore, indexes: IndexSet, interval_s: float) -> None:
         super().__init__("lore-orphan-sweep", "sweep for orphaned jobs", interval_s, log)
-        self._runtime = runtime
+        self._store, self._jobs, self._indexes = store, jobs, indexes
 
     def start(self) -> None:
         """Sweep every interval from now on (once started, or stopped, nothing changes)."""
@@ -77,9 +75,9 @@ class OrphanSweep(Periodic):
 
     def step(self) -> bool:
         """One sweep (and index files removed under this process rebuilt from the store)."""
-        ended = end_orphaned_jobs(self._runtime)
+        ended = end_orphaned_jobs(self._store, self._jobs)
         if ended:
             log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))
-        for name, why in self._runtime.indexes.heal().items():
+        for name, why in self._indexes.heal().items():
             log.warning("rebuilt the %s index from the store: %s", name, why)
         return True

@@ -1,4 +1,4 @@
-"""Graph refresh steps over a :class:`Runtime`: the one path for builds and refreshes.
+"""Graph refresh steps over the graph's services: the one path for builds and refreshes.
 
 Before planning, the graph catches up with the store (new chunks extracted, chunks of
 changed or deleted documents removed); those writes leave the touched marks the plan
@@ -32,7 +32,10 @@ from ingest.graph_build import GraphBuildReport, build_graph
 from lore.llm import LLMClient, LLMStats
 
 if TYPE_CHECKING:
-    from app.runtime import Runtime
+    from app.services import GraphServices
+    from graph.store import GraphStore
+    from lore.settings import Settings
+    from lore.store import Store
 
 
 @dataclass
@@ -49,29 +52,28 @@ class GraphRoles:
         return self.client.stats if self.client is not None else LLMStats()
 
 
-def graph_roles(runtime: Runtime) -> GraphRoles:
+def graph_roles(settings: Settings, store: Store) -> GraphRoles:
     """The configured extractor and summarizer; LLM calls share the Redis rate limit."""
-    settings = runtime.settings
     client = build_llm_client(settings, lambda: build_rate_limiter(settings))
     return GraphRoles(
         client,
         build_extractor(settings, client),
-        Summarizer(build_report_writer(settings, client), runtime.store.texts_by_chunk_ids),
+        Summarizer(build_report_writer(settings, client), store.texts_by_chunk_ids),
     )
 
 
-def extractor_for(runtime: Runtime) -> Extractor:
+def extractor_for(settings: Settings, store: Store) -> Extractor:
     """The configured extractor (a worker's extraction step)."""
-    return graph_roles(runtime).extractor
+    return graph_roles(settings, store).extractor
 
 
-def summarizer_for(runtime: Runtime) -> Summarizer:
+def summarizer_for(settings: Settings, store: Store) -> Summarizer:
     """The configured community summarizer (a worker's summary step)."""
-    return graph_roles(runtime).summarizer
+    return graph_roles(settings, store).summarizer
 
 
 def prepare_refresh(
-    runtime: Runtime,
+    services: GraphServices,
     *,
     rebuild: bool = False,
     extractor: Extractor | None = None,
@@ -86,44 +88,45 @@ def prepare_refresh(
     hierarchy and its reports are then left as they were (an empty plan) until a run
     completes.
     """
-    caught_up = catch_up(runtime, extractor, progress, reextract=reextract)
+    caught_up = catch_up(services, extractor, progress, reextract=reextract)
     if caught_up.budget_reached:
-        return RefreshPlan(communities=runtime.graph().hierarchy_stats()[0], stale=0), caught_up
-    with upkeep_lock(runtime.store.database):
-        plan = _plan(runtime, rebuild=rebuild)
+        return RefreshPlan(communities=services.graph.hierarchy_stats()[0], stale=0), caught_up
+    with upkeep_lock(services.store.database):
+        plan = _plan(services.settings, services.graph, rebuild=rebuild)
     return plan, caught_up
 
 
 def catch_up(
-    runtime: Runtime,
+    services: GraphServices,
     extractor: Extractor | None,
     progress: Callable[[int, int], None] | None,
     *,
     reextract: bool,
 ) -> GraphBuildReport:
     """Extract new chunks and drop gone ones (the graph catches up with the store)."""
-    budget = runtime.settings.llm.budget_tokens_per_run
-    extractor = extractor or extractor_for(runtime)
+    settings = services.settings
+    budget = settings.llm.budget_tokens_per_run
+    extractor = extractor or extractor_for(settings, services.store)
     # LLM chunks go in batches of the calls in flight: progress (and the budget) is
     # checked after each, not after 64 chunks that take minutes on a local model
     small = budget is not None or extractor.name == "llm"
     return build_graph(
-        runtime.store,
-        runtime.graph(),
+        services.store,
+        services.graph,
         extractor,
-        runtime.quarantine(),
+        services.quarantine,
         progress,
-        batch=runtime.settings.llm.max_concurrency if small else 64,
+        batch=settings.llm.max_concurrency if small else 64,
         reextract=reextract,
         budget_tokens=budget,
     )
 
 
-def _plan(runtime: Runtime, *, rebuild: bool) -> RefreshPlan:
+def _plan(settings: Settings, graph: GraphStore, *, rebuild: bool) -> RefreshPlan:
     """Re-cluster (pinned, or afresh when asked or on drift) and plan; hold the lock."""
-    cfg = runtime.settings.graph
+    cfg = settings.graph
     return plan_refresh(
-        runtime.graph(),
+        graph,
         max_cluster_size=cfg.max_cluster_size,
         seed=cfg.seed,
         rebuild=rebuild,
@@ -132,7 +135,7 @@ def _plan(runtime: Runtime, *, rebuild: bool) -> RefreshPlan:
 
 
 def refresh_in_process(
-    runtime: Runtime,
+    services: GraphServices,
     *,
     rebuild: bool,
     progress: Callable[[int, int], None] | None = None,
@@ -151,23 +154,23 @@ def refresh_in_process(
     the LLM cost of the whole run) and the refresh counts. With an LLM configured its
     endpoint is probed first: unreachable or refusing, nothing is touched.
     """
-    roles = graph_roles(runtime)
+    roles = graph_roles(services.settings, services.store)
     if llm_stats is not None:
         llm_stats(roles.llm)
     if roles.client is not None and "llm" in (roles.extractor.name, roles.summarizer.name):
         roles.client.probe()
     if retry_quarantined:
-        runtime.quarantine().release()
-    built = catch_up(runtime, roles.extractor, progress, reextract=reextract)
-    graph = runtime.graph()
+        services.quarantine.release()
+    built = catch_up(services, roles.extractor, progress, reextract=reextract)
+    graph = services.graph
     if built.budget_reached:  # the hierarchy and its reports stay as they were
         refreshed = RefreshReport(communities=graph.hierarchy_stats()[0])
     else:
-        with upkeep_lock(runtime.store.database):  # one upkeep at a time (graph.upkeep_lock)
-            plan = _plan(runtime, rebuild=rebuild)
+        with upkeep_lock(services.store.database):  # one upkeep at a time (graph.upkeep_lock)
+            plan = _plan(services.settings, graph, rebuild=rebuild)
             refreshed = run_plan(graph, roles.summarizer, plan, report_progress)
             # report vectors are written with the reports, for those reports only
-            runtime.report_vectors().update(graph.reports_by_id(refreshed.written), plan.gone)
+            services.report_vectors.update(graph.reports_by_id(refreshed.written), plan.gone)
     built.reports_written = refreshed.refreshed
     built.report_writer = roles.summarizer.name
     built.llm = roles.llm
@@ -176,7 +179,7 @@ def refresh_in_process(
 
 
 def refresh_inline(
-    runtime: Runtime,
+    services: GraphServices,
     jobs: JobStore,
     *,
     rebuild: bool = False,
@@ -192,7 +195,7 @@ def refresh_inline(
     """
     job_id = jobs.create("refresh", detail={"rebuild": rebuild, "reextract": reextract})
     _, refreshed = refresh_in_process(
-        runtime,
+        services,
         rebuild=rebuild,
         reextract=reextract,
         progress=progress,

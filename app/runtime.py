@@ -3,21 +3,25 @@
 The CLI, the HTTP app, the MCP server and the Celery workers all call
 :func:`open_runtime`; the :class:`Runtime` it returns is a record of what the builders
 (``app.builders``) made from the settings — store, embedder (passed in, or built),
-analyzer, index set — plus the services opened on first use and then kept: graph
-store, quarantine, job tables, the query façade (``retrieval.queries``). Its methods
-are the public names the adapters call, each a one-line delegation to the one code
-path of its operation: ingest (``app.ingest``), delete and its graph cascade
-(``app.lifecycle``), query and ask (``retrieval.queries``), graph build
-(``app.refresh``), index catch-up and reset (``retrieval.index_set``).
+analyzer, index set, dispatcher — plus the services opened on first use and then kept:
+graph store, quarantine, job tables, the query service (``retrieval.queries``: search
+and questions, ``runtime.queries().query_sync(...)``).
+
+The operations are functions of their own modules, which the adapters call with the
+parts of a runtime they use, or with the records of ``app.services`` it fills
+(:meth:`Runtime.graph_services`, :meth:`Runtime.job_services`): ingest
+(``app.ingest``), delete and its graph cascade (``app.lifecycle``), graph build and
+refresh (``app.refresh``). None of those modules is imported here: the runtime is below
+every operation, never beside it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.builders import (
     build_analyzer,
@@ -33,32 +37,24 @@ from app.builders import (
 )
 from app.dispatch import Dispatcher, dispatcher_for
 from app.jobs import JobStore
-from lore.aio import run_sync
+from app.services import GraphServices, JobServices
 from lore.db import ensure_dir
 from lore.embedders import Embedder
 from lore.errors import EmbeddingMismatchError
 from lore.settings import Settings
 from lore.store import Store
 from retrieval.analyzer import Analyzer
-from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
-from retrieval.index_set import REBUILDING, IndexSet
+from retrieval.index_set import IndexSet
 from retrieval.queries import QueryService
 
 if TYPE_CHECKING:  # what only ingestion, deletion, the graph and questions load, on use
-    from graph.cascade import CascadeReport, DeletionReport
     from graph.quarantine import Quarantine
     from graph.store import GraphStore
-    from ingest.graph_build import GraphBuildReport
-    from ingest.graph_cost import BuildEstimate
-    from ingest.pipeline import IngestPipeline, IngestReport, Progress
-    from lore.llm import LLMStats
-    from lore.models import Loaded
+    from ingest.pipeline import IngestPipeline
     from lore.tokens import WordPieceCounter
     from retrieval.ask import Asker
-    from retrieval.ask_contract import AskRequest, AskResponse
     from retrieval.report_vectors import ReportVectorIndex
-    from retrieval.router import Mode
 
 
 @dataclass
@@ -165,7 +161,7 @@ class Runtime:
         raise_transient: bool = False,
         on_chunked: Callable[[str, int], None] | None = None,
     ) -> IngestPipeline:
-        """A pipeline writing into this store (a step of :meth:`ingest`, and the workers')."""
+        """A pipeline writing into this store (the ingest step, inline and in the workers)."""
         return build_pipeline(
             self.settings,
             self.store,
@@ -175,189 +171,29 @@ class Runtime:
             on_chunked=on_chunked,
         )
 
-    # -- indexes ---------------------------------------------------------------------------
+    def graph_services(self) -> GraphServices:
+        """What graph upkeep touches (``app.refresh``, ``app.lifecycle``), opened now."""
+        return GraphServices(
+            settings=self.settings,
+            store=self.store,
+            graph=self.graph(),
+            quarantine=self.quarantine(),
+            report_vectors=self.report_vectors(),
+        )
 
-    def index_state(self) -> dict[str, object]:
-        """Each index's engine and applied change sequence against the store's (read only)."""
-        sparse, dense = self.indexes.open()
-        head = self.store.last_seq()
+    def job_services(self) -> JobServices:
+        """What a queued-or-inline job touches (``app.ingest``, ``app.lifecycle``).
 
-        def health(name: str, index: object) -> str:
-            reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
-            return f"rebuilt from the store: {reason}" if reason else "ok"
-
-        return {
-            "store_seq": head,
-            "sparse": {
-                "engine": self.settings.sparse.engine,
-                "applied_seq": sparse.applied_seq,
-                "health": health("sparse", sparse),
-            },
-            "dense": {
-                "engine": "hnswlib",
-                "applied_seq": dense.applied_seq,
-                "health": health("dense", dense),
-            },
-            "current": sparse.applied_seq == head and dense.applied_seq == head,
-        }
-
-    def sync_indexes(self) -> dict[str, int]:
-        """Catch both indexes up with the store; return the changes each applied."""
-        return self.indexes.catch_up()
-
-    def index_health(self) -> dict[str, str]:
-        """Each index's state after a catch-up: ``ok``, why it was rebuilt, or is being."""
-        sparse, dense = self.indexes.open()
-        self.sync_indexes()
-        out: dict[str, str] = {}
-        rebuilding = self.indexes.rebuilding()
-        for name, index in (("sparse", sparse), ("dense", dense)):
-            reason = self.indexes.rebuilt.get(name) or getattr(index, "repaired", None)
-            out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
-            if name in rebuilding:
-                out[name] = f"{REBUILDING}: {rebuilding[name]}"
-        return out
-
-    def reindex(
-        self, progress: Callable[[str], Callable[[int, int], None]] | None = None
-    ) -> dict[str, int]:
-        """Rebuild both indexes from the stored chunks (``progress`` as ``IndexSet.reset``)."""
-        return self.indexes.reset(progress)
-
-    # -- the operations ----------------------------------------------------------------------
-
-    async def query(self, request: QueryRequest) -> QueryResponse:
-        """Catch up, then search (async, for the HTTP app and MCP)."""
-        return await self.queries().query(request)
-
-    def query_sync(self, request: QueryRequest) -> QueryResponse:
-        """Catch up, then search (blocking; also works inside a running event loop)."""
-        return run_sync(lambda: self.query(request))
-
-    async def ask(
-        self,
-        question: str | AskRequest,
-        *,
-        mode: Mode | None = None,
-        filters: dict[str, Any] | None = None,
-        budget: int | None = None,
-        level: int | None = None,
-    ) -> AskResponse:
-        """Route a question, gather local and/or global context, answer with citations.
-
-        ``question`` is the text (with the keyword options) or a whole :class:`AskRequest`.
+        The graph side is opened when the job first touches the graph.
         """
-        from retrieval.ask_contract import AskRequest
-
-        request = (
-            question
-            if isinstance(question, AskRequest)
-            else AskRequest(
-                question=question, mode=mode, filters=filters, budget=budget, level=level
-            )
-        )
-        return await self.queries().ask(request)
-
-    def ask_sync(
-        self,
-        question: str | AskRequest,
-        *,
-        mode: Mode | None = None,
-        filters: dict[str, Any] | None = None,
-        budget: int | None = None,
-        level: int | None = None,
-    ) -> AskResponse:
-        """Blocking :meth:`ask` for the CLI, scripts and notebooks (inside a loop too)."""
-        return run_sync(
-            lambda: self.ask(question, mode=mode, filters=filters, budget=budget, level=level)
-        )
-
-    def ingest(
-        self,
-        items: Iterable[Loaded],
-        progress: Progress | None = None,
-        *,
-        extract_graph: bool = True,
-    ) -> IngestReport:
-        """Ingest documents through the one entry point (``app.ingest.ingest``)."""
-        from app import ingest as ingesting
-
-        return ingesting.ingest(self, items, progress=progress, extract_graph=extract_graph).report
-
-    def ingest_paths(
-        self,
-        paths: list[Path],
-        metadata: dict[str, str] | None = None,
-        progress: Progress | None = None,
-        *,
-        extract_graph: bool = True,
-        label: str | None = None,
-    ) -> IngestReport:
-        """Load files and directories and ingest them (``app.ingest.ingest_paths``)."""
-        from app import ingest as ingesting
-
-        return ingesting.ingest_paths(
-            self, paths, metadata, label=label, progress=progress, extract_graph=extract_graph
-        ).report
-
-    def delete(self, document_id: str) -> DeletionReport:
-        """Delete a document from the store, the indexes and the graph (see below)."""
-        from app import lifecycle
-
-        return lifecycle.delete_documents(self, [document_id])
-
-    def delete_documents(
-        self, document_ids: Sequence[str], *, sync_indexes: bool = True
-    ) -> DeletionReport:
-        """Delete documents with their graph cascade (``app.lifecycle``)."""
-        from app import lifecycle
-
-        return lifecycle.delete_documents(self, document_ids, sync_indexes=sync_indexes)
-
-    def forget_gone(self, document_ids: Sequence[str] | None = None) -> CascadeReport:
-        """Cascade the chunks the store no longer has out of the graph (changed documents)."""
-        from app import lifecycle
-
-        return lifecycle.forget_gone(self, document_ids)
-
-    def build_graph(
-        self,
-        progress: Callable[[int, int], None] | None = None,
-        *,
-        retry_quarantined: bool = False,
-        reextract: bool = False,
-        rebuild: bool = False,
-        report_progress: Callable[[int, int], None] | None = None,
-        llm_stats: Callable[[LLMStats], None] | None = None,
-    ) -> tuple[GraphBuildReport, int]:
-        """A full refresh in this process (``app.refresh.refresh_in_process``).
-
-        Extracts what is new, drops what is gone, updates the communities (from scratch
-        with ``rebuild`` or on drift) and rewrites the reports whose inputs changed.
-        Returns the build report and the number of communities. ``reextract`` extracts
-        every chunk again.
-        """
-        from app.refresh import refresh_in_process
-
-        report, refreshed = refresh_in_process(
-            self,
-            rebuild=rebuild,
-            progress=progress,
-            retry_quarantined=retry_quarantined,
-            reextract=reextract,
-            report_progress=report_progress,
-            llm_stats=llm_stats,
-        )
-        return report, refreshed.communities
-
-    def estimate_build(
-        self, *, retry_quarantined: bool = False, reextract: bool = False, rebuild: bool = False
-    ) -> BuildEstimate:
-        """What :meth:`build_graph` would send to the LLM (``app.lifecycle``)."""
-        from app import lifecycle
-
-        return lifecycle.estimate_build(
-            self, retry_quarantined=retry_quarantined, reextract=reextract, rebuild=rebuild
+        return JobServices(
+            settings=self.settings,
+            store=self.store,
+            jobs=self.jobs(),
+            indexes=self.indexes,
+            dispatcher=self.dispatcher,
+            pipeline=self.pipeline,
+            graph=self.graph_services,
         )
 
     def close(self) -> None:

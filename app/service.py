@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from app.dispatch import Dispatcher
-from app.ingest import dispatcher, queued
+from app.ingest import queued, required
 from app.jobs import JobInfo, JobStatus, JobStore
 from app.refresh import refresh_inline
-from app.runtime import Runtime
 
 if TYPE_CHECKING:
+    from app.services import JobServices
     from lore.llm import LLMStats
 
 
@@ -42,9 +42,8 @@ def view(jobs: JobStore, info: JobInfo, document_ids: Sequence[str] | None = Non
     return JobView(info.id, info.kind, info.state, dict(info.counts), documents, info.detail)
 
 
-def get_job(runtime: Runtime, job_id: str) -> JobView | None:
+def get_job(jobs: JobStore, job_id: str) -> JobView | None:
     """A job of this namespace, or None."""
-    jobs = runtime.jobs()
     info = jobs.get(job_id)
     return None if info is None else view(jobs, info)
 
@@ -64,7 +63,7 @@ def submit_refresh(
 
 
 def refresh(
-    runtime: Runtime,
+    services: JobServices,
     *,
     rebuild: bool,
     reextract: bool = False,
@@ -74,9 +73,10 @@ def refresh(
 
     ``progress`` is followed when it runs here (extraction, reports, LLM counters).
     """
-    jobs = runtime.jobs()
-    if queued(runtime.settings):
-        job_id = submit_refresh(dispatcher(runtime), jobs, rebuild=rebuild, reextract=reextract)
+    jobs = services.jobs
+    if queued(services.settings):
+        queue = required(services.dispatcher)
+        job_id = submit_refresh(queue, jobs, rebuild=rebuild, reextract=reextract)
         return {"job_id": job_id, "queued": True}
     hooks: dict[str, Any] = {}
     if progress is not None:
@@ -85,7 +85,7 @@ def refresh(
             "report_progress": progress.reports,
             "llm_stats": progress.stats,
         }
-    counts = refresh_inline(runtime, jobs, rebuild=rebuild, reextract=reextract, **hooks)
+    counts = refresh_inline(services.graph(), jobs, rebuild=rebuild, reextract=reextract, **hooks)
     return {**counts, "queued": False}
 
 

@@ -1,4 +1,4 @@
-"""The background pipeline's steps as plain functions over a :class:`Runtime`.
+"""The background pipeline's steps as plain functions over the services they touch.
 
 Celery tasks (``workers.tasks``) are thin adapters around these; the one ingest entry
 point (``app.ingest``) stages and queues them when a broker is configured, and
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.jobs import JobStatus, JobStore
+from app.lifecycle import forget_gone
 from app.refresh import extractor_for
 from graph.cascade import CascadeReport, extractor_warning
 from ingest.extraction import ChunkInput, Extractor
@@ -31,7 +32,10 @@ from lore.llm import LLMStats
 from lore.models import Loaded, Rejected, Skipped
 
 if TYPE_CHECKING:
-    from app.runtime import Runtime
+    from app.services import GraphServices, PipelineFactory
+    from graph.quarantine import Quarantine
+    from lore.settings import Settings
+    from lore.store import Store
 
 Enqueue = Callable[[str, list[str]], None]
 ExtractProgress = Callable[[int, int, LLMStats], None]
@@ -45,7 +49,7 @@ def batches(ids: Sequence[str], size: int) -> list[list[str]]:
 
 
 def stage_documents(
-    runtime: Runtime,
+    store: Store,
     jobs: JobStore,
     items: Iterable[Loaded],
     *,
@@ -61,28 +65,31 @@ def stage_documents(
     loaded: list[Loaded] = []
     for item in items:
         if isinstance(item, Rejected):
-            runtime.store.mark_failed(item.id, item.source, item.reason)
+            store.mark_failed(item.id, item.source, item.reason)
         elif isinstance(item, Skipped):
-            runtime.store.mark_skipped(item.id, item.source, item.reason)
+            store.mark_skipped(item.id, item.source, item.reason)
         loaded.append(item)
     return job_id, jobs.stage(job_id, loaded)
 
 
 def load_documents(
-    runtime: Runtime,
+    settings: Settings,
+    store: Store,
     paths: Sequence[Path],
     metadata: Mapping[str, str] | None = None,
     label: str | None = None,
+    *,
+    quarantine: Callable[[], Quarantine],
 ) -> Iterable[Loaded]:
     """Files and directories as documents (lazily); their old load failures are cleared.
 
     Ids are relative to each path's root (``ingest.roots``): a label (``label``, else the
     directory's name) that is already another directory's is refused here, before
     anything is written; new roots are recorded. In a store made before such ids, each
-    document's older copy is renamed to its new id first (``ingest.legacy_ids``).
+    document's older copy is renamed to its new id first (``ingest.legacy_ids``), also
+    in the ``quarantine`` (opened only then).
     """
-    cfg = runtime.settings.ingest
-    store = runtime.store
+    cfg = settings.ingest
     targets, added = plan_targets(paths, label, known_roots(store))
     record_roots(store, added)
     for target in targets:
@@ -95,13 +102,14 @@ def load_documents(
         extra_metadata=metadata,
     )
     if is_legacy(store):
-        quarantine = runtime.quarantine()
-        return LegacyIds(store, known_roots(store), quarantine.rename_document).through(items)
+        renamed = quarantine().rename_document
+        return LegacyIds(store, known_roots(store), renamed).through(items)
     return items
 
 
 def ingest_documents(
-    runtime: Runtime,
+    store: Store,
+    pipeline: PipelineFactory,
     jobs: JobStore,
     job_id: str,
     document_ids: Sequence[str],
@@ -114,9 +122,9 @@ def ingest_documents(
     With ``retry_transient`` a transient embedding failure propagates (the task is
     retried and nothing is marked failed); without it the documents fail with the reason.
     """
-    chunked, finished = job_progress(runtime, jobs, job_id, progress)
-    pipeline = runtime.pipeline(raise_transient=retry_transient, on_chunked=chunked)
-    report = pipeline.run(jobs.documents(job_id, document_ids), finished)
+    chunked, finished = job_progress(store, jobs, job_id, progress)
+    running = pipeline(raise_transient=retry_transient, on_chunked=chunked)
+    report = running.run(jobs.documents(job_id, document_ids), finished)
     ready = [
         d
         for d, (status, _) in jobs.statuses(job_id, document_ids).items()
@@ -128,7 +136,7 @@ def ingest_documents(
 
 
 def job_progress(
-    runtime: Runtime, jobs: JobStore, job_id: str, progress: Callable[[Outcome], None] | None
+    store: Store, jobs: JobStore, job_id: str, progress: Callable[[Outcome], None] | None
 ) -> tuple[Callable[[str, int], None], Callable[[Outcome], None]]:
     """The pipeline's hooks recording a job: (once chunked, once finished)."""
 
@@ -142,7 +150,7 @@ def job_progress(
         elif status == "failed":
             jobs.fail(job_id, document_id, detail)
         else:
-            stored = runtime.store.get_document(document_id)
+            stored = store.get_document(document_id)
             chunks = stored.chunk_count if stored else None
             jobs.advance(job_id, [document_id], JobStatus.EMBEDDED, chunks=chunks)
         if progress is not None:
@@ -152,7 +160,7 @@ def job_progress(
 
 
 def extract_ready(
-    runtime: Runtime,
+    services: GraphServices,
     extractor: Extractor,
     document_ids: Sequence[str],
     progress: ExtractProgress | None = None,
@@ -167,36 +175,34 @@ def extract_ready(
     ``llm.max_concurrency`` chunks so the count moves.
     """
     extractor.check()
-    graph = runtime.graph()
-    warning = extractor_warning(runtime.store, graph, extractor.version)
+    graph, quarantine = services.graph, services.quarantine
+    warning = extractor_warning(services.store, graph, extractor.version)
     if warning is not None:
         log.warning("%s", warning)
-    chunks = [c for d in document_ids for c in runtime.store.chunks_of_document(d)]
+    chunks = [c for d in document_ids for c in services.store.chunks_of_document(d)]
     # these chunks' extraction state only (an index lookup), and the quarantine (its
     # failures only): never every extracted chunk id of the corpus
-    skip = graph.extracted_among([c.id for c in chunks]) | runtime.quarantine().chunk_ids()
+    skip = graph.extracted_among([c.id for c in chunks]) | quarantine.chunk_ids()
     pending = [
         ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
         for c in chunks
         if c.id not in skip
     ]
     if progress is None:
-        extracted, _ = extract_chunks(graph, extractor, runtime.quarantine(), pending)
+        extracted, _ = extract_chunks(graph, extractor, quarantine, pending)
         return extracted
-    step = runtime.settings.llm.max_concurrency if extractor.name == "llm" else len(pending)
+    step = services.settings.llm.max_concurrency if extractor.name == "llm" else len(pending)
     extracted = 0
     progress(0, len(pending), extractor.stats)
     for start in range(0, len(pending), max(1, step)):
-        done, _ = extract_chunks(
-            graph, extractor, runtime.quarantine(), pending[start : start + step]
-        )
+        done, _ = extract_chunks(graph, extractor, quarantine, pending[start : start + step])
         extracted += done
         progress(min(start + step, len(pending)), len(pending), extractor.stats)
     return extracted
 
 
 def extract_documents(
-    runtime: Runtime, jobs: JobStore, job_id: str, document_ids: Sequence[str]
+    services: GraphServices, jobs: JobStore, job_id: str, document_ids: Sequence[str]
 ) -> int:
     """Extract the graph contributions of a job's documents; mark them done.
 
@@ -210,8 +216,9 @@ def extract_documents(
     if not ready:
         jobs.finish_if_complete(job_id)
         return 0
-    extracted = extract_ready(runtime, extractor_for(runtime), ready)
-    record_cascade(jobs, job_id, runtime.forget_gone(ready))
+    extractor = extractor_for(services.settings, services.store)
+    extracted = extract_ready(services, extractor, ready)
+    record_cascade(jobs, job_id, forget_gone(services, jobs, ready))
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)
     jobs.finish_if_complete(job_id)
@@ -274,17 +281,15 @@ def resume(
 
 
 def fail_documents(
-    runtime: Runtime, jobs: JobStore, job_id: str, document_ids: Sequence[str], reason: str
+    store: Store, jobs: JobStore, job_id: str, document_ids: Sequence[str], reason: str
 ) -> None:
     """Give up on documents (a transient error outlived its retries).
 
     A document already stored stays searchable; only its job entry records the failure.
     """
     for doc in jobs.documents(job_id, document_ids):
-        stored = runtime.store.get_document(doc.id)
+        stored = store.get_document(doc.id)
         if stored is None or stored.content_hash != doc.content_hash():
-            runtime.store.mark_failed(
-                doc.id, doc.source, reason, title=doc.title, metadata=doc.metadata
-            )
+            store.mark_failed(doc.id, doc.source, reason, title=doc.title, metadata=doc.metadata)
         jobs.fail(job_id, doc.id, reason)
     jobs.finish_if_complete(job_id)

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.runtime import Runtime
+from app.ingest import ingest
 from bench.common import machine, runtime_for, timed
 from ingest.loaders import load_paths
 from retrieval.contract import QueryRequest
+from retrieval.hybrid import HybridSearcher
 
 DOC_DEPTH = 100
 CHUNK_DEPTH = 300
@@ -67,13 +68,12 @@ def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
 
 
 def evaluate(
-    runtime: Runtime,
+    searcher: HybridSearcher,
     queries: dict[str, str],
     qrels: dict[str, dict[str, int]],
     fields: dict[str, Any],
 ) -> dict[str, float]:
     """Mean nDCG@10 and recall@100 of one method."""
-    searcher = runtime.searcher()
     ndcg, recall = [], []
     for qid, relevant in qrels.items():
         request = QueryRequest.model_validate(
@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> None:
             exclude=[],
             max_bytes=base.settings.ingest.max_document_bytes,
         )
-        report, seconds = timed(lambda: base.ingest(items, extract_graph=False))
+        report, seconds = timed(
+            lambda: ingest(base.job_services(), items, extract_graph=False).report
+        )
         out["ingest"] = {
             "documents": len(report.done),
             "failed": len(report.failed),
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": round(seconds, 1),
         }
     index_times: dict[str, float] = {}
-    _, index_times["tantivy+hnswlib"] = timed(base.sync_indexes)
+    _, index_times["tantivy+hnswlib"] = timed(base.indexes.catch_up)
     base.close()
 
     methods = dict(METHODS)
@@ -141,11 +143,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         sections, fields = methods[name]
         runtime = runtime_for(work, **sections)
-        build: Callable[[], Any] = runtime.sync_indexes
+        build: Callable[[], Any] = runtime.indexes.catch_up
         _, seconds = timed(build)
         if sections:
             index_times[name] = seconds
-        out["methods"][name] = evaluate(runtime, queries, qrels, fields)
+        out["methods"][name] = evaluate(runtime.searcher(), queries, qrels, fields)
         runtime.close()
     out["index_seconds"] = {k: round(v, 2) for k, v in index_times.items()}
     print(json.dumps(out, indent=2))

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest_paths
 from app.runtime import Runtime, open_runtime
+from app.services import JobServices
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 
@@ -72,9 +74,9 @@ def read_documents(path: Path, limit: int) -> list[SourceDocument]:
     return docs
 
 
-def ingest_once(runtime: Runtime, inputs: list[Path]) -> dict[str, Any] | None:
+def ingest_once(services: JobServices, inputs: list[Path]) -> dict[str, Any] | None:
     """Ingest ``inputs`` unless the store already has chunks; the ingest figures, or None."""
-    if runtime.store.counts()["chunks"]:
+    if services.store.counts()["chunks"]:
         return None
-    report, seconds = timed(lambda: runtime.ingest_paths(inputs))
+    report, seconds = timed(lambda: ingest_paths(services, inputs).report)
     return {"documents": len(report.done), "chunks": report.chunks, "s": round(seconds)}

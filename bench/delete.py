@@ -4,7 +4,7 @@
 
 Ingests the first ``--docs`` records, builds the graph (offline extractor, extractive
 reports), then deletes ``--share`` of the documents (rounded up, seeded sample) in one
-``Runtime.delete_documents`` call — the path behind ``lore delete`` and
+``app.lifecycle.delete_documents`` call — the path behind ``lore delete`` and
 ``DELETE /v1/documents/{id}`` — and prints JSON: entities and relations removed,
 community reports refreshed (and their share of all communities), seconds. Then it
 checks that no removed chunk id and no *unique* sentence of the deleted documents (one
@@ -29,11 +29,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.runtime import Runtime
+from app.ingest import ingest
+from app.lifecycle import delete_documents
+from app.refresh import refresh_in_process
 from bench.common import machine, runtime_for
 from bench.pipeline import load_corpus
+from graph.store import GraphStore
 from lore.models import SourceDocument
+from retrieval.ask_contract import AskRequest
 from retrieval.contract import QueryRequest
+from retrieval.queries import QueryService
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -63,7 +68,8 @@ def unique_sentences(
 
 
 def leaks(
-    runtime: Runtime,
+    queries: QueryService,
+    graph: GraphStore,
     deleted: list[SourceDocument],
     chunk_ids: set[str],
     unique: list[str],
@@ -84,16 +90,15 @@ def leaks(
         found["sentences"] += [f"{route}:{s[:60]}" for s in unique if s in flat]
 
     for sentence in probes:
-        response = runtime.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
+        response = queries.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
         check("search", response.model_dump_json(), " ".join(sentence[:300].split()))
     titles = [d.title or d.id for d in deleted][:sample]
     for title in titles:
         for mode in ("local", "global"):
             question = f"What does {title} say?"
-            answer = runtime.ask_sync(question, mode=mode)
+            answer = queries.ask_sync(AskRequest(question=question, mode=mode))
             quoted = [" ".join(question.split()), " ".join(title.split())]  # reasons quote it
             check(f"ask-{mode}", answer.model_dump_json().replace(quoted[0], " "), quoted[1])
-    graph = runtime.graph()
     entities = [e for k in sorted(graph.entity_keys()) if (e := graph.entity(k)) is not None]
     check("entities", json.dumps([[e.name, e.description, e.chunk_ids] for e in entities]))
     check("reports", json.dumps([json.loads(r.to_json()) for r in graph.reports()]))
@@ -122,10 +127,11 @@ def main() -> None:
     try:
         runtime = runtime_for(scratch / "data")
         start = time.perf_counter()
-        runtime.ingest(docs)
+        ingest(runtime.job_services(), docs)
         ingest_s = time.perf_counter() - start
         start = time.perf_counter()
-        build, communities = runtime.build_graph()
+        build, refreshed = refresh_in_process(runtime.graph_services(), rebuild=False)
+        communities = refreshed.communities
         build_s = time.perf_counter() - start
         before = runtime.graph().counts()
         victims = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
@@ -135,10 +141,14 @@ def main() -> None:
         served = [c.text for d in kept for c in runtime.store.chunks_of_document(d.id)]
         unique = unique_sentences(victims, kept, served)
         start = time.perf_counter()
-        report = runtime.delete_documents(sorted(gone))
+        report = delete_documents(
+            runtime.graph_services(), runtime.jobs(), sorted(gone), indexes=runtime.indexes
+        )
         delete_s = time.perf_counter() - start
         after = runtime.graph().counts()
-        checked = leaks(runtime, victims, chunk_ids, unique, args.probes, args.seed)
+        checked = leaks(
+            runtime.queries(), runtime.graph(), victims, chunk_ids, unique, args.probes, args.seed
+        )
         runtime.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -46,6 +46,7 @@ from typing import Any
 from bench.common import machine, percentiles, runtime_for
 from bench.doc_tree_chrome import chunk_figures
 from ingest.roots import file_of, known_roots
+from retrieval.ask_contract import AskRequest
 from retrieval.contract import QueryRequest
 
 SEED = 27
@@ -169,7 +170,7 @@ def _answers(
     per_question = []
     for row in rows:
         start = time.perf_counter()
-        response = runtime.ask_sync(row["query"], mode=mode)
+        response = runtime.queries().ask_sync(AskRequest(question=row["query"], mode=mode))
         seconds.append(time.perf_counter() - start)
         cited: set[str] = set()
         for citation in response.citations:

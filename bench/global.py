@@ -36,6 +36,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from app.refresh import refresh_in_process
 from bench.common import ingest_once, machine, percentiles, runtime_for, timed
 from lore.sentences import is_whole
 from retrieval.ask_contract import AskRequest, AskResponse
@@ -156,10 +157,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runtime = runtime_for(args.work)
     out: dict[str, Any] = {"dataset": str(args.data), "machine": machine()}
-    ingested = ingest_once(runtime, [args.data / "input"])
+    ingested = ingest_once(runtime.job_services(), [args.data / "input"])
     if ingested is not None:
         out["ingest"] = ingested
-    (built, communities), seconds = timed(runtime.build_graph)
+    (built, refreshed), seconds = timed(
+        lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
+    )
+    communities = refreshed.communities
     out["graph"] = {
         "communities": communities,
         "reports_written": built.reports_written,
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for question in sample:
         t0 = time.perf_counter()
-        response = runtime.ask_sync(AskRequest(question=question, mode="global"))
+        response = runtime.queries().ask_sync(AskRequest(question=question, mode="global"))
         s = time.perf_counter() - t0
         rows.append({"question": question, "s": round(s, 3), **answer_stats(response)})
     runtime.close()

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.refresh import refresh_in_process
 from bench.common import ingest_once, machine, runtime_for, timed
 from retrieval.ask_contract import AskRequest
 from retrieval.contract import QueryRequest
@@ -38,10 +39,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runtime = runtime_for(args.work)
     out: dict[str, Any] = {"dataset": "graphrag podcast (1,669 files)", "machine": machine()}
-    ingested = ingest_once(runtime, [args.data / "input"])
+    ingested = ingest_once(runtime.job_services(), [args.data / "input"])
     if ingested is not None:
         out["ingest"] = ingested
-    (_, communities), seconds = timed(runtime.build_graph)
+    (_, refreshed), seconds = timed(
+        lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
+    )
+    communities = refreshed.communities
     out["graph"] = {"communities": communities, "s": round(seconds, 1), **runtime.graph().counts()}
     out["store"] = runtime.store.counts()
     with (args.data / "questions_global_125.csv").open(encoding="utf-8-sig") as handle:
@@ -52,8 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for question in sample:
         request = AskRequest(question=question, mode="global", budget=args.budget)
-        answer, seconds = timed(partial(runtime.ask_sync, request))
-        hits = runtime.query_sync(QueryRequest(search_text=question, top_k=STUFFED)).results
+        answer, seconds = timed(partial(runtime.queries().ask_sync, request))
+        hits = (
+            runtime.queries().query_sync(QueryRequest(search_text=question, top_k=STUFFED)).results
+        )
         stuffed = sum(counter.count(h.text) for h in hits)
         files = {h.source for h in hits}
         file_tokens = sum(counter.count(Path(f).read_text(encoding="utf-8")) for f in files)

@@ -6,7 +6,7 @@
 The corpus is replicated from a data dir built by ``bench.beir`` (its real chunk texts and
 embeddings; each replica's vector gets small noise so the HNSW graph is not degenerate),
 or synthetic Zipf text with random vectors when there is no base. Queries go through
-``Runtime.query_sync`` — filter resolution, the real query embedding (dense and hybrid),
+``QueryService.query_sync`` — filter resolution, the real query embedding (dense and hybrid),
 both engines, fusion and the store fetch — exactly what ``lore search`` runs. Prints
 ``{"chunks", "sparse", "dense", "hybrid", ...}`` with p50/p95/p99 in ms.
 """
@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from app.runtime import Runtime
 from bench.common import machine, percentiles, runtime_for, timed
+from lore.embedders import Embedder
 from lore.models import SourceDocument
-from lore.store import NewChunk
+from lore.store import NewChunk, Store
 from retrieval.contract import QueryRequest
+from retrieval.queries import QueryService
 
 CHUNKS_PER_DOC = 10
 BLOCK = 25  # queries a runtime runs before the next takes its turn (--query-runtimes)
@@ -59,7 +60,9 @@ def base_material(base: Path | None, dim: int) -> tuple[list[str], np.ndarray, s
     return texts, vecs, "synthetic Zipf text, random vectors"
 
 
-def build(runtime: Runtime, chunks: int, texts: list[str], vecs: np.ndarray) -> None:
+def build(
+    store: Store, embedder: Embedder, chunks: int, texts: list[str], vecs: np.ndarray
+) -> None:
     """Write ``chunks`` chunks into the store (replicas of the base), then index them."""
     rng = np.random.default_rng(1)
     made = 0
@@ -73,7 +76,7 @@ def build(runtime: Runtime, chunks: int, texts: list[str], vecs: np.ndarray) -> 
         doc = SourceDocument(
             f"d{doc_no}", f"d{doc_no}", "", "", {"replica": replica, "bucket": doc_no % 100}
         )
-        runtime.store.replace_document(
+        store.replace_document(
             doc,
             [
                 NewChunk(f"c{doc_no}-{i}", i, texts[j], "", 0, f"{doc_no}-{i}", noisy[i])
@@ -82,16 +85,16 @@ def build(runtime: Runtime, chunks: int, texts: list[str], vecs: np.ndarray) -> 
         )
         made += batch
         doc_no += 1
-    runtime.store.bind_embedder(runtime.embedder.name, runtime.embedder.dimension)
+    store.bind_embedder(embedder.name, embedder.dimension)
 
 
-def measure(runtime: Runtime, queries: list[str], fields: dict[str, Any]) -> dict[str, float]:
+def measure(service: QueryService, queries: list[str], fields: dict[str, Any]) -> dict[str, float]:
     """Latency percentiles of ``queries`` with the given request fields."""
-    return measure_side_by_side({"": runtime}, queries, fields)[""]
+    return measure_side_by_side({"": service}, queries, fields)[""]
 
 
 def measure_side_by_side(
-    runtimes: dict[str, Runtime], queries: list[str], fields: dict[str, Any], block: int = 1
+    runtimes: dict[str, QueryService], queries: list[str], fields: dict[str, Any], block: int = 1
 ) -> dict[str, dict[str, float]]:
     """Percentiles per runtime, the runtimes taking turns (same load).
 
@@ -99,9 +102,9 @@ def measure_side_by_side(
     runs it): one query at a time would let one runtime's idle threads (PyTorch's OpenMP
     pool, ONNX Runtime's spinning pool) steal a core from the next runtime's query.
     """
-    for runtime in runtimes.values():
+    for service in runtimes.values():
         for text in queries[:10]:
-            runtime.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
+            service.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
     samples: dict[str, list[float]] = {name: [] for name in runtimes}
     names = list(runtimes)
     for turn, begin in enumerate(range(0, len(queries), block)):
@@ -139,9 +142,10 @@ def compare_runtimes(work: Path, names: list[str], queries: list[str]) -> dict[s
     out: dict[str, Any] = {}
     try:
         for runtime in runtimes.values():
-            runtime.sync_indexes()
+            runtime.indexes.catch_up()
         for mode in ("dense", "hybrid"):
-            measured = measure_side_by_side(runtimes, queries, MODES[mode], block=BLOCK)
+            services = {name: runtime.queries() for name, runtime in runtimes.items()}
+            measured = measure_side_by_side(services, queries, MODES[mode], block=BLOCK)
             for name, figures in measured.items():
                 out.setdefault(name, {})[mode] = figures
     finally:
@@ -175,8 +179,10 @@ def main(argv: list[str] | None = None) -> None:
     texts, vecs, described = base_material(args.base, runtime.embedder.dimension)
     out: dict[str, Any] = {"chunks": args.chunks, "corpus": described, "machine": machine()}
     if runtime.store.counts()["chunks"] != args.chunks:
-        _, out["store_write_seconds"] = timed(lambda: build(runtime, args.chunks, texts, vecs))
-    _, out["index_build_seconds"] = timed(runtime.sync_indexes)
+        _, out["store_write_seconds"] = timed(
+            lambda: build(runtime.store, runtime.embedder, args.chunks, texts, vecs)
+        )
+    _, out["index_build_seconds"] = timed(runtime.indexes.catch_up)
     if args.queries:
         queries = [json.loads(line)["text"] for line in args.queries.read_text().splitlines()]
     else:
@@ -186,8 +192,10 @@ def main(argv: list[str] | None = None) -> None:
         out["query_runtimes"] = compare_runtimes(work, args.query_runtimes.split(","), queries)
         print(json.dumps({"query_runtimes": out["query_runtimes"]}), file=sys.stderr, flush=True)
     for name, fields in MODES.items():
-        out[name] = measure(runtime, queries, fields)
-    out["filtered_hybrid_1pct"] = measure(runtime, queries, {"metadata_filter": {"bucket": 7}})
+        out[name] = measure(runtime.queries(), queries, fields)
+    out["filtered_hybrid_1pct"] = measure(
+        runtime.queries(), queries, {"metadata_filter": {"bucket": 7}}
+    )
     runtime.close()
 
     if args.rank_bm25_queries <= 0:
@@ -195,11 +203,11 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(out, indent=2))
         return
     bm25 = runtime_for(work, sparse={"engine": "rank_bm25"})
-    _, out["rank_bm25_build_seconds"] = timed(bm25.sync_indexes)
+    _, out["rank_bm25_build_seconds"] = timed(bm25.indexes.catch_up)
     few = queries[: args.rank_bm25_queries]
     out["rank_bm25"] = {
-        "sparse": measure(bm25, few, MODES["sparse"]),
-        "hybrid": measure(bm25, few, MODES["hybrid"]),
+        "sparse": measure(bm25.queries(), few, MODES["sparse"]),
+        "hybrid": measure(bm25.queries(), few, MODES["hybrid"]),
     }
     bm25.close()
     for key in ("store_write_seconds", "index_build_seconds", "rank_bm25_build_seconds"):

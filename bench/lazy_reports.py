@@ -23,6 +23,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from app.refresh import refresh_in_process
 from bench.common import ingest_once, machine, runtime_for, timed
 from graph.lazy_reports import LazyReportUpgrader
 from retrieval.ask_contract import AskRequest
@@ -50,7 +51,10 @@ def variant(
         work, llm=llm, graph={"extractor": "offline", "reports": reports}, ask={"llm": "off"}
     )
     calls_before = server.chat_calls
-    (built, communities), build_s = timed(runtime.build_graph)
+    (built, refreshed), build_s = timed(
+        lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
+    )
+    communities = refreshed.communities
     out: dict[str, Any] = {
         "communities": communities,
         "build_calls": server.chat_calls - calls_before,
@@ -59,7 +63,7 @@ def variant(
     }
     cumulative = []
     for question in questions:
-        runtime.ask_sync(AskRequest(question=question, mode="global"))
+        runtime.queries().ask_sync(AskRequest(question=question, mode="global"))
         cumulative.append(server.chat_calls - calls_before)
     upgrade = runtime.asker().global_searcher.upgrade
     if isinstance(upgrade, LazyReportUpgrader):
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     base = args.work / "base"
     out: dict[str, Any] = {"dataset": str(args.data), "machine": machine()}
     runtime = runtime_for(base, graph={"extractor": "offline"})
-    ingested = ingest_once(runtime, [args.data / "input"])
+    ingested = ingest_once(runtime.job_services(), [args.data / "input"])
     runtime.close()
     if ingested is not None:
         out["ingest"] = ingested

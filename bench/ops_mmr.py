@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest
 from bench.common import machine, runtime_for, timed
 from ingest.loaders import load_paths
 from lore.models import Rejected, SourceDocument
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine(),
     }
     if runtime.store.counts()["chunks"] == 0:
-        report, seconds = timed(lambda: runtime.ingest(runbooks(args.data / "docs.jsonl")))
+        report, seconds = timed(
+            lambda: ingest(runtime.job_services(), runbooks(args.data / "docs.jsonl")).report
+        )
         out["ingest"] = {
             "documents": len(report.done),
             "chunks": report.chunks,
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         distinct, both = 0, 0
         for alert in shared:
             text = " ".join(re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", names[alert]))
-            response = runtime.query_sync(
+            response = runtime.queries().query_sync(
                 QueryRequest(search_text=text, top_k=10, diversity=diversity)
             )
             doc_ids = {r.document_id for r in response.results}

@@ -102,7 +102,7 @@ def through_workers(
     try:
         _wait_ready(procs, logs, redis_url, env["LORE_BROKER__KEY_PREFIX"])
         start = time.perf_counter()
-        job = submit_documents(runtime, docs)
+        job = submit_documents(runtime.store, runtime.jobs(), runtime.dispatcher, docs)
         while (info := jobs.get(job)) is not None and info.state == "running":
             time.sleep(0.05)
         seconds = time.perf_counter() - start

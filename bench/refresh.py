@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.ingest import ingest
 from app.jobs import JobStore
 from app.refresh import refresh_inline
 from bench.common import machine, runtime_for
@@ -70,13 +71,17 @@ def main() -> None:
         runtime = runtime_for(scratch / "data")
         jobs = JobStore(scratch / "data" / "lore.sqlite3")
         start = time.perf_counter()
-        runtime.ingest(docs, extract_graph=False)
+        ingest(runtime.job_services(), docs, extract_graph=False)
         ingest_s = time.perf_counter() - start
-        built = refresh_inline(runtime, jobs, rebuild=True)
+        built = refresh_inline(runtime.graph_services(), jobs, rebuild=True)
         edited = random.Random(args.seed).sample(docs, math.ceil(len(docs) * args.share))
-        runtime.ingest([edit(doc, i) for i, doc in enumerate(edited)], extract_graph=False)
+        ingest(
+            runtime.job_services(),
+            [edit(doc, i) for i, doc in enumerate(edited)],
+            extract_graph=False,
+        )
         start = time.perf_counter()
-        result = refresh_inline(runtime, jobs)
+        result = refresh_inline(runtime.graph_services(), jobs)
         refresh_s = time.perf_counter() - start
         jobs.close()
         runtime.close()

@@ -22,24 +22,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest_paths
+from app.refresh import refresh_in_process
 from app.runtime import Runtime
 from bench.common import machine, runtime_for
 from retrieval.analyzer import Analyzer
+from retrieval.ask import Asker
 from retrieval.router import HeuristicRouteClassifier, RouteContext, RouteDecision
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _score(questions: list[tuple[str, str]], runtime: Runtime | None) -> dict[str, Any]:
+def _score(questions: list[tuple[str, str]], asker: Asker | None) -> dict[str, Any]:
     text_only = HeuristicRouteClassifier(Analyzer())
     decisions: Counter[str] = Counter()
     misses = []
     right = 0
     for question, kind in questions:
-        if runtime is not None:
-            decided: RouteDecision = asyncio.run(
-                runtime.asker().route(question, "auto", has_filters=False)
-            )
+        if asker is not None:
+            decided: RouteDecision = asyncio.run(asker.route(question, "auto", has_filters=False))
         else:
             decided = text_only.decide(question, RouteContext(graph_ready=True))
         decisions[decided.decision] += 1
@@ -50,7 +51,7 @@ def _score(questions: list[tuple[str, str]], runtime: Runtime | None) -> dict[st
     return {
         "n": len(questions),
         "accuracy": round(right / len(questions), 3),
-        "context": "graph" if runtime is not None else "text",
+        "context": "graph" if asker is not None else "text",
         "decisions": dict(decisions),
         "misses": misses[:10],
     }
@@ -93,11 +94,11 @@ def main(argv: list[str] | None = None) -> None:
     demo = runtime_for(args.demo_work)
     if demo.store.counts()["chunks"] == 0:
         for env in ("production", "staging"):
-            demo.ingest_paths([ROOT / "examples/corpus" / env], {"env": env})
+            ingest_paths(demo.job_services(), [ROOT / "examples/corpus" / env], {"env": env})
     if demo.graph().counts()["communities"] == 0:
-        demo.build_graph()
+        refresh_in_process(demo.graph_services(), rebuild=False)
     out: dict[str, Any] = {"machine": machine(), "sets": {}}
-    out["sets"]["labelled"] = _score(labelled, demo)
+    out["sets"]["labelled"] = _score(labelled, demo.asker())
     out["sets"]["labelled_text_only"] = _score(labelled, None)
     demo.close()
     for name, questions, work in (
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         ("twowiki", twowiki, args.twowiki_work),
     ):
         runtime = _graph_runtime(work)
-        out["sets"][name] = _score(questions, runtime)
+        out["sets"][name] = _score(questions, runtime.asker() if runtime is not None else None)
         if runtime is not None:
             runtime.close()
     print(json.dumps(out, indent=2))

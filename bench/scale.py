@@ -33,8 +33,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest
+from app.lifecycle import delete_documents
+from app.refresh import refresh_in_process
 from bench.common import machine, read_documents, runtime_for
 from lore.models import SourceDocument
+from retrieval.ask_contract import AskRequest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUESTION = "What recurring causes and remedies show up across these documents?"
@@ -99,11 +103,12 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     docs = corpus(count)
     runtime = runtime_for(scratch / "data")
     start = time.perf_counter()
-    ingested = runtime.ingest(docs, extract_graph=False)
+    ingested = ingest(runtime.job_services(), docs, extract_graph=False).report
     ingest_s = time.perf_counter() - start
     chunks = len(list(runtime.store.chunk_refs()))
     start = time.perf_counter()
-    built, communities = runtime.build_graph()
+    built, refreshed = refresh_in_process(runtime.graph_services(), rebuild=False)
+    communities = refreshed.communities
     build_s = time.perf_counter() - start
     build_rss = _rss_mb()
 
@@ -117,23 +122,25 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     )
     start = time.perf_counter()
     with sqlite_work(runtime) as edit_work:
-        runtime.ingest([edited], extract_graph=False)
-        edit, _ = runtime.build_graph()
+        ingest(runtime.job_services(), [edited], extract_graph=False)
+        edit, _ = refresh_in_process(runtime.graph_services(), rebuild=False)
     edit_s = time.perf_counter() - start
 
     victim = docs[len(docs) // 3].id
     start = time.perf_counter()
     with sqlite_work(runtime) as delete_work:
-        deleted = runtime.delete_documents([victim])
+        deleted = delete_documents(
+            runtime.graph_services(), runtime.jobs(), [victim], indexes=runtime.indexes
+        )
     delete_s = time.perf_counter() - start
     runtime.close()
 
     fresh = runtime_for(scratch / "data")
     start = time.perf_counter()
-    asyncio.run(fresh.ask(QUESTION, mode="global"))
+    asyncio.run(fresh.queries().ask(AskRequest(question=QUESTION, mode="global")))
     cold_s = time.perf_counter() - start
     start = time.perf_counter()
-    asyncio.run(fresh.ask(QUESTION, mode="global"))
+    asyncio.run(fresh.queries().ask(AskRequest(question=QUESTION, mode="global")))
     warm_s = time.perf_counter() - start
     start = time.perf_counter()
     level0 = fresh.graph().communities(level=0)

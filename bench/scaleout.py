@@ -154,7 +154,7 @@ def run_job(runtime: Any, docs: list[SourceDocument]) -> tuple[float, dict[str, 
 
     jobs = runtime.jobs()
     start = time.perf_counter()
-    job = submit_documents(runtime, docs)
+    job = submit_documents(runtime.store, runtime.jobs(), runtime.dispatcher, docs)
     info = follow(jobs, job, poll_s=0.05, timeout_s=3600)
     seconds = time.perf_counter() - start
     statuses = jobs.statuses(job)

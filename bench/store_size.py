@@ -16,7 +16,7 @@ must not exist) and leaves it there for inspection.
 
 Without ``--corpus``: ingests ``--docs`` synthetic documents of ``--paragraphs``
 paragraphs (one chunk each, roughly) whose metadata holds a list of ``--tags``
-60-character tags (~15 KB, under the per-list limit), through ``Runtime.ingest``, with
+60-character tags (~15 KB, under the per-list limit), through ``app.ingest.ingest``, with
 a tiny deterministic 8-d embedder so that the figure is about text and metadata, not
 vectors. Prints the request's JSON size, the store's size after a WAL checkpoint and
 their ratio. Metadata stored once per document (now) against once per chunk (before) is
@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from app.ingest import ingest, ingest_paths
 from bench.common import machine, runtime_for
 from lore.embedders import Matrix
 from lore.models import SourceDocument
@@ -95,7 +96,7 @@ def corpus_report(corpus: Path, data: Path) -> dict[str, Any]:
     embedder = runtime.embedder
     for folder in folders:
         meta = {"env": folder.name} if folder != corpus else None
-        report = runtime.ingest_paths([folder], meta)
+        report = ingest_paths(runtime.job_services(), [folder], meta).report
         done, failed, chunks = (
             done + len(report.done),
             failed + len(report.failed),
@@ -158,7 +159,7 @@ def main() -> None:
         data = Path(tmp) / "data"
         runtime = runtime_for(data)
         runtime.embedder = FlatEmbedder()
-        report = runtime.ingest(docs)
+        report = ingest(runtime.job_services(), docs).report
         runtime.close()
         db = sqlite3.connect(data / "lore.sqlite3")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.ingest import ingest
+from app.refresh import refresh_in_process
 from bench.common import machine, runtime_for, timed
 from ingest.loaders import load_paths
 from retrieval.contract import QueryRequest
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         items = load_paths(
             [args.data / "corpus.jsonl"], include=["*.jsonl"], exclude=[], max_bytes=1_000_000
         )
-        report, seconds = timed(lambda: runtime.ingest(items))
+        report, seconds = timed(lambda: ingest(runtime.job_services(), items).report)
         out["ingest"] = {
             "documents": len(report.done),
             "chunks": report.chunks,
@@ -53,7 +55,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.reuse_graph and runtime.graph().counts()["communities"]:
         out["graph_build"] = {"reused": True, **runtime.graph().counts()}
     else:
-        (graph_report, communities), seconds = timed(runtime.build_graph)
+        (graph_report, refreshed), seconds = timed(
+            lambda: refresh_in_process(runtime.graph_services(), rebuild=False)
+        )
+        communities = refreshed.communities
         out["communities"] = communities
         out["graph_build"] = {
             "seconds": round(seconds, 1),

@@ -56,7 +56,7 @@ def main() -> None:
             request = QueryRequest.model_validate(body)
             extra = f"  filter {request.metadata_filter}" if request.metadata_filter else ""
             out.console.rule(f"[bold]{label}[/]: {request.search_text!r}{extra}")
-            print_results(runtime.query_sync(request))
+            print_results(runtime.queries().query_sync(request))
     finally:
         runtime.close()
 

@@ -384,6 +384,43 @@ class IndexSet:
             raise failed
         return {"sparse": 0, "dense": 0}
 
+    def state(self) -> dict[str, object]:
+        """Each index's engine and applied change sequence against the store's (read only)."""
+        sparse, dense = self.open()
+        head = self.store.last_seq()
+
+        def health(name: str, index: object) -> str:
+            reason = self.rebuilt.get(name) or getattr(index, "repaired", None)
+            return f"rebuilt from the store: {reason}" if reason else "ok"
+
+        return {
+            "store_seq": head,
+            "sparse": {
+                "engine": self.sparse_settings.engine,
+                "applied_seq": sparse.applied_seq,
+                "health": health("sparse", sparse),
+            },
+            "dense": {
+                "engine": "hnswlib",
+                "applied_seq": dense.applied_seq,
+                "health": health("dense", dense),
+            },
+            "current": sparse.applied_seq == head and dense.applied_seq == head,
+        }
+
+    def health(self) -> dict[str, str]:
+        """Each index's state after a catch-up: ``ok``, why it was rebuilt, or is being."""
+        sparse, dense = self.open()
+        self.catch_up()
+        out: dict[str, str] = {}
+        rebuilding = self.rebuilding()
+        for name, index in (("sparse", sparse), ("dense", dense)):
+            reason = self.rebuilt.get(name) or getattr(index, "repaired", None)
+            out[name] = f"rebuilt from the store: {reason}" if reason else "ok"
+            if name in rebuilding:
+                out[name] = f"{REBUILDING}: {rebuilding[name]}"
+        return out
+
     def reset(
         self, progress: Callable[[str], Callable[[int, int], None]] | None = None
     ) -> dict[str, int]:

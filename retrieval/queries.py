@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lore.aio import run_sync
 from lore.errors import IndexRebuildingError
 from retrieval.contract import QueryRequest, QueryResponse
 from retrieval.hybrid import HybridSearcher
@@ -75,6 +76,10 @@ class QueryService:
             self._refuse_if_damaged(exc)
             raise
 
+    def query_sync(self, request: QueryRequest) -> QueryResponse:
+        """Blocking :meth:`query` (also works inside a running event loop)."""
+        return run_sync(lambda: self.query(request))
+
     async def ask(self, request: AskRequest) -> AskResponse:
         """Catch up, then route, gather and answer."""
         await self.catch_up()
@@ -83,6 +88,10 @@ class QueryService:
         except BaseException as exc:
             self._refuse_if_damaged(exc)
             raise
+
+    def ask_sync(self, request: AskRequest) -> AskResponse:
+        """Blocking :meth:`ask` (also works inside a running event loop)."""
+        return run_sync(lambda: self.ask(request))
 
     def _refuse_if_damaged(self, exc: BaseException) -> None:
         """A 503 when an index engine failed on files damaged under the process."""

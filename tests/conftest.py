@@ -12,6 +12,7 @@ import pytest
 from app.runtime import Runtime, open_runtime
 from lore.embedders import LocalEmbedder
 from lore.settings import Settings, load_settings
+from tests import ops
 from tests.real_llm import RealLLM, real_llm_from_environment, require_server
 
 # Starlette's TestClient sends `Host: testserver`; the API answers loopback names only
@@ -62,7 +63,7 @@ def demo_runtime(
     data = tmp_path_factory.mktemp("demo") / "data"
     runtime = make_runtime(data, local_embedder)
     for env in ("production", "staging"):
-        report = runtime.ingest_paths([CORPUS / env], {"env": env}, extract_graph=False)
+        report = ops.ingest_paths(runtime, [CORPUS / env], {"env": env}, extract_graph=False)
         assert not report.failed, report.failed
     yield runtime
     runtime.close()
@@ -84,7 +85,7 @@ def demo_graph_runtime(
     source.close()
     target.close()
     runtime = make_runtime(data, local_embedder)
-    runtime.build_graph()
+    ops.build_graph(runtime)
     yield runtime
     runtime.close()
 

@@ -190,9 +190,13 @@ def ingest_documents_task(
     """Load (from the job), chunk, embed and store documents; then queue extraction."""
     _, runtime, jobs = worker_state(namespace)
     try:
-        report, ready = ingest_documents(runtime, jobs, job_id, document_ids, retry_transient=True)
+        report, ready = ingest_documents(
+            runtime.store, runtime.pipeline, jobs, job_id, document_ids, retry_transient=True
+        )
     except RETRYABLE as exc:
-        _retry(self, exc, lambda why: fail_documents(runtime, jobs, job_id, document_ids, why))
+        _retry(
+            self, exc, lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why)
+        )
         return {"done": 0, "ready": 0}
     if ready:
         extract_chunks_task.apply_async((job_id, ready), _in(namespace))
@@ -206,9 +210,11 @@ def extract_chunks_task(
     """Extract entities and relations from the documents' chunks not yet extracted."""
     _, runtime, jobs = worker_state(namespace)
     try:
-        return extract_documents(runtime, jobs, job_id, document_ids)
+        return extract_documents(runtime.graph_services(), jobs, job_id, document_ids)
     except RETRYABLE as exc:
-        _retry(self, exc, lambda why: fail_documents(runtime, jobs, job_id, document_ids, why))
+        _retry(
+            self, exc, lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why)
+        )
         return 0
 
 
@@ -219,7 +225,7 @@ def delete_documents_task(
     """Delete documents from the store and cascade into the graph (``app.lifecycle``)."""
     _, runtime, jobs = worker_state(namespace)
     try:
-        run_delete(runtime, jobs, job_id, document_ids, sync_indexes=False)
+        run_delete(runtime.graph_services(), jobs, job_id, document_ids, indexes=None)
     except RETRYABLE as exc:
         _retry(
             self, exc, lambda why: jobs.update_job(job_id, state="failed", detail={"error": why})
@@ -243,9 +249,10 @@ def resume_jobs() -> dict[str, int]:
     out: dict[str, int] = {}
     for name in namespaces.existing():
         runtime = namespaces.runtime(name)
-        end_orphaned_jobs(runtime)
+        jobs = runtime.jobs()
+        end_orphaned_jobs(runtime.store, jobs)
         out |= resume(
-            runtime.jobs(),
+            jobs,
             broker_epoch(settings),
             _sender(ingest_documents_task, name),
             _sender(extract_chunks_task, name),
@@ -296,7 +303,7 @@ def refresh_stale(
             return {"job_id": job_id, "skipped": True}
     finally:
         client.close()
-    plan, _ = prepare_refresh(runtime, rebuild=rebuild, reextract=reextract)
+    plan, _ = prepare_refresh(runtime.graph_services(), rebuild=rebuild, reextract=reextract)
     jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
     _next_level(job_id, plan_to_dict(plan), 0, 0, 0, namespace)
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}
@@ -352,7 +359,7 @@ def summarize_community_task(
     ``job_id`` names the refresh it belongs to (sent again if this process dies).
     """
     _, runtime, _ = worker_state(namespace)
-    summarizer = summarizer_for(runtime)
+    summarizer = summarizer_for(runtime.settings, runtime.store)
     failed: list[str] = []
     try:
         report = summarize_community(runtime.graph(), summarizer, community_id, largest)

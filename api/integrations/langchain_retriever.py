@@ -36,6 +36,7 @@ from lore.aio import run_sync
 from lore.extras import missing_extra
 from retrieval.ask_contract import AskRequest, AskResponse
 from retrieval.contract import QueryRequest, QueryResponse
+from retrieval.queries import QueryService
 
 try:
     from langchain_core.callbacks import (
@@ -140,10 +141,10 @@ class LorekeeperRetriever(BaseRetriever):
         return _documents(mode, await self._http().acall("POST", _PATHS[mode], json=body))
 
     async def _in_process(self, mode: Mode, request: QueryRequest | AskRequest) -> list[Document]:
-        runtime: Runtime = self.runtime
+        queries: QueryService = self.runtime.queries()
         if isinstance(request, AskRequest):
-            return [answer_document(await runtime.ask(request))]
-        return search_documents(await runtime.query(request))
+            return [answer_document(await queries.ask(request))]
+        return search_documents(await queries.query(request))
 
     def _http(self) -> LoreHttp:
         return LoreHttp(

@@ -36,6 +36,7 @@ from pydantic import SecretStr
 
 from api.integrations.lore_http import LoreHttp
 from app.ingest import ingest as ingest_documents
+from app.lifecycle import delete_documents
 from app.listing import read_document
 from app.runtime import Runtime
 from ingest.loaders import make_document
@@ -136,7 +137,7 @@ class LorekeeperVectorStore(VectorStore):
             make_document(doc_id, doc_id, text, "", meta, max_bytes=limit)
             for doc_id, text, meta in zip(chosen, items, metas, strict=True)
         ]
-        result = ingest_documents(runtime, documents, wait=True)
+        result = ingest_documents(runtime.job_services(), documents, wait=True)
         if result.report.failed:
             reasons = "; ".join(f"{doc_id}: {why}" for doc_id, why in result.report.failed)
             raise InvalidRequestError(f"not stored: {reasons}")
@@ -185,7 +186,9 @@ class LorekeeperVectorStore(VectorStore):
         runtime = self._runtime()
         known = [i for i in ids if runtime.store.get_document(i) is not None]
         if known:
-            runtime.delete_documents(known)
+            delete_documents(
+                runtime.graph_services(), runtime.jobs(), known, indexes=runtime.indexes
+            )
         return True
 
     # -- reading -----------------------------------------------------------------------------
@@ -227,7 +230,7 @@ class LorekeeperVectorStore(VectorStore):
                 self.http.call("POST", "/v1/memory/query", json=body)
             )
         else:
-            response = self._runtime().query_sync(request)
+            response = self._runtime().queries().query_sync(request)
         return [
             (
                 Document(page_content=r.text, metadata=dict(r.metadata), id=r.document_id),

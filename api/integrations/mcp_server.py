@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-from api.integrations.mcp_tools import register_tools
-from app.runtime import Runtime
+from api.integrations.mcp_tools import Tools, register_tools
 from lore import __version__
 
 INSTRUCTIONS = (
@@ -25,8 +24,8 @@ INSTRUCTIONS = (
 )
 
 
-def build_mcp_server(runtime: Runtime) -> MCPServer:
-    """The MCP server exposing ``runtime``."""
+def build_mcp_server(runtime: Tools) -> MCPServer:
+    """The MCP server exposing ``runtime`` (a :class:`~app.runtime.Runtime`)."""
     server = MCPServer(name="lorekeeper", instructions=INSTRUCTIONS, version=__version__)
     register_tools(server, runtime)
     return server

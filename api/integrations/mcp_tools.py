@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, ParamSpec, Protocol, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,14 +27,25 @@ from api.integrations.mcp_answers import (
 from api.routes.documents import document_out
 from app import service
 from app.ingest import ingest as ingest_documents
+from app.lifecycle import delete_documents
 from app.listing import MAX_PAGE, read_chunk, read_document
 from app.readback import document_page
-from app.runtime import Runtime
 from graph.lookup import find_entities
 from ingest.loaders import make_document
 from lore.errors import LoreError, NotFoundError
 from lore.models import DocumentStatus
+from retrieval.ask_contract import AskRequest
 from retrieval.contract import MAX_TOP_K, QueryRequest
+
+if TYPE_CHECKING:
+    from app.jobs import JobStore
+    from app.services import GraphServices, JobServices
+    from graph.store import GraphStore
+    from lore.settings import Settings
+    from lore.store import Store
+    from retrieval.hybrid import HybridSearcher
+    from retrieval.index_set import IndexSet
+    from retrieval.queries import QueryService
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,7 +89,64 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def register_tools(server: MCPServer, runtime: Runtime) -> None:
+class Searching(Protocol):
+    """What ``search`` and ``list_metadata`` touch."""
+
+    store: Store
+
+    def queries(self) -> QueryService:
+        """Search and questions on fresh indexes."""
+
+
+class Answering(Protocol):
+    """What ``ask`` and ``cited`` touch."""
+
+    settings: Settings
+    store: Store
+
+    def queries(self) -> QueryService:
+        """Search and questions on fresh indexes."""
+
+    def graph(self) -> GraphStore:
+        """Entities, relations, communities and their reports."""
+
+
+class Documents(Protocol):
+    """What ``ingest``, ``get_document``, ``list_documents`` and ``delete_document`` touch."""
+
+    settings: Settings
+    store: Store
+    indexes: IndexSet
+
+    def jobs(self) -> JobStore:
+        """The job tables."""
+
+    def searcher(self) -> HybridSearcher:
+        """Resolves a metadata filter as a search does."""
+
+    def job_services(self) -> JobServices:
+        """What an ingest job touches."""
+
+    def graph_services(self) -> GraphServices:
+        """What the delete cascade touches."""
+
+
+class Graph(Protocol):
+    """What ``entity`` touches."""
+
+    def graph(self) -> GraphStore:
+        """Entities, relations, communities and their reports."""
+
+
+class Tools(Searching, Answering, Documents, Graph, Protocol):
+    """What the tools touch together: a :class:`~app.runtime.Runtime` is one.
+
+    Each tool reads it when it runs, never when it is registered: over HTTP it stands
+    for the runtime of the request's namespace (``api.integrations.mcp_http``).
+    """
+
+
+def register_tools(server: MCPServer, runtime: Tools) -> None:
     """Add every Lorekeeper tool to ``server``, each calling into ``runtime``."""
     _search_tools(server, runtime)
     _answer_tools(server, runtime, AnswerShelf())
@@ -86,7 +154,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     _graph_tools(server, runtime)
 
 
-def _search_tools(server: MCPServer, runtime: Runtime) -> None:
+def _search_tools(server: MCPServer, runtime: Searching) -> None:
     """``search`` and ``list_metadata``."""
 
     @server.tool(annotations=READ)
@@ -106,7 +174,7 @@ def _search_tools(server: MCPServer, runtime: Runtime) -> None:
         request = QueryRequest(
             search_text=query, top_k=top_k, metadata_filter=filters, graph_weight=graph_weight
         )
-        response = await runtime.query(request)
+        response = await runtime.queries().query(request)
         return {
             "results": [
                 {
@@ -143,7 +211,7 @@ def _search_tools(server: MCPServer, runtime: Runtime) -> None:
         return {"keys": list(keys.values())}
 
 
-def _answer_tools(server: MCPServer, runtime: Runtime, shelf: AnswerShelf) -> None:
+def _answer_tools(server: MCPServer, runtime: Answering, shelf: AnswerShelf) -> None:
     """``ask`` and ``cited`` (which reads what ``ask`` left on ``shelf``)."""
 
     @server.tool(annotations=READ)
@@ -167,7 +235,8 @@ def _answer_tools(server: MCPServer, runtime: Runtime, shelf: AnswerShelf) -> No
         """
         # the answer is written to ask.answer_max_tokens and kept whole on the shelf;
         # what this reply shows is cut at max_answer_tokens (`cited` reads past the cut)
-        response = await runtime.ask(question, mode=mode, filters=filters)
+        request = AskRequest(question=question, mode=mode, filters=filters)
+        response = await runtime.queries().ask(request)
         budget = max_answer_tokens or runtime.settings.ask.answer_max_tokens
         return shaped_answer(response, shelf.keep(response), budget)
 
@@ -212,7 +281,7 @@ def _answer_tools(server: MCPServer, runtime: Runtime, shelf: AnswerShelf) -> No
         return out
 
 
-def _document_tools(server: MCPServer, runtime: Runtime) -> None:
+def _document_tools(server: MCPServer, runtime: Documents) -> None:
     """``ingest``, ``get_document``, ``list_documents``, ``delete_document``."""
 
     @server.tool(annotations=WRITE)
@@ -236,8 +305,9 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         document = make_document(
             id, f"mcp:{id}", text, title or id, dict(metadata or {}), max_bytes=limit
         )
-        result = await asyncio.to_thread(ingest_documents, runtime, [document], wait=True)
-        job = await asyncio.to_thread(service.get_job, runtime, result.job_id)
+        services = await asyncio.to_thread(runtime.job_services)
+        result = await asyncio.to_thread(ingest_documents, services, [document], wait=True)
+        job = await asyncio.to_thread(service.get_job, services.jobs, result.job_id)
         if job is None:  # pragma: no cover - the job was just created
             raise NotFoundError(f"job {result.job_id} vanished")
         entry = next((d for d in job.documents if d["id"] == id), None)
@@ -279,7 +349,8 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         """Stored documents by id, a page at a time, filtered by metadata and status."""
         page = await asyncio.to_thread(
             document_page,
-            runtime,
+            runtime.store,
+            runtime.searcher,
             offset=offset,
             limit=limit,
             status=DocumentStatus(status) if status else None,
@@ -303,11 +374,15 @@ def _document_tools(server: MCPServer, runtime: Runtime) -> None:
         target = await asyncio.to_thread(runtime.store.resolve_document_id, id)
         if target is None:
             raise NotFoundError(f"no document {id!r}")
-        report = await asyncio.to_thread(runtime.delete, target)
+        report = await asyncio.to_thread(
+            lambda: delete_documents(
+                runtime.graph_services(), runtime.jobs(), [target], indexes=runtime.indexes
+            )
+        )
         return {"id": target, "deleted": True, "chunks_removed": report.chunks}
 
 
-def _graph_tools(server: MCPServer, runtime: Runtime) -> None:
+def _graph_tools(server: MCPServer, runtime: Graph) -> None:
     """``entity``."""
 
     @server.tool(annotations=READ)

@@ -13,7 +13,7 @@ router = APIRouter(prefix="/v1", tags=["ask"])
 @router.post("/ask", response_model=AskResponse)
 async def ask(request: AskRequest, runtime: RuntimeDep) -> AskResponse:
     """Route a question (local, global or both) and answer it with citations."""
-    return await runtime.ask(request)
+    return await runtime.queries().ask(request)
 
 
 @router.post("/questions/global", response_model=AskResponse)
@@ -22,4 +22,4 @@ async def global_question(request: GlobalQuestionRequest, runtime: RuntimeDep) -
 
     Without a built graph the answer falls back to local search, and the route says so.
     """
-    return await runtime.ask(AskRequest(**request.model_dump(), mode="global"))
+    return await runtime.queries().ask(AskRequest(**request.model_dump(), mode="global"))

@@ -17,9 +17,10 @@ from api.ingest_queue import IngestQueue, Ticket, text_bytes
 from api.routes.jobs import JobOut, job_out
 from app import service
 from app.ingest import ingest, queued, run_inline
+from app.jobs import JobStore
 from app.listing import MAX_PAGE, DocumentView, read_chunk, read_document
 from app.readback import document_page
-from app.runtime import Runtime
+from app.services import JobServices
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
@@ -31,6 +32,7 @@ from lore.models import (
     unaddressable,
     unstorable,
 )
+from retrieval.index_set import IndexSet
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -311,42 +313,52 @@ async def post_documents(
     queue: IngestQueue = request.app.state.ingest_queue
     ticket = await asyncio.to_thread(queue.admit, principal.namespace(namespace), text_bytes(items))
     try:
-        job_id = await asyncio.to_thread(_start, runtime, queue, ticket, items)
+        job_id = await asyncio.to_thread(
+            lambda: _start(runtime.job_services(), queue, ticket, items)
+        )
     except BaseException:
         queue.release(ticket)
         raise
-    ended = await _await_job(runtime, job_id, settings.api.wait_timeout_s) if wait else False
-    job = await asyncio.to_thread(service.get_job, runtime, job_id)
+    jobs = await asyncio.to_thread(runtime.jobs)
+    # queued: once the workers have ended the job, the indexes catch up here
+    indexes = runtime.indexes if queued(runtime.settings) else None
+    ended = await _await_job(jobs, indexes, job_id, settings.api.wait_timeout_s) if wait else False
+    job = await asyncio.to_thread(service.get_job, jobs, job_id)
     if job is None:  # pragma: no cover - the job was just created
         raise NotFoundError(f"job {job_id} vanished")
     out = job_out(job)
     return JSONResponse(out.model_dump(mode="json"), status_code=200 if ended else 202)
 
 
-def _start(runtime: Runtime, queue: IngestQueue, ticket: Ticket, items: list[Loaded]) -> str:
+def _start(services: JobServices, queue: IngestQueue, ticket: Ticket, items: list[Loaded]) -> str:
     """Stage the job and hand it to the broker or the ingest pool; returns its id."""
-    if queued(runtime.settings):
-        job_id = ingest(runtime, items, wait=False).job_id
-        queue.follow_queued(ticket, job_id, runtime.jobs())
+    jobs = services.jobs
+    if queued(services.settings):
+        job_id = ingest(services, items, wait=False).job_id
+        queue.follow_queued(ticket, job_id, jobs)
         return job_id
-    jobs = runtime.jobs()
     job_id = jobs.create("ingest")
     jobs.stage(job_id, items, keep_text=False)
     ticket.job_id = job_id
-    queue.run(ticket, lambda: run_inline(runtime, job_id, items, staged=True))
+    queue.run(ticket, lambda: run_inline(services, job_id, items, staged=True))
     return job_id
 
 
-async def _await_job(runtime: Runtime, job_id: str, timeout_s: float) -> bool:
-    """Wait (holding no thread) until the job ends; False when ``timeout_s`` passed first."""
+async def _await_job(
+    jobs: JobStore, indexes: IndexSet | None, job_id: str, timeout_s: float
+) -> bool:
+    """Wait (holding no thread) until the job ends; False when ``timeout_s`` passed first.
+
+    ``indexes`` (a queued job's) are caught up once it has ended.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     delay = 0.05
     while True:
-        job = await asyncio.to_thread(service.get_job, runtime, job_id)
+        job = await asyncio.to_thread(service.get_job, jobs, job_id)
         if job is None or job.state != "running":
-            if queued(runtime.settings):
-                await asyncio.to_thread(runtime.sync_indexes)
+            if indexes is not None:
+                await asyncio.to_thread(indexes.catch_up)
             return True
         if loop.time() >= deadline:
             return False
@@ -398,7 +410,8 @@ async def list_documents(
     """A page of the namespace's documents by id, filtered by metadata and status."""
     page = await asyncio.to_thread(
         document_page,
-        runtime,
+        runtime.store,
+        runtime.searcher,
         offset=offset,
         limit=limit,
         status=status,
@@ -439,7 +452,7 @@ async def delete_document(document_id: DocumentId, runtime: RuntimeDep) -> dict[
 
     resolved = await asyncio.to_thread(runtime.store.resolve_document_id, document_id)
     target = resolved or document_id
-    result = await asyncio.to_thread(delete, runtime, [target])
+    result = await asyncio.to_thread(lambda: delete(runtime.job_services(), [target]))
     if result["state"] != "done":
         raise LoreError(f"delete job {result['job_id']} {result['state']}: {result.get('error')}")
     return {"id": target, **result}

@@ -259,10 +259,11 @@ async def refresh_communities(
     if body is not None and (body.rebuild or body.reextract) and not principal.admin:
         raise ForbiddenError("rebuild and reextract need an admin key")
     result = await asyncio.to_thread(
-        service.refresh,
-        runtime,
-        rebuild=body.rebuild if body else False,
-        reextract=body.reextract if body else False,
+        lambda: service.refresh(
+            runtime.job_services(),
+            rebuild=body.rebuild if body else False,
+            reextract=body.reextract if body else False,
+        )
     )
     request.app.state.metrics.llm_calls.inc(int(result.get("llm_calls", 0)))
     return result

@@ -52,7 +52,7 @@ async def readyz(namespaces: NamespacesDep) -> JSONResponse:
         return JSONResponse({"status": "not ready", "checks": {"broker": broker}}, status_code=503)
     try:
         runtime = await asyncio.to_thread(namespaces.runtime, default)
-        indexes = await asyncio.to_thread(runtime.index_health)
+        indexes = await asyncio.to_thread(runtime.indexes.health)
         await asyncio.to_thread(runtime.embedder.embed_query, "ready")
     except Exception as exc:  # readiness reports any failure instead of raising it
         return JSONResponse(

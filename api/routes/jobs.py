@@ -72,7 +72,7 @@ async def list_jobs(
 ) -> JobPageOut:
     """Recent jobs of the namespace, newest first, with per-status counts."""
     total, found = await asyncio.to_thread(
-        job_page, runtime, offset=offset, limit=limit, state=state
+        lambda: job_page(runtime.jobs(), offset=offset, limit=limit, state=state)
     )
     return JobPageOut(
         total=total,
@@ -98,7 +98,7 @@ async def get_job(
     job_id: Annotated[str, Path(min_length=1, max_length=100)], runtime: RuntimeDep
 ) -> JobOut:
     """An ingest or refresh job: state, counts per status, each document's status."""
-    job = await asyncio.to_thread(service.get_job, runtime, job_id)
+    job = await asyncio.to_thread(lambda: service.get_job(runtime.jobs(), job_id))
     if job is None:
         raise NotFoundError(f"no job {job_id!r}")
     return job_out(job)

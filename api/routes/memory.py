@@ -35,9 +35,9 @@ async def query_memory(
     spaces = principal.readable(namespace)
     runtimes = [existing_runtime(principal, namespaces, n) for n in spaces]  # opened once
     if len(spaces) == 1:
-        response = await runtimes[0].query(request)
+        response = await runtimes[0].queries().query(request)
         results = [r.model_copy(update={"namespace": spaces[0]}) for r in response.results]
         return response.model_copy(update={"results": results})
-    responses = await asyncio.gather(*(rt.query(request) for rt in runtimes))
+    responses = await asyncio.gather(*(rt.queries().query(request) for rt in runtimes))
     query_id = request.query_id or responses[0].query_id or uuid.uuid4().hex
     return federate(dict(zip(spaces, responses, strict=True)), request.top_k, query_id)

@@ -46,7 +46,7 @@ async def prune_documents(body: PruneRequest, runtime: RuntimeDep) -> dict[str, 
     )
     if body.dry_run or not missing:
         return {"prefix": body.prefix, "deleted": [], "would_delete": missing}
-    result = await asyncio.to_thread(lifecycle.delete, runtime, missing)
+    result = await asyncio.to_thread(lambda: lifecycle.delete(runtime.job_services(), missing))
     if result["state"] != "done":
         raise LoreError(f"delete job {result['job_id']} {result['state']}: {result.get('error')}")
     return {"prefix": body.prefix, **result}

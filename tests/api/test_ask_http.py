@@ -12,6 +12,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 from tests.conftest import make_runtime
 
 
@@ -132,7 +133,9 @@ def test_without_a_graph_global_falls_back_to_local(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     runtime = make_runtime(tmp_path, local_embedder)
-    runtime.ingest([SourceDocument("a.md", "a.md", "Deploys roll back on error spikes.", "A", {})])
+    ops.ingest(
+        runtime, [SourceDocument("a.md", "a.md", "Deploys roll back on error spikes.", "A", {})]
+    )
     with client_for(runtime, tmp_path) as test_client:
         data = test_client.post(
             "/v1/questions/global", json={"question": "What are the main themes overall?"}

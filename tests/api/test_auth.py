@@ -13,6 +13,7 @@ from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 
 METRICS_TOKEN = "scrape-token-for-prometheus"
 
@@ -42,7 +43,8 @@ def world(
     )
     namespaces = Namespaces(settings, embedder=local_embedder)
     for space, words in (("team-a", "alpha ledger"), ("team-b", "bravo gateway")):
-        namespaces.runtime(space).ingest(
+        ops.ingest(
+            namespaces.runtime(space),
             [
                 SourceDocument(
                     f"{space}/runbook.md",
@@ -51,7 +53,7 @@ def world(
                     f"{space} runbook",
                     {"team": space},
                 )
-            ]
+            ],
         )
     keys = KeyStore(settings.data_dir / "keys.sqlite3")
     a, _ = keys.create(["team-a"])

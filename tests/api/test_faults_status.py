@@ -19,6 +19,7 @@ from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 from tests.conftest import make_runtime
 
 
@@ -52,14 +53,14 @@ def test_lore_status_lists_the_rejected_replacement(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     runtime = make_runtime(tmp_path, local_embedder)
-    runtime.ingest([SourceDocument("s.md", "s.md", "E_STATUS_KEPT text", "", {})])
-    report = runtime.ingest([SourceDocument("s.md", "s.md", " \n ", "", {})])
+    ops.ingest(runtime, [SourceDocument("s.md", "s.md", "E_STATUS_KEPT text", "", {})])
+    report = ops.ingest(runtime, [SourceDocument("s.md", "s.md", " \n ", "", {})])
     assert report.done == []
     info = status_info(runtime)
     assert info["counts"].get("documents_done") == 1 and "documents_failed" not in info["counts"]
     (rejected,) = info["rejected_replacements"]
     assert rejected["id"] == "s.md" and "kept" in rejected["reason"]
-    runtime.ingest([SourceDocument("s.md", "s.md", "E_STATUS_NEW text", "", {})])
+    ops.ingest(runtime, [SourceDocument("s.md", "s.md", "E_STATUS_NEW text", "", {})])
     assert status_info(runtime)["rejected_replacements"] == []  # a stored version clears it
     runtime.close()
 
@@ -70,7 +71,7 @@ def test_a_job_whose_request_fails_midway_ends_failed(
     """A document built in Python (no loader checks) that PostgreSQL refuses mid-job."""
     runtime = make_runtime(tmp_path, local_embedder, store={"url": postgres_url})
     with pytest.raises(Exception, match=r"NUL|0x00"):
-        runtime.ingest([SourceDocument("n1.md", "n1.md", "x", "a\x00b", {})])
+        ops.ingest(runtime, [SourceDocument("n1.md", "n1.md", "x", "a\x00b", {})])
     jobs = runtime.jobs()
     assert jobs.count_jobs("running") == 0
     (job,) = jobs.list_jobs()

@@ -10,6 +10,7 @@ from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,8 @@ def client(
 ) -> Iterator[TestClient]:
     settings = load_settings(data_dir=tmp_path_factory.mktemp("http"))
     namespaces = Namespaces(settings, embedder=local_embedder)
-    namespaces.runtime("default").ingest(
+    ops.ingest(
+        namespaces.runtime("default"),
         [
             SourceDocument(
                 "a.md",
@@ -131,7 +133,7 @@ def test_openapi_has_the_example(client: TestClient) -> None:
 def test_graph_routes(client: TestClient) -> None:
     assert client.get("/v1/entities/payments-api").status_code == 404  # no graph built yet
     runtime = client.app.state.namespaces.runtime("default")  # type: ignore[attr-defined]
-    runtime.build_graph()
+    ops.build_graph(runtime)
     entity = client.get("/v1/entities/PAYMENTS-API")
     assert entity.status_code == 200, entity.text
     body = entity.json()

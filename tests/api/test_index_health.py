@@ -12,6 +12,7 @@ from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 
 
 def test_6_readyz_says_the_keyword_index_was_rebuilt(
@@ -21,7 +22,7 @@ def test_6_readyz_says_the_keyword_index_was_rebuilt(
     first = Namespaces(settings, embedder=local_embedder)
     runtime = first.runtime(settings.auth.default_namespace)
     doc = SourceDocument("a.md", "a.md", "The gateway raises E_READY_TANTIVY on restart.", "A", {})
-    assert not runtime.ingest([doc]).failed
+    assert not ops.ingest(runtime, [doc]).failed
     first.close()
     (next(tmp_path.glob("sparse-*")) / "meta.json").unlink()
 

@@ -81,7 +81,7 @@ def test_auto_ask_routes_on_its_local_search(demo_graph_runtime: Runtime) -> Non
     """auto: the local search runs first, the router weighs it, a local answer uses it."""
     asker = demo_graph_runtime.asker()
     request = AskRequest(question="E_LEDGER_LOCK_TIMEOUT")  # pasted
-    response = demo_graph_runtime.ask_sync(request)  # catches the indexes up first
+    response = demo_graph_runtime.queries().ask_sync(request)  # catches the indexes up first
     assert response.mode == "local"
     corpus = ("one chunk holds", "keyword and vector search agree")
     assert any(r.startswith(corpus) for r in response.route.reasons), response.route.reasons
@@ -91,7 +91,9 @@ def test_auto_ask_routes_on_its_local_search(demo_graph_runtime: Runtime) -> Non
     # the bench's and tests' route() searches by itself; a forced mode searches nothing first
     routed = asyncio.run(asker.route(request.question, "auto", has_filters=False))
     assert routed.reasons == response.route.reasons
-    forced = demo_graph_runtime.ask_sync(AskRequest(question=request.question, mode="local"))
+    forced = demo_graph_runtime.queries().ask_sync(
+        AskRequest(question=request.question, mode="local")
+    )
     assert not any(r.startswith(corpus) for r in forced.route.reasons)
     # the collection's title terms come from the store's titles
     assert all(0.5 <= share <= 1.0 for share in asker.collection().values())

@@ -10,6 +10,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
+from tests import ops
 from tests.conftest import CORPUS, FIXTURES, make_runtime
 
 IDENTIFIERS = json.loads((FIXTURES / "identifier_queries.json").read_text())
@@ -28,7 +29,7 @@ def test_corpus_size_and_formats() -> None:
 
 @pytest.mark.parametrize("case", IDENTIFIERS, ids=[c["query"] for c in IDENTIFIERS])
 def test_exact_identifier_is_rank_one(demo_runtime: Runtime, case: dict[str, str]) -> None:
-    response = demo_runtime.query_sync(QueryRequest(search_text=case["query"], top_k=5))
+    response = demo_runtime.queries().query_sync(QueryRequest(search_text=case["query"], top_k=5))
     assert response.results, case
     assert response.results[0].source == expected_source(case["document"]), [
         r.source for r in response.results
@@ -41,13 +42,15 @@ def test_exact_identifier_is_rank_one(demo_runtime: Runtime, case: dict[str, str
 def test_paraphrased_questions_find_their_document(
     demo_runtime: Runtime, case: dict[str, str]
 ) -> None:
-    response = demo_runtime.query_sync(QueryRequest(search_text=case["question"], top_k=5))
+    response = demo_runtime.queries().query_sync(
+        QueryRequest(search_text=case["question"], top_k=5)
+    )
     assert expected_source(case["document"]) in [r.source for r in response.results]
 
 
 def test_environment_filter_never_leaks(demo_runtime: Runtime) -> None:
     for env in ("staging", "production"):
-        response = demo_runtime.query_sync(
+        response = demo_runtime.queries().query_sync(
             QueryRequest(
                 search_text="HTTP 504 gateway timeout runbook",
                 top_k=50,
@@ -60,15 +63,15 @@ def test_environment_filter_never_leaks(demo_runtime: Runtime) -> None:
 
 def test_reingest_unchanged_costs_nothing(demo_runtime: Runtime) -> None:
     before = demo_runtime.store.last_seq()
-    report = demo_runtime.ingest_paths(
-        [CORPUS / "staging"], {"env": "staging"}, extract_graph=False
+    report = ops.ingest_paths(
+        demo_runtime, [CORPUS / "staging"], {"env": "staging"}, extract_graph=False
     )
     assert report.done == [] and report.failed == [] and report.unchanged
     assert demo_runtime.store.last_seq() == before
 
 
 def test_offline_graph_of_the_demo_corpus(demo_runtime: Runtime) -> None:
-    report, communities = demo_runtime.build_graph()
+    report, communities = ops.build_graph(demo_runtime)
     graph = demo_runtime.graph()
     assert report.extracted == demo_runtime.store.counts()["chunks"] and communities > 0
     single = [c["query"] for c in IDENTIFIERS if " " not in c["query"]]
@@ -76,7 +79,7 @@ def test_offline_graph_of_the_demo_corpus(demo_runtime: Runtime) -> None:
     assert not missing, missing
     levels = {c.level for c in graph.communities()}
     assert len(levels) >= 2
-    again, _ = demo_runtime.build_graph()
+    again, _ = ops.build_graph(demo_runtime)
     assert again.extracted == 0 and again.unchanged == report.extracted
     assert again.reports_written == 0  # fingerprints unchanged: nothing rewritten
     reports = graph.reports()
@@ -91,8 +94,8 @@ def test_an_edit_rewrites_only_the_reports_it_touches(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path / "data", local_embedder)
-    rt.ingest_paths([CORPUS / "staging"], {"env": "staging"}, extract_graph=False)
-    rt.build_graph()
+    ops.ingest_paths(rt, [CORPUS / "staging"], {"env": "staging"}, extract_graph=False)
+    ops.build_graph(rt)
     doc = rt.store.list_documents()[0]
     chunks = rt.store.chunks_of_document(doc.id)
     edited = SourceDocument(
@@ -103,10 +106,10 @@ def test_an_edit_rewrites_only_the_reports_it_touches(
         doc.title,
         doc.metadata,
     )
-    assert rt.ingest([edited], extract_graph=False).done == [doc.id]
+    assert ops.ingest(rt, [edited], extract_graph=False).done == [doc.id]
     # the incremental refresh (`lore graph refresh`, the workers' beat) keeps unaffected
     # communities; `graph build` re-clusters from scratch (see the README)
-    report, refreshed = refresh_in_process(rt, rebuild=False)
+    report, refreshed = refresh_in_process(rt.graph_services(), rebuild=False)
     after = refreshed.communities
     assert report.removed >= 1 and report.extracted >= 1
     assert 1 <= report.reports_written < after

@@ -18,6 +18,8 @@ from lore.embedders import LocalEmbedder
 from lore.llm import ReplyCache
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from retrieval.ask_contract import AskRequest
+from tests import ops
 from tests.conftest import make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -103,13 +105,15 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
             "",
             {},
         )
-        report = rt.ingest([*keep, secret])
+        report = ops.ingest(rt, [*keep, secret])
         assert not report.failed, report.failed
-        built, _ = rt.build_graph()
+        built, _ = ops.build_graph(rt)
         assert built.extractor == "llm" and built.report_writer == "llm", built
-        local = rt.ask_sync("What does Quokka Ledger do at dawn?")
+        local = rt.queries().ask_sync(AskRequest(question="What does Quokka Ledger do at dawn?"))
         assert local.route.classifier == "llm" and not local.extractive
-        broad = rt.ask_sync("What themes recur across all the runbooks?")
+        broad = rt.queries().ask_sync(
+            AskRequest(question="What themes recur across all the runbooks?")
+        )
         assert broad.mode == "global" and broad.details.mapper == "llm"
         tasks = {"extract_graph", "summarize_community", "answer_global_map", "answer_question"}
         cache = ReplyCache(data / "llm-cache.sqlite3")
@@ -132,10 +136,10 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
             ).fetchone()[0]
         assert mapped == 0 and by_report > 0
         if how == "deleted":
-            rt.delete("secret.md")
+            ops.delete(rt, "secret.md")
         else:
             changed = "# Secret\n\nQuokka Ledger talks to Payments Gateway only. E_NEW_CODE."
-            again = rt.ingest([SourceDocument("secret.md", "secret.md", changed, "", {})])
+            again = ops.ingest(rt, [SourceDocument("secret.md", "secret.md", changed, "", {})])
             assert again.done == ["secret.md"], again
         with cache._read() as db:
             left = db.execute(

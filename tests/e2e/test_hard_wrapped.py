@@ -5,6 +5,8 @@ from pathlib import Path
 
 from lore.embedders import LocalEmbedder
 from lore.sentences import is_whole
+from retrieval.ask_contract import AskRequest
+from tests import ops
 from tests.conftest import make_runtime
 
 DOCS = {
@@ -62,8 +64,8 @@ def test_no_key_point_or_answer_sentence_starts_or_ends_mid_sentence(
         (corpus / name).write_text(text)
     runtime = make_runtime(tmp_path / "data", local_embedder)
     try:
-        runtime.ingest_paths([corpus])
-        runtime.build_graph()
+        ops.ingest_paths(runtime, [corpus])
+        ops.build_graph(runtime)
         reports = runtime.graph().reports()
         assert reports
         for report in reports:
@@ -73,8 +75,11 @@ def test_no_key_point_or_answer_sentence_starts_or_ends_mid_sentence(
         # the report vectors were written with the reports: nothing left to embed
         assert runtime.report_vectors().catch_up(reports) == 0
         for mode in ("global", "local"):
-            response = runtime.ask_sync(
-                "How do the Storage Guild and the Ledger Coordinator handle failures?", mode=mode
+            response = runtime.queries().ask_sync(
+                AskRequest(
+                    question="How do the Storage Guild and the Ledger Coordinator handle failures?",
+                    mode=mode,
+                )
             )
             said = answer_sentences(response.answer)
             assert said, response.answer

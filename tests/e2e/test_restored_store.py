@@ -27,6 +27,7 @@ from lore.settings import load_settings
 from retrieval.contract import QueryRequest
 from retrieval.index_set import LOCK, REBUILD_RETRY_AFTER_S, REBUILDING
 from retrieval.indexes import index_lock
+from tests import ops
 from tests.conftest import make_runtime
 
 
@@ -43,7 +44,7 @@ def _batch(name: str) -> list[SourceDocument]:
 
 def _hits(runtime: Runtime, text: str) -> list[str]:
     request = QueryRequest(search_text=text, top_k=5, hybrid_params={"dense_weight": 0.0})
-    return [hit.document_id for hit in runtime.query_sync(request).results]
+    return [hit.document_id for hit in runtime.queries().query_sync(request).results]
 
 
 def _remove(directory: Path) -> None:
@@ -65,16 +66,16 @@ def test_a_store_restored_from_a_backup_rebuilds_the_indexes(
 ) -> None:
     data = tmp_path / "data"
     runtime = make_runtime(data, local_embedder)
-    runtime.ingest(_batch("BASE"), extract_graph=False)
+    ops.ingest(runtime, _batch("BASE"), extract_graph=False)
     _backup(data / "lore.sqlite3", tmp_path / "backup.sqlite3")
-    runtime.ingest(_batch("ONE"), extract_graph=False)
+    ops.ingest(runtime, _batch("ONE"), extract_graph=False)
     assert _hits(runtime, _token("ONE", 3))[0] == "ONE-3.md"
     runtime.close()
     for suffix in ("", "-wal", "-shm"):  # copy the backup back, as an operator would
         (data / f"lore.sqlite3{suffix}").unlink(missing_ok=True)
     shutil.copy(tmp_path / "backup.sqlite3", data / "lore.sqlite3")
     runtime = make_runtime(data, local_embedder)
-    runtime.ingest(_batch("TWO"), extract_graph=False)  # reaches the same seq as batch ONE
+    ops.ingest(runtime, _batch("TWO"), extract_graph=False)  # reaches the same seq as batch ONE
     assert _hits(runtime, _token("TWO", 2))[0] == "TWO-2.md"
     assert _hits(runtime, _token("ONE", 3)) == []  # nothing of the lost batch, nothing wrong
     indexes = status_info(runtime)["indexes"]
@@ -166,12 +167,13 @@ def test_the_periodic_sweep_rebuilds_removed_index_directories(
     from app.orphans import OrphanSweep
 
     runtime = make_runtime(tmp_path, local_embedder)
-    runtime.ingest(_batch("SWEEP"), extract_graph=False)
+    ops.ingest(runtime, _batch("SWEEP"), extract_graph=False)
     assert _hits(runtime, _token("SWEEP", 1))[0] == "SWEEP-1.md"
     for directory in [*tmp_path.glob("sparse-*"), *tmp_path.glob("dense-*")]:
         _remove(directory)
-    assert OrphanSweep(runtime, 0).step()  # no read or write in between
+    sweep = OrphanSweep(runtime.store, runtime.jobs(), runtime.indexes, 0)
+    assert sweep.step()  # no read or write in between
     assert any(tmp_path.glob("sparse-*/meta.json")) and any(tmp_path.glob("dense-*/index.bin"))
-    assert "removed while serving" in runtime.index_state()["dense"]["health"]  # type: ignore[index]
+    assert "removed while serving" in runtime.indexes.state()["dense"]["health"]  # type: ignore[index]
     assert _hits(runtime, _token("SWEEP", 2))[0] == "SWEEP-2.md"
     runtime.close()

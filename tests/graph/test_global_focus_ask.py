@@ -21,7 +21,9 @@ def cited_chunks(runtime: Runtime, focus: int) -> tuple[set[str], list[str]]:
 def test_key_points_cite_only_passages_the_engines_rank_for_the_question(
     demo_graph_runtime: Runtime,
 ) -> None:
-    pool = demo_graph_runtime.query_sync(QueryRequest(search_text=QUESTION, top_k=6, diversity=0))
+    pool = demo_graph_runtime.queries().query_sync(
+        QueryRequest(search_text=QUESTION, top_k=6, diversity=0)
+    )
     relevant = {hit.chunk_id for hit in pool.results}
     unfocused, _ = cited_chunks(demo_graph_runtime, 0)
     assert unfocused - relevant, "without the focus, points cite other chunks of their community"

@@ -11,6 +11,7 @@ import asyncio
 import sqlite3
 
 from app.runtime import Runtime
+from retrieval.ask_contract import AskRequest
 
 
 def _statements(runtime: Runtime) -> list[str]:
@@ -34,16 +35,16 @@ def test_the_second_global_question_does_not_read_every_report(
     runtime.graph().clear_touched(["no-such-entity"])
     seen = _statements(runtime)
     try:
-        first = asyncio.run(runtime.ask(question, mode="global"))
+        first = asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
         assert first.answer and _reads_of_reports(seen) >= 1
         seen.clear()
-        second = asyncio.run(runtime.ask(question, mode="global"))
+        second = asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
         assert second.answer == first.answer
         assert _reads_of_reports(seen) == 0, seen
         runtime.graph().mark_stale([])  # no write: still cached
         runtime.graph().clear_touched(["no-such-entity"])  # a write: read again
         seen.clear()
-        asyncio.run(runtime.ask(question, mode="global"))
+        asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
         assert _reads_of_reports(seen) >= 1
     finally:
         runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from ingest.extraction import ChunkInput, Extraction, OfflineExtractor, Quaranti
 from ingest.graph_build import build_graph, store_extractions
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
+from tests import ops
 from tests.conftest import make_runtime
 from tests.tables import tables_at
 
@@ -23,7 +24,8 @@ def test_a_new_extractor_version_keeps_the_graph_until_reextract(
     store_url: str | None, tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(
+    ops.ingest(
+        rt,
         [SourceDocument("d1", "d1", "The Kestrel Range lies north of Tollan Bay.", "")],
         extract_graph=False,
     )

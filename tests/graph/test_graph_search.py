@@ -6,6 +6,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
+from tests import ops
 from tests.conftest import make_runtime
 
 DOCS = [
@@ -29,19 +30,19 @@ DOCS = [
 
 def test_graph_list_reaches_the_second_hop(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(DOCS)
+    ops.ingest(rt, DOCS)
     question = "Which mountain range holds the glacier that feeds Ardwen Falls?"
-    off = rt.query_sync(QueryRequest(search_text=question, top_k=4))
+    off = rt.queries().query_sync(QueryRequest(search_text=question, top_k=4))
     assert all(r.ranks.graph is None for r in off.results)  # no graph yet, weight 0
-    rt.build_graph()
+    ops.build_graph(rt)
     expander = rt.searcher().expander
     assert expander is not None
     assert expander.query_entities(question) == ["ardwen fall"]  # normalised
-    on = rt.query_sync(QueryRequest(search_text=question, top_k=4, graph_weight=1.0))
+    on = rt.queries().query_sync(QueryRequest(search_text=question, top_k=4, graph_weight=1.0))
     graph_ranked = {r.document_id: r.ranks.graph for r in on.results if r.ranks.graph}
     assert "p2" in graph_ranked  # Ardwen Falls -> Morrow Glacier (one hop)
     assert _graph_documents(rt, question, []) == ["p1", "p2"]  # named title, then bridge
-    filtered = rt.query_sync(
+    filtered = rt.queries().query_sync(
         QueryRequest(search_text=question, top_k=4, graph_weight=1.0, metadata_filter=None)
     )
     assert filtered.total_retrieved == 4
@@ -60,8 +61,8 @@ def test_title_walk_starts_from_the_best_chunks_when_no_title_is_named(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(DOCS)
-    rt.build_graph()
+    ops.ingest(rt, DOCS)
+    ops.build_graph(rt)
     seeds = [c.rowid for c in rt.store.chunks_of_document("p2")]
     # "glacier" names no title; the seed (Morrow Glacier) names Kestrel Range.
     assert _graph_documents(rt, "Which glacier is retreating?", seeds) == ["p4"]
@@ -72,8 +73,8 @@ def test_without_titles_the_entity_walk_ranks(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest([SourceDocument(d.id, d.source, d.text, "") for d in DOCS])
-    rt.build_graph()
+    ops.ingest(rt, [SourceDocument(d.id, d.source, d.text, "") for d in DOCS])
+    ops.build_graph(rt)
     ranked = _graph_documents(rt, "Where is the Morrow Glacier?", [])
     assert set(ranked[:2]) == {"p1", "p2"}  # both mention the named entity
     rt.close()

@@ -11,6 +11,8 @@ import pytest
 from graph.lazy_reports import LAZY_METHOD
 from lore.embedders import LocalEmbedder
 from lore.errors import ConfigurationError
+from retrieval.ask_contract import AskRequest
+from tests import ops
 from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -53,14 +55,14 @@ def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a
             graph={"extractor": "offline", "reports": "lazy"},
             ask={"llm": "off"},  # only the report writer talks to the model here
         )
-        rt.ingest_paths([corpus], {"env": "staging"})
-        rt.build_graph()
+        ops.ingest_paths(rt, [corpus], {"env": "staging"})
+        ops.build_graph(rt)
         reports = rt.graph().reports()
         assert reports and all(r.method == LAZY_METHOD for r in reports)
         assert server.chat_calls == 0  # the build cost no LLM call at all
 
         watch_report_rows(tmp_path / "data" / "lore.sqlite3")
-        first = rt.ask_sync(QUESTION, mode="global")
+        first = rt.queries().ask_sync(AskRequest(question=QUESTION, mode="global"))
         calls = server.chat_calls
         upgraded = {
             r.community_id: r.fingerprint for r in rt.graph().reports() if r.method == "llm"
@@ -75,13 +77,13 @@ def test_reports_are_summarised_on_first_read_then_kept_and_made_lazy_again_by_a
         cited = {c.report_id for c in first.citations if c.kind == "report"}
         assert cited <= {r.community_id for r in rt.graph().reports()}
 
-        rt.ask_sync(QUESTION, mode="global")
+        rt.queries().ask_sync(AskRequest(question=QUESTION, mode="global"))
         assert server.chat_calls == calls  # read again: kept, not paid for twice
 
         edited = sorted(corpus.rglob("*.md"))[0]
         edited.write_text(edited.read_text() + "\n\nThe ledger primary now fails over in 30 s.\n")
-        rt.ingest_paths([corpus], {"env": "staging"})
-        rt.build_graph()
+        ops.ingest_paths(rt, [corpus], {"env": "staging"})
+        ops.build_graph(rt)
         after = {r.community_id: r for r in rt.graph().reports()}
         unchanged = {c for c, fp in upgraded.items() if c in after and after[c].fingerprint == fp}
         assert {c for c, r in after.items() if r.method == "llm"} == unchanged
@@ -96,5 +98,5 @@ def test_lazy_reports_without_an_llm_is_a_clear_configuration_error(
 ) -> None:
     rt = make_runtime(tmp_path / "data", local_embedder, graph={"reports": "lazy"})
     with pytest.raises(ConfigurationError, match=r"graph\.reports is 'lazy' but no LLM"):
-        rt.build_graph()
+        ops.build_graph(rt)
     rt.close()

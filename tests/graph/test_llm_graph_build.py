@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lore.embedders import LocalEmbedder
+from tests import ops
 from tests.conftest import CORPUS, make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -19,10 +20,10 @@ def test_every_chunk_ends_extracted_or_quarantined_and_a_rerun_costs_nothing(
         server.chat_chaos(seed=7, malformed=0.3)
         llm = {"base_url": server.base_url, "model": "test-model", "backoff_s": 0.01}
         rt = make_runtime(tmp_path / "data", local_embedder, llm=llm)
-        rt.ingest_paths([CORPUS / "staging"], {"env": "staging"}, extract_graph=False)
+        ops.ingest_paths(rt, [CORPUS / "staging"], {"env": "staging"}, extract_graph=False)
         chunk_ids = {c for _, c, _ in rt.store.chunk_refs()}
 
-        report, communities = rt.build_graph()
+        report, communities = ops.build_graph(rt)
         graph = rt.graph()
         held = {q.chunk_id: q for q in rt.quarantine().entries()}
         assert report.extractor == "llm" and report.report_writer == "llm"
@@ -49,12 +50,12 @@ def test_every_chunk_ends_extracted_or_quarantined_and_a_rerun_costs_nothing(
         assert entities and all(graph.entity(e) is not None for e in entities)
 
         calls = server.chat_calls
-        again, _ = rt.build_graph()
+        again, _ = ops.build_graph(rt)
         assert server.chat_calls == calls  # a second run makes zero LLM calls
         assert again.extracted == 0 and again.llm.calls == 0 and again.reports_written == 0
 
         server.chat_chaos(seed=1)  # the endpoint behaves now
-        retried, _ = rt.build_graph(retry_quarantined=True)
+        retried, _ = ops.build_graph(rt, retry_quarantined=True)
         assert retried.extracted == len(held) and retried.quarantined == 0
         assert graph.extracted_chunks() == chunk_ids and rt.quarantine().entries() == []
         rt.close()

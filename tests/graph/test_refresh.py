@@ -24,6 +24,7 @@ from ingest.loaders import load_paths
 from ingest.roots import known_roots, plan_targets
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
+from tests import ops
 from tests.conftest import CORPUS, make_runtime
 from tests.graph.test_lazy_reports import report_row_writes, watch_report_rows
 
@@ -180,10 +181,10 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
 ) -> None:
     runtime = copy_of_demo
     jobs = JobStore(runtime.data_dir / "lore.sqlite3")
-    built = refresh_inline(runtime, jobs, rebuild=True)
+    built = refresh_inline(runtime.graph_services(), jobs, rebuild=True)
     assert built["communities"] > 50  # reports already built by earlier tests are kept
     assert len(runtime.graph().reports()) == built["communities"]
-    quiet = refresh_inline(runtime, jobs)
+    quiet = refresh_inline(runtime.graph_services(), jobs)
     assert (quiet["stale"], quiet["refreshed"], quiet["llm_calls"]) == (0, 0, 0)
 
     path = CORPUS / "production/notification-worker/runbook-queue-backlog.md"
@@ -199,8 +200,8 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
         doc.title,
         {**doc.metadata, "env": "production"},
     )
-    assert runtime.ingest([edited], extract_graph=False).done == [doc.id]
-    refreshed = refresh_inline(runtime, jobs)
+    assert ops.ingest(runtime, [edited], extract_graph=False).done == [doc.id]
+    refreshed = refresh_inline(runtime.graph_services(), jobs)
     assert 0 < refreshed["refreshed"] <= refreshed["stale"]
     # the edit names an existing entity and adds a new one: at most their two leaf-to-root
     # chains (one community per level each); on a small graph that can exceed 5 %

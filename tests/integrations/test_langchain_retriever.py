@@ -24,6 +24,7 @@ from lore.embedders import LocalEmbedder
 from lore.errors import UnauthorizedError
 from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
+from tests import ops
 
 
 def test_python_api_backend(demo_runtime: Runtime) -> None:
@@ -37,8 +38,13 @@ def test_python_api_backend(demo_runtime: Runtime) -> None:
 def test_http_backend_with_a_key(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
     settings = load_settings(data_dir=tmp_path, auth={"enabled": True})
     namespaces = Namespaces(settings, embedder=local_embedder)
-    namespaces.runtime("ops").ingest(
-        [SourceDocument("r.md", "r.md", "Rotate the TLS cert when HTTP 495 shows up.", "Certs", {})]
+    ops.ingest(
+        namespaces.runtime("ops"),
+        [
+            SourceDocument(
+                "r.md", "r.md", "Rotate the TLS cert when HTTP 495 shows up.", "Certs", {}
+            )
+        ],
     )
     keys = KeyStore(tmp_path / "keys.sqlite3")
     key, _ = keys.create(["ops"])
@@ -116,8 +122,13 @@ def test_http_backend_sync_and_async_inside_and_outside_a_loop(
 ) -> None:
     settings = load_settings(data_dir=tmp_path)
     namespaces = Namespaces(settings, embedder=local_embedder)
-    namespaces.runtime("default").ingest(
-        [SourceDocument("r.md", "r.md", "Rotate the TLS cert when HTTP 495 shows up.", "Certs", {})]
+    ops.ingest(
+        namespaces.runtime("default"),
+        [
+            SourceDocument(
+                "r.md", "r.md", "Rotate the TLS cert when HTTP 495 shows up.", "Certs", {}
+            )
+        ],
     )
     with real_server(settings, namespaces) as url:
         retriever = LorekeeperRetriever(url=url, top_k=1)
@@ -192,13 +203,14 @@ def test_global_mode_returns_the_answer_as_one_document(demo_graph_runtime: Runt
 def test_per_call_arguments_over_http(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
     settings = load_settings(data_dir=tmp_path)
     namespaces = Namespaces(settings, embedder=local_embedder)
-    namespaces.runtime("default").ingest(
+    ops.ingest(
+        namespaces.runtime("default"),
         [
             SourceDocument(
                 f"{env}.md", f"{env}.md", f"HTTP 504 in {env}: restart", "", {"env": env}
             )
             for env in ("production", "staging")
-        ]
+        ],
     )
     with TestClient(create_app(settings, namespaces)) as client:
         retriever = LorekeeperRetriever(url="http://testserver", http_client=client)

@@ -29,6 +29,7 @@ from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from tests import ops
 from tests.conftest import ROOT
 from tests.integrations.test_mcp_server import payload
 
@@ -69,8 +70,13 @@ def server(
     settings = load_settings(data_dir=data, auth={"enabled": True})
     namespaces = Namespaces(settings, embedder=local_embedder)
     for space in ("team-a", "team-b"):
-        namespaces.runtime(space).ingest(
-            [SourceDocument(f"{space}/runbook.md", f"{space}/runbook.md", f"{space} runbook: 504.")]
+        ops.ingest(
+            namespaces.runtime(space),
+            [
+                SourceDocument(
+                    f"{space}/runbook.md", f"{space}/runbook.md", f"{space} runbook: 504."
+                )
+            ],
         )
     namespaces.close()
     keys = KeyStore(data / "keys.sqlite3")

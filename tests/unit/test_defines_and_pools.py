@@ -16,6 +16,7 @@ from retrieval.analyzer import Analyzer
 from retrieval.contract import QueryRequest
 from retrieval.defines import defined_terms
 from retrieval.fusion import weighted_rrf
+from tests import ops
 from tests.conftest import make_runtime
 
 REFERENCE = """<html><body><h1>Configuration</h1>
@@ -48,7 +49,7 @@ def runtime(tmp_path: Path, local_embedder: LocalEmbedder) -> Iterator[Runtime]:
         SourceDocument(f"f{i}.md", f"f{i}.md", f"Topic {i}: " + "words about locks " * (i % 5), "")
         for i in range(40)
     ]
-    assert len(rt.ingest([ref, *notes, *filler]).done) == 43
+    assert len(ops.ingest(rt, [ref, *notes, *filler]).done) == 43
     yield rt
     rt.close()
 
@@ -63,16 +64,18 @@ def test_defined_terms_come_from_terms_first_cells_and_headings() -> None:
 
 @pytest.mark.parametrize("identifier", ["core.lockTimeout", "E11000", "0x8007000E", "--dry-run"])
 def test_the_defining_chunk_ranks_first(runtime: Runtime, identifier: str) -> None:
-    response = runtime.query_sync(QueryRequest(search_text=identifier, top_k=5))
+    response = runtime.queries().query_sync(QueryRequest(search_text=identifier, top_k=5))
     assert response.results[0].source == "config.html", [r.source for r in response.results]
 
 
 def test_top_five_do_not_depend_on_top_k(runtime: Runtime) -> None:
     rng = random.Random(27)
     for text in ("waiting for a lock", "duplicate key", "locks words topic", "memory"):
-        first = [r.chunk_id for r in runtime.query_sync(QueryRequest(search_text=text)).results]
+        first = [
+            r.chunk_id for r in runtime.queries().query_sync(QueryRequest(search_text=text)).results
+        ]
         for top_k in rng.sample(range(5, 60), 6):
-            got = runtime.query_sync(QueryRequest(search_text=text, top_k=top_k)).results
+            got = runtime.queries().query_sync(QueryRequest(search_text=text, top_k=top_k)).results
             assert [r.chunk_id for r in got[:5]] == first[:5], (text, top_k)
 
 
@@ -113,8 +116,10 @@ def test_a_page_titled_by_the_identifier_defines_it_before_a_list_of_them(
         ),
     ]
     try:
-        assert len(rt.ingest(docs).done) == 2
-        first = rt.query_sync(QueryRequest(search_text="git-write-tree", top_k=3)).results[0]
+        assert len(ops.ingest(rt, docs).done) == 2
+        first = (
+            rt.queries().query_sync(QueryRequest(search_text="git-write-tree", top_k=3)).results[0]
+        )
         assert first.document_id == "wt.md", first.document_id
     finally:
         rt.close()

@@ -14,6 +14,7 @@ from lore.models import SourceDocument
 from lore.store import NewChunk
 from retrieval.contract import QueryRequest
 from retrieval.hybrid import HybridSearcher
+from tests import ops
 from tests.conftest import make_runtime
 
 DOCS = [
@@ -46,7 +47,7 @@ DOCS = [
 @pytest.fixture
 def runtime(tmp_path: Path, local_embedder: LocalEmbedder) -> Iterator[Runtime]:
     rt = make_runtime(tmp_path / "data", local_embedder)
-    report = rt.ingest(DOCS)
+    report = ops.ingest(rt, DOCS)
     assert len(report.done) == 3
     yield rt
     rt.close()
@@ -57,7 +58,7 @@ def q(text: str, **fields: object) -> QueryRequest:
 
 
 def test_total_retrieved_always_matches_and_ranks_are_reported(runtime: Runtime) -> None:
-    response = runtime.query_sync(q("database timeouts", top_k=2))
+    response = runtime.queries().query_sync(q("database timeouts", top_k=2))
     assert response.total_retrieved == len(response.results) == 2
     top = response.results[0]
     assert top.ranks.sparse is not None or top.ranks.dense is not None
@@ -68,21 +69,25 @@ def test_total_retrieved_always_matches_and_ranks_are_reported(runtime: Runtime)
 
 def test_weights_change_the_order(runtime: Runtime) -> None:
     text = "key renewal for signing"  # paraphrase: dense finds auth.md, BM25 favours 'signing'
-    sparse_only = runtime.query_sync(q(text, hybrid_params={"dense_weight": 0, "sparse_weight": 1}))
-    dense_only = runtime.query_sync(q(text, hybrid_params={"dense_weight": 1, "sparse_weight": 0}))
+    sparse_only = runtime.queries().query_sync(
+        q(text, hybrid_params={"dense_weight": 0, "sparse_weight": 1})
+    )
+    dense_only = runtime.queries().query_sync(
+        q(text, hybrid_params={"dense_weight": 1, "sparse_weight": 0})
+    )
     assert all(r.ranks.dense is None for r in sparse_only.results)
     assert all(r.ranks.sparse is None for r in dense_only.results)
     assert len(dense_only.results) == 3  # dense always returns the pool
 
 
 def test_filter_applies_and_echoes_query_id(runtime: Runtime) -> None:
-    response = runtime.query_sync(
+    response = runtime.queries().query_sync(
         q("ledger database max_connections", query_id="abc", metadata_filter={"env": "staging"})
     )
     assert response.query_id == "abc"
     assert [r.document_id for r in response.results] == ["stg.md"]
     with pytest.raises(FilterError, match="unknown filter key"):
-        runtime.query_sync(q("x", metadata_filter={"team": "a"}))
+        runtime.queries().query_sync(q("x", metadata_filter={"team": "a"}))
 
 
 def test_update_and_delete_reach_every_index(runtime: Runtime) -> None:
@@ -93,14 +98,14 @@ def test_update_and_delete_reach_every_index(runtime: Runtime) -> None:
         "Payments",
         {"env": "prod"},
     )
-    assert runtime.ingest([changed]).done == ["pay.md"]
-    assert runtime.ingest([changed]).unchanged == ["pay.md"]
-    hits = runtime.query_sync(q("ERR_QUOTA_BLOWN", top_k=1)).results
+    assert ops.ingest(runtime, [changed]).done == ["pay.md"]
+    assert ops.ingest(runtime, [changed]).unchanged == ["pay.md"]
+    hits = runtime.queries().query_sync(q("ERR_QUOTA_BLOWN", top_k=1)).results
     assert hits[0].document_id == "pay.md" and "ERR_QUOTA_BLOWN" in hits[0].text
-    old = runtime.query_sync(q("payments-api HTTP 504 ledger pool exhausted", top_k=5))
+    old = runtime.queries().query_sync(q("payments-api HTTP 504 ledger pool exhausted", top_k=5))
     assert all("exhausted" not in r.text for r in old.results)
-    runtime.delete("stg.md")
-    after = runtime.query_sync(q("staging load tests", top_k=5))
+    ops.delete(runtime, "stg.md")
+    after = runtime.queries().query_sync(q("staging load tests", top_k=5))
     assert "stg.md" not in {r.document_id for r in after.results}
 
 
@@ -155,9 +160,9 @@ def test_one_percent_filter_returns_top_k_and_nothing_else(
             ],
         )
     rt.store.bind_embedder(local_embedder.name, 384)
-    rt.sync_indexes()
+    rt.indexes.catch_up()
     for fusion in ("rrf", "relative_score"):
-        response = rt.query_sync(
+        response = rt.queries().query_sync(
             q("database timeout", top_k=10, metadata_filter={"tier": "rare"}, fusion=fusion)
         )
         assert response.total_retrieved == 10

@@ -78,29 +78,34 @@ def test_inline_run_does_every_step_and_a_rerun_writes_nothing(
     env: tuple[Runtime, JobStore, OpenAITestServer],
 ) -> None:
     runtime, jobs, _ = env
-    result = ingest(runtime, _docs(5))
+    result = ingest(runtime.job_services(), _docs(5))
     job, report = result.job_id, result.report
     assert len(report.done) == 5
     info = jobs.get(job)
     assert info is not None and info.state == "done" and info.counts == {"done": 5}
     assert runtime.graph().counts()["extracted_chunks"] == 5
     seq = runtime.store.last_seq()
-    again, staged_again = stage_documents(runtime, jobs, _docs(5))
-    _, ready = ingest_documents(runtime, jobs, again, staged_again, retry_transient=True)
+    again, staged_again = stage_documents(runtime.store, jobs, _docs(5))
+    _, ready = ingest_documents(
+        runtime.store, runtime.pipeline, jobs, again, staged_again, retry_transient=True
+    )
     assert ready == staged_again and runtime.store.last_seq() == seq  # nothing rewritten
-    assert extract_documents(runtime, jobs, again, ready) == 0  # nothing re-extracted
+    graph = runtime.graph_services()
+    assert extract_documents(graph, jobs, again, ready) == 0  # nothing re-extracted
 
 
 def test_a_transient_failure_propagates_without_failing_anything(
     env: tuple[Runtime, JobStore, OpenAITestServer],
 ) -> None:
     runtime, jobs, server = env
-    job, staged = stage_documents(runtime, jobs, _docs(2))
+    job, staged = stage_documents(runtime.store, jobs, _docs(2))
     server.fail_next(503, 503, 503)
     with pytest.raises(BackendUnavailableError):
-        ingest_documents(runtime, jobs, job, staged, retry_transient=True)
+        ingest_documents(runtime.store, runtime.pipeline, jobs, job, staged, retry_transient=True)
     assert {s for s, _ in jobs.statuses(job).values()} == {JobStatus.CHUNKED}
-    _, ready = ingest_documents(runtime, jobs, job, staged, retry_transient=True)
+    _, ready = ingest_documents(
+        runtime.store, runtime.pipeline, jobs, job, staged, retry_transient=True
+    )
     assert ready == staged
 
 
@@ -108,7 +113,7 @@ def test_resume_resends_unfinished_documents_once_per_broker_epoch(
     env: tuple[Runtime, JobStore, OpenAITestServer],
 ) -> None:
     runtime, jobs, _ = env
-    job, _ = stage_documents(runtime, jobs, _docs(3), epoch="old")
+    job, _ = stage_documents(runtime.store, jobs, _docs(3), epoch="old")
     jobs.advance(job, ["d0"], JobStatus.DONE)
     jobs.advance(job, ["d1"], JobStatus.EMBEDDED)
     sent: list[tuple[str, str, list[str]]] = []
@@ -130,7 +135,7 @@ def test_resume_ends_lost_refreshes_and_leaves_in_process_jobs_alone(
     runtime, jobs, _ = env
     lost = jobs.create("refresh", epoch="old", detail={"rebuild": False})
     queued = jobs.create("delete", epoch="new", detail={"documents": ["a"]})
-    here, _ = stage_documents(runtime, jobs, _docs(2))  # in-process: no epoch
+    here, _ = stage_documents(runtime.store, jobs, _docs(2))  # in-process: no epoch
     sent: list[str] = []
     assert (
         resume(jobs, "new", lambda j, ids: sent.append(j), lambda j, ids: sent.append(j), 8) == {}
@@ -261,7 +266,7 @@ def test_another_hosts_job_is_ended_once_its_heartbeat_is_stale(shared: Runtime)
     _owned_elsewhere(jobs, progressing, "oldhost:10:1", None, _ago(hours=2))
     jobs.advance(progressing, ["d0"], JobStatus.CHUNKED, chunks=1)
 
-    assert sorted(end_orphaned_jobs(shared)) == sorted([silent, old])
+    assert sorted(end_orphaned_jobs(shared.store, shared.jobs())) == sorted([silent, old])
 
     ended = jobs.get(silent)
     assert ended is not None and ended.state == "failed"
@@ -282,7 +287,7 @@ def test_another_hosts_job_is_ended_once_its_heartbeat_is_stale(shared: Runtime)
         info = jobs.get(alive)
         assert info is not None and info.state == "running" and "error" not in info.detail
         assert JobStatus.FAILED not in {s for s, _ in jobs.statuses(alive).values()}
-    assert end_orphaned_jobs(shared) == []
+    assert end_orphaned_jobs(shared.store, shared.jobs()) == []
 
 
 def test_another_hosts_staged_documents_fail_in_the_store_too(shared: Runtime) -> None:
@@ -290,7 +295,7 @@ def test_another_hosts_staged_documents_fail_in_the_store_too(shared: Runtime) -
     job = jobs.create("ingest")
     jobs.stage(job, _docs(2))  # staged with their text, as for a request's background run
     _owned_elsewhere(jobs, job, "otherhost:5:6", _ago(minutes=3), _ago(minutes=3))
-    assert end_orphaned_jobs(shared) == [job]
+    assert end_orphaned_jobs(shared.store, shared.jobs()) == [job]
     failed = {d.id: d for d in shared.store.list_documents(DocumentStatus.FAILED)}
     assert set(failed) == {"d0", "d1"}
     assert all("otherhost:5:6" in (d.error or "") for d in failed.values())

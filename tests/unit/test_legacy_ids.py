@@ -18,6 +18,7 @@ from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.store import IDS_KEY
 from retrieval.contract import QueryRequest
+from tests import ops
 from tests.conftest import CORPUS, make_runtime
 
 
@@ -37,7 +38,7 @@ def older_ids(root: Path, cwd: Path) -> list[SourceDocument]:
 
 def made_before(data: Path, embedder: LocalEmbedder, docs: list[SourceDocument]) -> None:
     runtime = make_runtime(data, embedder)
-    assert not runtime.ingest(docs).failed
+    assert not ops.ingest(runtime, docs).failed
     runtime.close()
     with sqlite3.connect(data / "lore.sqlite3") as db:  # as a store of that time: no mark
         db.execute("DELETE FROM meta WHERE key = ?", (IDS_KEY,))
@@ -72,7 +73,7 @@ def test_reingesting_a_root_renames_older_documents_without_embedding_again(
     edited = staging / "ledger-db" / "service-overview.md"
     edited.write_text(edited.read_text() + "\n\nA new line about E_EDITED_9.\n")
 
-    report = runtime.ingest_paths([staging])
+    report = ops.ingest_paths(runtime, [staging])
     after = chunk_rows(runtime)
     assert report.done == ["staging/ledger-db/service-overview.md"]  # the edited one only
     assert len(report.unchanged) == len(before) - 1 and report.failed == []
@@ -83,11 +84,11 @@ def test_reingesting_a_root_renames_older_documents_without_embedding_again(
     (entry,) = runtime.quarantine().entries()
     assert (entry.chunk_id, entry.document_id) == (held.id, kept)  # it follows the rename
     assert graph_before and runtime.graph().extracted_chunks() >= graph_before - old_edited
-    hit = runtime.query_sync(QueryRequest(search_text="E_EDITED_9", top_k=1)).results[0]
+    hit = runtime.queries().query_sync(QueryRequest(search_text="E_EDITED_9", top_k=1)).results[0]
     assert hit.document_id == "staging/ledger-db/service-overview.md"
-    assert runtime.ingest_paths([staging]).done == []  # idempotent from then on
+    assert ops.ingest_paths(runtime, [staging]).done == []  # idempotent from then on
 
-    other = runtime.ingest_paths([home / "corpus" / "production"])  # never stored before
+    other = ops.ingest_paths(runtime, [home / "corpus" / "production"])  # never stored before
     assert len(other.done) == 36 and "production/checkout-web/status-page.html" in other.done
     runtime.close()
 
@@ -103,7 +104,7 @@ def test_a_file_stored_twice_under_older_ids_is_not_guessed(
     made_before(tmp_path / "data", local_embedder, [*from_home, *from_tmp])
     runtime = make_runtime(tmp_path / "data", local_embedder)
     (root / "a.md").write_text("# A\n\nThe kestrel-gateway note, edited.\n")
-    report = runtime.ingest_paths([root])
+    report = ops.ingest_paths(runtime, [root])
     ids = sorted(d.id for d in runtime.store.list_documents())
     assert report.done == ["notes/a.md"]
     assert ids == ["home/notes/a.md", "notes/a.md"]  # "notes/a.md" is the new one
@@ -122,7 +123,7 @@ def test_older_json_lines_records_keep_their_ids_and_take_the_new_source(
     made_before(tmp_path / "data", local_embedder, older)
     runtime = make_runtime(tmp_path / "data", local_embedder)
     before = chunk_rows(runtime)
-    report = runtime.ingest_paths([home / "corpus"], label="alerts")
+    report = ops.ingest_paths(runtime, [home / "corpus"], label="alerts")
     assert report.done == [] and report.embedded == 0 and len(report.unchanged) == len(before)
     assert chunk_rows(runtime) == before  # same ids, same chunk rows
     stored = runtime.store.get_document("alert-001")
@@ -140,7 +141,7 @@ def test_a_bare_older_name_is_renamed_only_when_its_content_is_the_files(
     made_before(tmp_path / "data", local_embedder, older_ids(root, root))  # a.md, b.md
     runtime = make_runtime(tmp_path / "data", local_embedder)
     (root / "b.md").write_text("# B\n\nA different heron-queue note.\n")  # any root's b.md?
-    report = runtime.ingest_paths([root])
+    report = ops.ingest_paths(runtime, [root])
     assert report.unchanged == ["notes/a.md"] and report.done == ["notes/b.md"]
     ids = sorted(d.id for d in runtime.store.list_documents())
     assert ids == ["b.md", "notes/a.md", "notes/b.md"]  # the older b.md is not taken over

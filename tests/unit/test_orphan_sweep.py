@@ -103,7 +103,7 @@ def test_the_sweep_ends_a_dead_owners_job_and_leaves_live_ones(
             "UPDATE jobs SET owner = 'otherhost:1:2', heartbeat_at = ? WHERE id = ?",
             (datetime.now(UTC).isoformat(timespec="milliseconds"), elsewhere),
         )
-    sweep = OrphanSweep(runtime, 0.05)
+    sweep = OrphanSweep(runtime.store, runtime.jobs(), runtime.indexes, 0.05)
     sweep.start()
     try:
         assert sweep.running() and len(sweeps()) == 1
@@ -133,7 +133,7 @@ def test_a_failing_sweep_is_logged_once_and_retried(
     orphan = _orphan(jobs)
     with jobs.database.write() as db:  # the job table is away: every sweep fails
         db.execute("ALTER TABLE jobs RENAME TO jobs_away")
-    sweep = OrphanSweep(runtime, 0.02)
+    sweep = OrphanSweep(runtime.store, runtime.jobs(), runtime.indexes, 0.02)
     sweep.start()
     try:
         time.sleep(0.3)  # many failed sweeps
@@ -159,7 +159,7 @@ def test_sweeps_of_one_store_never_overlap(runtime: Runtime) -> None:
 
     def sweep() -> None:
         start.wait()
-        results.append(end_orphaned_jobs(runtime))
+        results.append(end_orphaned_jobs(runtime.store, runtime.jobs()))
 
     threads = [threading.Thread(target=sweep) for _ in range(4)]
     for thread in threads:
@@ -200,7 +200,7 @@ def test_an_interval_of_0_sweeps_only_at_start(
         ended = opened.jobs().get(orphan)  # the first use still ends it
         assert ended is not None and ended.state == "failed"
         assert sweeps() == set()
-        sweep = OrphanSweep(opened, 0)
+        sweep = OrphanSweep(opened.store, opened.jobs(), opened.indexes, 0)
         sweep.start()
         assert not sweep.running() and sweeps() == set()
         late = _orphan(opened.jobs())
@@ -223,7 +223,7 @@ def test_a_sweep_that_finds_nothing_is_one_indexed_select(
         assert isinstance(database, SQLiteDatabase)
         statements: list[str] = []
         database._db.set_trace_callback(statements.append)
-        assert end_orphaned_jobs(opened) == []
+        assert end_orphaned_jobs(opened.store, opened.jobs()) == []
         database._db.set_trace_callback(None)
         [select] = statements
         with database.read() as db:

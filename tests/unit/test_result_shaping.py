@@ -9,6 +9,7 @@ from app.runtime import Runtime
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.contract import QueryRequest
+from tests import ops
 from tests.conftest import make_runtime
 from tests.openai_test_server import OpenAITestServer
 
@@ -41,7 +42,7 @@ def runtime_with(path: Path, embedder: LocalEmbedder, **rerank: object) -> Runti
         chunk={"size_tokens": 24, "overlap_tokens": 0},
         rerank=rerank or {"backend": "none"},
     )
-    assert not rt.ingest(DOCS).failed
+    assert not ops.ingest(rt, DOCS).failed
     return rt
 
 
@@ -51,8 +52,8 @@ def q(**fields: object) -> QueryRequest:
 
 def test_mmr_spreads_results_over_documents(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
     rt = runtime_with(tmp_path, local_embedder)
-    plain = rt.query_sync(q(top_k=4))
-    diverse = rt.query_sync(q(top_k=4, diversity=0.7))
+    plain = rt.queries().query_sync(q(top_k=4))
+    diverse = rt.queries().query_sync(q(top_k=4, diversity=0.7))
     assert diverse.results[0].chunk_id == plain.results[0].chunk_id
     plain_docs = {r.document_id for r in plain.results}
     diverse_docs = {r.document_id for r in diverse.results}
@@ -65,12 +66,12 @@ def test_relative_cutoff_and_candidate_limits(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = runtime_with(tmp_path, local_embedder)
-    full = rt.query_sync(q(top_k=10))
-    cut = rt.query_sync(q(top_k=10, min_relative_score=0.9))
+    full = rt.queries().query_sync(q(top_k=10))
+    cut = rt.queries().query_sync(q(top_k=10, min_relative_score=0.9))
     best = full.results[0].rrf_score
     assert 0 < cut.total_retrieved < full.total_retrieved
     assert all(r.rrf_score >= 0.9 * best for r in cut.results)
-    limited = rt.query_sync(q(top_k=10, candidate_limits={"sparse": 1, "dense": 1}))
+    limited = rt.queries().query_sync(q(top_k=10, candidate_limits={"sparse": 1, "dense": 1}))
     assert 1 <= limited.total_retrieved <= 2
     rt.close()
 
@@ -81,13 +82,13 @@ def test_http_reranker_orders_head_and_keeps_fused_score(
     rt = runtime_with(
         tmp_path, local_embedder, backend="http", url=server.root_url + "/rerank", style="tei"
     )
-    response = rt.query_sync(q(top_k=5))
+    response = rt.queries().query_sync(q(top_k=5))
     assert response.reranker is not None and response.warnings == []
     scores = [r.rerank_score for r in response.results]
     assert all(s is not None for s in scores)
     assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
     assert all(r.rrf_score > 0 for r in response.results)
-    off = rt.query_sync(q(top_k=5, rerank=False))
+    off = rt.queries().query_sync(q(top_k=5, rerank=False))
     assert off.reranker is None and all(r.rerank_score is None for r in off.results)
     rt.close()
     rt = runtime_with(  # the same store, a shorter timeout (settings are never mutated)
@@ -99,7 +100,7 @@ def test_http_reranker_orders_head_and_keeps_fused_score(
         timeout_s=0.3,
     )
     server.delay_next(2.0)
-    slow = rt.query_sync(q(top_k=5))
+    slow = rt.queries().query_sync(q(top_k=5))
     assert slow.total_retrieved == 5 and slow.reranker is None
     assert any("timed out" in w for w in slow.warnings)
     rt.close()
@@ -109,7 +110,7 @@ def test_missing_reranker_model_still_answers_with_a_warning(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = runtime_with(tmp_path, local_embedder, backend="local", model=str(tmp_path / "none"))
-    response = rt.query_sync(q(top_k=3))
+    response = rt.queries().query_sync(q(top_k=3))
     assert response.total_retrieved == 3 and response.reranker is None
     assert any("unavailable" in w and "never downloaded" in w for w in response.warnings)
     assert all(r.rerank_score is None for r in response.results)
@@ -118,7 +119,7 @@ def test_missing_reranker_model_still_answers_with_a_warning(
 
 def test_rerank_requested_without_reranker(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
     rt = runtime_with(tmp_path, local_embedder)
-    response = rt.query_sync(q(top_k=2, rerank=True))
+    response = rt.queries().query_sync(q(top_k=2, rerank=True))
     assert response.total_retrieved == 2
     assert response.warnings == ["rerank requested but no reranker is configured"]
     rt.close()

@@ -14,6 +14,7 @@ from lore.models import SourceDocument
 from lore.settings import load_settings
 from lore.store import NewChunk, Store
 from retrieval.contract import HybridParams, QueryRequest
+from tests import ops
 from tests.conftest import make_runtime
 
 
@@ -50,7 +51,7 @@ def test_store_write_without_index_update_is_caught_up(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     first = make_runtime(tmp_path, local_embedder)
-    first.ingest([SourceDocument("a", "a", "alpha ERR_FIRST_ONE text", "", {})])
+    ops.ingest(first, [SourceDocument("a", "a", "alpha ERR_FIRST_ONE text", "", {})])
     # a writer that "crashes" after the store commit, before touching any index:
     vector = local_embedder.embed_query("beta ERR_SECOND_ONE text")
     first.store.replace_document(
@@ -59,7 +60,7 @@ def test_store_write_without_index_update_is_caught_up(
     )
     first.close()
     second = make_runtime(tmp_path, local_embedder)
-    hits = second.query_sync(QueryRequest(search_text="ERR_SECOND_ONE", top_k=1)).results
+    hits = second.queries().query_sync(QueryRequest(search_text="ERR_SECOND_ONE", top_k=1)).results
     assert hits[0].document_id == "b"
     second.close()
     # index files lost entirely: rebuilt from the store on the next query
@@ -67,7 +68,7 @@ def test_store_write_without_index_update_is_caught_up(
         shutil.rmtree(directory)
     shutil.rmtree(tmp_path / "dense-hnswlib")
     third = make_runtime(tmp_path, local_embedder)
-    response = third.query_sync(QueryRequest(search_text="ERR_FIRST_ONE", top_k=2))
+    response = third.queries().query_sync(QueryRequest(search_text="ERR_FIRST_ONE", top_k=2))
     assert response.results[0].document_id == "a" and response.total_retrieved == 2
     assert np.isclose(third.searcher().dense.search(vector, 1)[0][1], 1.0, atol=1e-4)
     third.close()
@@ -77,29 +78,28 @@ def test_damaged_or_foreign_index_files_are_rebuilt(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(
+    ops.ingest(
+        rt,
         [
             SourceDocument("a", "a", "kangaroo ERR_ALPHA", "", {}),
             SourceDocument("b", "b", "wombat ERR_BETA", "", {}),
-        ]
+        ],
     )
-    rt.delete("b")
+    ops.delete(rt, "b")
     rt.close()
     index_bin = tmp_path / "dense-hnswlib" / "index.bin"
     index_bin.write_bytes(index_bin.read_bytes()[:100])  # torn write
     again = make_runtime(tmp_path, local_embedder)
-    hits = again.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results
+    hits = again.queries().query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results
     assert [h.document_id for h in hits] == ["a"]
     again.close()
     # a new database behind old index files: the indexes must not serve the old rows
     for name in ("lore.sqlite3", "lore.sqlite3-wal", "lore.sqlite3-shm"):
         (tmp_path / name).unlink(missing_ok=True)
     fresh = make_runtime(tmp_path, local_embedder)
-    fresh.ingest([SourceDocument("n", "n", "platypus ERR_GAMMA", "", {})])
-    assert (
-        fresh.query_sync(QueryRequest(search_text="kangaroo", top_k=5)).results[0].document_id
-        == "n"
-    )
+    ops.ingest(fresh, [SourceDocument("n", "n", "platypus ERR_GAMMA", "", {})])
+    found = fresh.queries().query_sync(QueryRequest(search_text="kangaroo", top_k=5))
+    assert found.results[0].document_id == "n"
     fresh.close()
 
 
@@ -121,7 +121,7 @@ def _answers(rt: Runtime) -> list[list[tuple[str, str, float, str]]]:
     return [
         [
             (h.document_id, h.chunk_id, h.rrf_score, h.ranks.model_dump_json())
-            for h in rt.query_sync(q).results
+            for h in rt.queries().query_sync(q).results
         ]
         for q in probes
     ] + [scores]
@@ -138,7 +138,7 @@ def test_the_dense_index_keeps_no_second_vector_file_and_reopens_identically(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(_ANIMALS)
+    ops.ingest(rt, _ANIMALS)
     before = _answers(rt)
     rt.close()
     dense = tmp_path / "dense-hnswlib"
@@ -152,7 +152,7 @@ def test_an_old_data_directory_with_vectors_npy_is_migrated(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    rt.ingest(_ANIMALS)
+    ops.ingest(rt, _ANIMALS)
     before = _answers(rt)
     rt.close()
     dense = tmp_path / "dense-hnswlib"
@@ -170,18 +170,21 @@ def test_an_id_owned_by_another_source_is_not_overwritten(
     tmp_path: Path, local_embedder: LocalEmbedder
 ) -> None:
     rt = make_runtime(tmp_path, local_embedder)
-    assert rt.ingest([SourceDocument("1", "one.jsonl#1", "llamas graze", "", {})]).done == ["1"]
-    clash = rt.ingest(
+    assert ops.ingest(rt, [SourceDocument("1", "one.jsonl#1", "llamas graze", "", {})]).done == [
+        "1"
+    ]
+    clash = ops.ingest(
+        rt,
         [
             SourceDocument("1", "two.jsonl#1", "zebras run", "", {}),
             SourceDocument("x", "x", "once", "", {}),
             SourceDocument("x", "y", "twice", "", {}),
-        ]
+        ],
     )
     reasons = dict(clash.failed)
     assert "already belongs to 'one.jsonl#1'" in reasons["1"]
     assert "appears twice in this run" in reasons["x"]
-    top = rt.query_sync(QueryRequest(search_text="llamas", top_k=1)).results[0]
+    top = rt.queries().query_sync(QueryRequest(search_text="llamas", top_k=1)).results[0]
     assert top.source == "one.jsonl#1"
     rt.close()
 
@@ -194,10 +197,10 @@ def test_fixed_inputs_lose_their_old_failures(
     (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{broken\n')
     (inbox / "empty.md").write_text("")
     rt = make_runtime(tmp_path / "data", local_embedder)
-    first = rt.ingest_paths([inbox])
+    first = ops.ingest_paths(rt, [inbox])
     assert sorted(doc_id for doc_id, _ in first.failed) == ["inbox/empty.md", "inbox/r.jsonl:2"]
     (inbox / "r.jsonl").write_text('{"id": "ok", "text": "fine"}\n{"id": "two", "text": "x"}\n')
-    second = rt.ingest_paths([inbox])
+    second = ops.ingest_paths(rt, [inbox])
     assert [doc_id for doc_id, _ in second.failed] == ["inbox/empty.md"]  # still empty
     failed = [d.id for d in rt.store.list_documents() if d.status.value == "failed"]
     assert failed == ["inbox/empty.md"]

@@ -19,11 +19,12 @@ from lore.models import SourceDocument
 from lore.settings import Settings, load_settings
 from retrieval.contract import QueryRequest
 from retrieval.index_set import MARKER
+from tests import ops
 from tests.conftest import make_runtime
 
 
 def _found(runtime: Runtime, text: str) -> list[str]:
-    hits = runtime.query_sync(QueryRequest(search_text=text, top_k=5)).results
+    hits = runtime.queries().query_sync(QueryRequest(search_text=text, top_k=5)).results
     return [hit.document_id for hit in hits]
 
 
@@ -32,7 +33,8 @@ def test_two_hosts_share_the_store_and_keep_local_indexes(
 ) -> None:
     host_a = make_runtime(tmp_path / "a", local_embedder, store={"url": postgres_url})
     host_b = make_runtime(tmp_path / "b", local_embedder, store={"url": postgres_url})
-    report = host_a.ingest(
+    report = ops.ingest(
+        host_a,
         [
             SourceDocument("k", "k.md", "kangaroo ERR_KANGAROO_JUMP text", "", {}),
             SourceDocument("w", "w.md", "wombat ERR_WOMBAT_DIG text", "", {}),
@@ -41,9 +43,9 @@ def test_two_hosts_share_the_store_and_keep_local_indexes(
     )
     assert sorted(report.done) == ["k", "w"]
     assert _found(host_b, "ERR_KANGAROO_JUMP")[0] == "k"  # B's empty indexes rebuilt
-    host_b.ingest([SourceDocument("p", "p.md", "platypus ERR_PLATYPUS_SWIM", "", {})])
+    ops.ingest(host_b, [SourceDocument("p", "p.md", "platypus ERR_PLATYPUS_SWIM", "", {})])
     assert _found(host_a, "ERR_PLATYPUS_SWIM")[0] == "p"  # A caught up incrementally
-    host_a.delete("k")
+    ops.delete(host_a, "k")
     assert "k" not in _found(host_b, "ERR_KANGAROO_JUMP kangaroo")  # the delete reached B
     store_id = host_a.store.get_meta("store_id")
     for host in ("a", "b"):
@@ -72,7 +74,9 @@ def test_namespaces_get_their_own_schemas(
     assert not store_exists(settings)
     spaces = Namespaces(settings, local_embedder)
     team = spaces.runtime("team-a")
-    team.ingest([SourceDocument("t", "t.md", "echidna ERR_TEAM_ONLY", "", {})], extract_graph=False)
+    ops.ingest(
+        team, [SourceDocument("t", "t.md", "echidna ERR_TEAM_ONLY", "", {})], extract_graph=False
+    )
     assert _found(team, "ERR_TEAM_ONLY") == ["t"]
     assert _found(spaces.runtime("default"), "ERR_TEAM_ONLY echidna") == []
     assert spaces.exists("team-a") and not spaces.exists("nobody")
@@ -97,7 +101,9 @@ def test_cli_reads_the_postgresql_store(
     assert missing.exit_code == 1 and "schema lore_lore does not exist" in missing.output
     assert "postgres@127.0.0.1" in missing.output
     writer = make_runtime(tmp_path / "writer", local_embedder, store={"url": postgres_url})
-    writer.ingest([SourceDocument("q", "q.md", "quokka ERR_QUOKKA", "", {})], extract_graph=False)
+    ops.ingest(
+        writer, [SourceDocument("q", "q.md", "quokka ERR_QUOKKA", "", {})], extract_graph=False
+    )
     writer.close()
     found = CliRunner().invoke(main, args, env=env)
     assert found.exit_code == 0, found.output

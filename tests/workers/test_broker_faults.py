@@ -155,7 +155,9 @@ def test_transient_embedding_failures_are_retried(
 ) -> None:
     runtime, jobs, _, server, _ = stack
     server.fail_next(*([503] * 7))  # the client's own 2 retries, then the task's retries
-    job = submit_documents(runtime, _documents("flaky", 12))
+    job = submit_documents(
+        runtime.store, runtime.jobs(), runtime.dispatcher, _documents("flaky", 12)
+    )
     info = wait_job(jobs, job, timeout_s=120)
     assert info.state == "done" and info.counts == {"done": 12}
     assert not server.failures
@@ -167,7 +169,9 @@ def test_the_pipeline_resumes_after_redis_restarts_empty(
 ) -> None:
     runtime, jobs, _, server, redis = stack
     server.delay_next(*([0.25] * 40))  # slow enough that the restart falls mid-run
-    job = submit_documents(runtime, _documents("restart", 60))
+    job = submit_documents(
+        runtime.store, runtime.jobs(), runtime.dispatcher, _documents("restart", 60)
+    )
     wait_job(jobs, job, until=lambda j: stored(j) >= 8)
     redis.stop()
     before = jobs.get(job)
@@ -190,7 +194,7 @@ def test_an_llm_failing_30_percent_of_calls_is_retried_to_a_consistent_state(
     first = server.chat_calls
     try:
         docs = _documents("llm", 16)
-        job = submit_documents(runtime, docs)
+        job = submit_documents(runtime.store, runtime.jobs(), runtime.dispatcher, docs)
         info = wait_job(jobs, job, timeout_s=180)
     finally:
         server.chat_chaos()

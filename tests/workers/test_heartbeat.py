@@ -129,7 +129,7 @@ def test_a_killed_worker_s_job_ends_within_60_s(
     claims = redis.Redis.from_url(REDIS_URL)
     try:
         docs = [SourceDocument(i, i, t, i.rsplit("/", 1)[-1]) for i, t in short_docs("hb", 80)]
-        job = submit_documents(runtime, docs)
+        job = submit_documents(runtime.store, runtime.jobs(), runtime.dispatcher, docs)
         held = _wait_for_a_claim(claims, f"{broker['key_prefix']}claims", workers.procs["a"].pid)
         workers.kill9("a")  # mid-task: it holds a claimed batch
         killed = time.monotonic()

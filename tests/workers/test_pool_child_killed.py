@@ -46,14 +46,14 @@ def test_worker_runs_tasks_after_its_pool_child_is_killed(
     try:
         workers.wait_ready("p")
         docs = [SourceDocument(i, i, t, i) for i, t in short_docs("warm", 2)]
-        first = submit_documents(runtime, docs)
+        first = submit_documents(runtime.store, runtime.jobs(), runtime.dispatcher, docs)
         assert wait_job(jobs, first, timeout_s=180).state == "done"
 
         victim = _child(workers, "p")
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         docs = [SourceDocument(i, i, t, i) for i, t in short_docs("after", 2)]
-        job_id = submit_documents(runtime, docs)
+        job_id = submit_documents(runtime.store, runtime.jobs(), runtime.dispatcher, docs)
         wait_job(jobs, job_id, until=lambda j: j.counts.get("pending", 0) < 2, timeout_s=90)
         started_s = time.monotonic() - killed_at  # a task took the job's documents
         info = wait_job(jobs, job_id, timeout_s=180)

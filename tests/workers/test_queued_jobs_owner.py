@@ -40,7 +40,7 @@ def test_a_queued_refresh_outlives_the_process_that_sent_it(
         in_process = jobs.create("ingest")  # a job this process runs itself, for contrast
         with jobs._transaction() as db:  # both senders have exited (a pid no host runs)
             db.execute("UPDATE jobs SET owner = ?", (f"{_host()}:999999999:1",))
-        ended = end_orphaned_jobs(runtime)
+        ended = end_orphaned_jobs(runtime.store, runtime.jobs())
         assert ended == [in_process]
         queued = jobs.get(job_id)
         assert queued is not None and queued.state == "running"

@@ -96,13 +96,17 @@ def test_200_documents_through_two_workers_while_the_api_answers(
 ) -> None:
     runtime, jobs, workers = setup
     data = runtime.data_dir
-    first = submit_documents(runtime, _documents("alpha", 40))
+    first = submit_documents(
+        runtime.store, runtime.jobs(), runtime.dispatcher, _documents("alpha", 40)
+    )
     assert wait_job(jobs, first).state == "done"
     assert _index_files(data) == [], "workers must never write the derived indexes"
 
     namespaces = Namespaces(runtime.settings, embedder=local_embedder)
     with TestClient(create_app(runtime.settings, namespaces)) as client:
-        second = submit_documents(runtime, _documents("alpha", 160, 40))
+        second = submit_documents(
+            runtime.store, runtime.jobs(), runtime.dispatcher, _documents("alpha", 160, 40)
+        )
         answered = 0
         while (info := jobs.get(second)) is not None and info.state == "running":
             reply = client.post(
@@ -134,7 +138,9 @@ def test_a_worker_killed_mid_run_leaves_every_document_done_exactly_once(
     setup: tuple[Runtime, JobStore, Workers],
 ) -> None:
     runtime, jobs, workers = setup
-    job = submit_documents(runtime, _documents("kill", 120))
+    job = submit_documents(
+        runtime.store, runtime.jobs(), runtime.dispatcher, _documents("kill", 120)
+    )
     running = wait_job(jobs, job, until=lambda j: stored(j) >= 12)
     workers.kill9("a")
     assert running.state == "running", "the kill must happen mid-run"
