@@ -41,6 +41,7 @@ from retrieval.contract import QueryRequest
 from retrieval.queries import QueryService
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_NOT_WORD = re.compile(r"[^0-9a-z]+")
 
 
 def sentences(text: str) -> set[str]:
@@ -53,18 +54,26 @@ def sentences(text: str) -> set[str]:
     return out
 
 
+def _plain(text: str) -> str:
+    """Letters and digits only, lower case, single spaces: a sentence as any markup shows it."""
+    return " ".join(_NOT_WORD.sub(" ", text.lower()).split())
+
+
 def unique_sentences(
     deleted: list[SourceDocument], kept: list[SourceDocument], served: Sequence[str] = ()
 ) -> list[str]:
-    """Sentences of the deleted documents that no kept document contains.
+    """Sentences of the deleted documents that no kept document holds.
 
-    ``served``: the kept documents' text as stored and served (chunks: markup such as a
-    quote's ``>`` taken out), where a deleted sentence may stand though the kept file's
-    raw text breaks it up; such a sentence is not the deleted documents' alone.
+    Compared as letters and digits only (:func:`_plain`), against the kept documents'
+    titles and text and their text as stored and served (``served``): a kept file's
+    Markdown may break a sentence up (a quote's ``>``, emphasis) that the stored text,
+    an entity's description or a report then shows whole, and a kept runbook may bear
+    a deleted one's title. Such a sentence is not the deleted documents' alone.
     """
-    kept_text = "\n".join(" ".join(t.split()) for t in [*(d.text for d in kept), *served])
+    kept_text = " | ".join(_plain(t) for d in kept for t in (d.title, d.text))
+    kept_text += " | " + " | ".join(_plain(t) for t in served)
     found = {s for d in deleted for s in sentences(d.text)}
-    return sorted(s for s in found if s not in kept_text)
+    return sorted(s for s in found if _plain(s) not in kept_text)
 
 
 def leaks(
@@ -81,24 +90,25 @@ def leaks(
     probes = rng.sample(unique, min(sample, len(unique)))
     found: dict[str, list[str]] = {"chunk_ids": [], "sentences": []}
 
-    def check(route: str, text: str, asked: str = "") -> None:
-        """``asked``: the question, which a reply may quote (a route's reasons do)."""
-        flat = " ".join(text.split())
-        if asked:
-            flat = flat.replace(asked, " ")
-        found["chunk_ids"] += [f"{route}:{c}" for c in chunk_ids if c in flat]
-        found["sentences"] += [f"{route}:{s[:60]}" for s in unique if s in flat]
+    plain = {s: _plain(s) for s in unique}
+
+    def check(route: str, text: str, *asked: str) -> None:
+        """``asked``: the question and what it names, which a reply may quote (reasons do)."""
+        flat = _plain(text)
+        for quoted in asked:
+            flat = flat.replace(_plain(quoted), " | ")
+        found["chunk_ids"] += [f"{route}:{c}" for c in chunk_ids if c in text]
+        found["sentences"] += [f"{route}:{s[:60]}" for s in unique if plain[s] in flat]
 
     for sentence in probes:
         response = queries.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
-        check("search", response.model_dump_json(), " ".join(sentence[:300].split()))
+        check("search", response.model_dump_json(), sentence[:300])
     titles = [d.title or d.id for d in deleted][:sample]
     for title in titles:
         for mode in ("local", "global"):
             question = f"What does {title} say?"
             answer = queries.ask_sync(AskRequest(question=question, mode=mode))
-            quoted = [" ".join(question.split()), " ".join(title.split())]  # reasons quote it
-            check(f"ask-{mode}", answer.model_dump_json().replace(quoted[0], " "), quoted[1])
+            check(f"ask-{mode}", answer.model_dump_json(), question, title)
     entities = [e for k in sorted(graph.entity_keys()) if (e := graph.entity(k)) is not None]
     check("entities", json.dumps([[e.name, e.description, e.chunk_ids] for e in entities]))
     check("reports", json.dumps([json.loads(r.to_json()) for r in graph.reports()]))
