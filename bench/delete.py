@@ -92,13 +92,13 @@ def leaks(
 
     plain = {s: _plain(s) for s in unique}
 
-    def check(route: str, text: str, *asked: str) -> None:
-        """``asked``: the question and what it names, which a reply may quote (reasons do)."""
-        flat = _plain(text)
-        for quoted in asked:
-            flat = flat.replace(_plain(quoted), " | ")
+    def check(route: str, text: str, asked: str = "") -> None:
+        """``asked``: the question; a sentence it holds is the user's, which replies quote."""
+        flat, question = _plain(text), _plain(asked)
         found["chunk_ids"] += [f"{route}:{c}" for c in chunk_ids if c in text]
-        found["sentences"] += [f"{route}:{s[:60]}" for s in unique if plain[s] in flat]
+        found["sentences"] += [
+            f"{route}:{s[:60]}" for s in unique if plain[s] in flat and plain[s] not in question
+        ]
 
     for sentence in probes:
         response = queries.query_sync(QueryRequest(search_text=sentence[:300], top_k=20))
@@ -108,7 +108,7 @@ def leaks(
         for mode in ("local", "global"):
             question = f"What does {title} say?"
             answer = queries.ask_sync(AskRequest(question=question, mode=mode))
-            check(f"ask-{mode}", answer.model_dump_json(), question, title)
+            check(f"ask-{mode}", answer.model_dump_json(), question)  # reasons quote it
     entities = [e for k in sorted(graph.entity_keys()) if (e := graph.entity(k)) is not None]
     check("entities", json.dumps([[e.name, e.description, e.chunk_ids] for e in entities]))
     check("reports", json.dumps([json.loads(r.to_json()) for r in graph.reports()]))
