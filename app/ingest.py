@@ -209,8 +209,10 @@ def _run_inline(
         jobs.advance(job_id, batch, JobStatus.DONE)
     if graph is not None and unusable is None:
         record_cascade(jobs, job_id, forget_gone(graph, jobs, stored))  # what they lost
-    jobs.finish_if_complete(job_id)
-    services.indexes.catch_up()
+    try:  # before the job ends: whoever waits for `done` searches for it next
+        services.indexes.catch_up()
+    finally:  # stored documents stay done should the indexes fail
+        jobs.finish_if_complete(job_id)
     if unusable is not None:
         raise type(unusable)(
             f"{len(report.done)} documents stored and searchable, but the knowledge graph was "

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -12,6 +14,7 @@ from app.namespaces import Namespaces
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from lore.settings import load_settings
+from retrieval.index_set import IndexSet
 from tests import ops
 
 
@@ -37,3 +40,29 @@ def test_6_readyz_says_the_keyword_index_was_rebuilt(
         assert hits.json()["results"][0]["source"] == "a.md"
         state = json.loads((next(tmp_path.glob("sparse-*")) / "state.json").read_text())
         assert state["docs"] == 1  # the keyword index holds the chunk again
+
+
+def test_a_write_that_waited_is_indexed_when_it_returns(
+    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wait: true`` answers once the indexes hold the document, not once it is stored.
+
+    A slow catch-up (a big batch, a busy disk) must not let the answer overtake it: the
+    caller searches next. The damage tests rely on it too (a commit after the answer
+    would write whole files over the damage they make).
+    """
+    slow = IndexSet.catch_up
+
+    def catch_up_slowly(self: IndexSet) -> dict[str, int]:
+        time.sleep(1.0)
+        return slow(self)
+
+    monkeypatch.setattr(IndexSet, "catch_up", catch_up_slowly)
+    settings = load_settings(data_dir=tmp_path)
+    spaces = Namespaces(settings, embedder=local_embedder)
+    with TestClient(create_app(settings, spaces)) as client:
+        body = {"id": "w.md", "text": "E_WAITED_WRITE is in the index.", "wait": True}
+        reply = client.post("/v1/documents", json=body)
+        assert reply.status_code == 200 and reply.json()["state"] == "done", reply.text
+        state = spaces.runtime(settings.auth.default_namespace).indexes.state()
+        assert state["current"], state
