@@ -367,20 +367,27 @@ class IndexSet:
             return {"sparse": 0, "dense": 0}
         failed: BaseException | None = None
         with index_lock(self.data_dir / LOCK), self.guard.write():
-            self._check_watermark({"sparse": sparse, "dense": dense})
-            try:
-                done = {
-                    "sparse": catch_up(self.store, sparse),
-                    "dense": catch_up(self.store, dense),
-                }
-            except BaseException as exc:
-                if not engine_failure(exc) or not self._damaged():
-                    raise
-                failed = exc  # files damaged under us: rebuilt once the lock is released
-            else:
-                self._write_watermark({"sparse": sparse, "dense": dense})
-                return done
-        if not self.recover(failed):
+            # confirmed now that the lock is held (a writer held it when heal_in_background
+            # looked): no engine may merge files cut short under it, as reading a mapped
+            # file past its end is a SIGBUS, not an exception
+            damaged = self._damaged()
+            if not damaged:
+                self._check_watermark({"sparse": sparse, "dense": dense})
+                try:
+                    done = {
+                        "sparse": catch_up(self.store, sparse),
+                        "dense": catch_up(self.store, dense),
+                    }
+                except BaseException as exc:
+                    if not engine_failure(exc) or not self._damaged():
+                        raise
+                    failed = exc  # files damaged under us: rebuilt once the lock is released
+                else:
+                    self._write_watermark({"sparse": sparse, "dense": dense})
+                    return done
+        if damaged:
+            self.heal_in_background(damaged)
+        elif failed is not None and not self.recover(failed):
             raise failed
         return {"sparse": 0, "dense": 0}
 
