@@ -40,6 +40,14 @@ def graph() -> None:
     help="print what would be sent to the LLM (calls, cache hits, tokens, cost); change nothing",
 )
 @click.option(
+    "--sample",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="with --dry-run: make this many of the calls first, per task the model has not "
+    "answered here yet, and price the rest by their replies (cached: the build reuses them)",
+)
+@click.option(
     "--rebuild",
     is_flag=True,
     help="re-cluster from scratch (reports whose inputs are unchanged are still kept)",
@@ -51,6 +59,7 @@ def build(
     retry_quarantined: bool,
     reextract: bool,
     dry_run: bool,
+    sample: int,
     rebuild: bool,
     as_json: bool,
 ) -> None:
@@ -65,6 +74,8 @@ def build(
     build stops cleanly once it has spent that many tokens (exit 4): what was extracted
     is kept and the next build continues.
     """
+    if sample and not dry_run:
+        raise click.UsageError("--sample goes with --dry-run")
     if dry_run:
         from app.lifecycle import estimate_build
 
@@ -74,6 +85,7 @@ def build(
                 retry_quarantined=retry_quarantined,
                 reextract=reextract,
                 rebuild=rebuild,
+                sample=sample,
             )
         print_estimate(estimate, as_json)
         return
@@ -168,7 +180,12 @@ def print_estimate(estimate: BuildEstimate, as_json: bool) -> None:
     out.print(
         f"dry run ({estimate.extractor} extractor, {estimate.report_writer} reports"
         + (f", model {estimate.model}" if estimate.model else "")
-        + "): nothing was changed or sent",
+        + (
+            f"): nothing was changed; {estimate.sampled_calls} calls were sent to sample the "
+            f"model ({estimate.sampled_tokens} tokens; their replies are cached for the build)"
+            if estimate.sampled_calls
+            else "): nothing was changed or sent"
+        ),
         highlight=False,
     )
     out.print(
@@ -196,13 +213,15 @@ def print_estimate(estimate: BuildEstimate, as_json: bool) -> None:
         f"{estimate.report_calls} LLM calls, {estimate.report_cache_hits} cache hits",
         highlight=False,
     )
+    again = f", {estimate.reprompt_tokens} of them re-prompts" if estimate.reprompt_tokens else ""
     out.print(
         f"  estimated tokens: {estimate.prompt_tokens} prompt + {estimate.completion_tokens} "
-        f"completion = {estimate.total_tokens} ({estimate.tokenizer})",
+        f"completion = {estimate.total_tokens}{again} ({estimate.tokenizer})",
         highlight=False,
     )
     for basis in estimate.completion_basis:
-        out.print(f"  completion {basis}", highlight=False)
+        hint = " — --sample N measures them" if "assumed" in basis else ""
+        out.print(f"  completion {basis}{hint}", highlight=False)
     for basis in estimate.reprompt_basis:
         out.print(f"  re-prompts {basis}", highlight=False)
     if estimate.cost is not None:

@@ -179,8 +179,13 @@ def estimate_build(
     retry_quarantined: bool = False,
     reextract: bool = False,
     rebuild: bool = False,
+    sample: int = 0,
 ) -> BuildEstimate:
-    """What a graph build would send to the LLM (nothing is written or called)."""
+    """What a graph build would send to the LLM (nothing is written or called).
+
+    ``sample``: calls to make first, per task the model has not answered here yet, to
+    price the rest by (``ingest.graph_cost``); their replies are cached for the build.
+    """
     settings, store, graph = services.settings, services.store, services.graph
     llm = settings.llm
     client = build_llm_client(settings)
@@ -208,6 +213,7 @@ def estimate_build(
         budget_tokens=llm.budget_tokens_per_run,
         rebuild=rebuild,
         drift_margin=cfg.recluster_margin,
+        sample=sample,
     )
     recorded = store.get_meta(EXTRACTOR_META)
     if not redo and recorded and recorded != extractor.version and done:

@@ -21,7 +21,11 @@ The communities are those the build's refresh would summarise, planned as it pla
 after ``--rebuild`` or on a first build). When chunks are still to be extracted, they
 are planned on the current graph:
 the extraction may change which communities need a report, so that part is a lower
-bound (``communities_final`` says so). Nothing is written and no call is made.
+bound (``communities_final`` says so). Nothing is written and no call is made, unless
+asked to sample: before a model has answered a task on this data directory, the length
+of its replies is a guess (a stated assumption), so ``sample`` makes a few of the planned
+calls first, spread over the prompt sizes, and prices the rest by their replies and
+re-prompts. Their replies are cached: the build finds them there and does not pay again.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from graph.llm_reports import LLMReportWriter
 from graph.models import CommunityReport
@@ -44,6 +48,7 @@ from lore.prompts import extract_graph, summarize_community
 from lore.store import Store
 
 Count = Callable[[str], int]
+T = TypeVar("T")
 DEFAULT_REPORT_TOKENS = 400
 
 
@@ -71,6 +76,8 @@ class BuildEstimate:
     """Re-prompt calls expected on top of :attr:`calls`, at this model's past rate per task
     (their tokens are in the totals)."""
     reprompt_basis: list[str] = field(default_factory=list)
+    reprompt_tokens: int = 0
+    """The part of the totals that the expected re-prompts make up."""
     cost: float | None = None
     budget_tokens: int | None = None
     stored_extractor: str | None = None
@@ -80,6 +87,11 @@ class BuildEstimate:
     reextract_calls: int = 0
     reextract_cache_hits: int = 0
     reextract_tokens: int = 0
+    sampled_calls: int = 0
+    """Calls made first (``sample``) to learn this model's replies on this corpus; their
+    replies are cached, so the build does not make them again (counted as cache hits)."""
+    sampled_tokens: int = 0
+    """What those calls spent (not in the totals: the totals are what the build will)."""
 
     @property
     def calls(self) -> int:
@@ -121,8 +133,13 @@ def estimate_build(
     budget_tokens: int | None = None,
     rebuild: bool = False,
     drift_margin: float | None = None,
+    sample: int = 0,
 ) -> BuildEstimate:
-    """The calls, cache hits, tokens and cost of a build extracting ``pending_rows``."""
+    """The calls, cache hits, tokens and cost of a build extracting ``pending_rows``.
+
+    ``sample``: for a task this model has no cached replies to yet, make that many of its
+    calls first (prompts spread over the range of sizes) and price the rest by them.
+    """
     client = _client_of(extractor) or _client_of(writer)
     estimate = BuildEstimate(
         extractor=extractor.name,
@@ -134,7 +151,7 @@ def estimate_build(
         budget_tokens=budget_tokens,
     )
     if isinstance(extractor, LLMExtractor):
-        _estimate_extraction(estimate, store, extractor, pending_rows, count)
+        _estimate_extraction(estimate, store, extractor, pending_rows, count, sample)
     if isinstance(writer, LLMReportWriter):
         _estimate_reports(
             estimate,
@@ -146,6 +163,7 @@ def estimate_build(
             seed,
             rebuild,
             drift_margin,
+            sample,
         )
     prompt_price, completion_price = prices
     if prompt_price is not None or completion_price is not None:
@@ -168,8 +186,13 @@ def _estimate_extraction(
     extractor: LLMExtractor,
     rows: Sequence[int],
     count: Count,
+    sample: int,
 ) -> None:
     client = extractor.client
+    if sample and not client.cached_replies(extract_graph.TASK):
+        first = store.chunks_by_row_ids(rows[:SAMPLE_FROM]).values()
+        chunks = [ChunkInput(c.id, c.document_id, c.text, c.title) for c in first]
+        _sample(estimate, client, chunks, sample, lambda c: len(c.text), extractor.extract_batch)
     mean = _mean_reply(client, extract_graph.TASK, count)
     estimate.completion_basis.append(
         f"extraction: mean of {len(client.cached_replies(extract_graph.TASK))} cached replies"
@@ -204,16 +227,10 @@ def _estimate_reports(
     seed: int,
     rebuild: bool,
     drift_margin: float | None,
+    sample: int,
 ) -> None:
     """The reports a build would rewrite: as its refresh plans them (``preview_refresh``)."""
     client = writer.client
-    mean = _mean_reply(client, summarize_community.TASK, count)
-    estimate.completion_basis.append(
-        f"reports: mean of {len(client.cached_replies(summarize_community.TASK))} cached replies"
-        if mean is not None
-        else f"reports: assumed {DEFAULT_REPORT_TOKENS} tokens each (no cached replies yet)"
-    )
-    rate = _reprompt_rate(estimate, client, summarize_community.TASK, "reports")
     communities = preview_refresh(
         graph,
         max_cluster_size=max_cluster_size,
@@ -223,14 +240,36 @@ def _estimate_reports(
     )
     existing = {r.community_id: r for r in graph.reports_by_id([c.id for c in communities])}
     children: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)
+    planned: list[ReportJob] = []
     for community in communities:  # deepest level first, as the build writes them
         previous = existing.get(community.id)
         if previous is not None:
             children[community.parent].append(previous)
             if previous.fingerprint == fingerprint(graph, community.members):
                 continue
+        planned.append(ReportJob(community, tuple(children.get(community.id, ())), 1))
+    if sample and not client.cached_replies(summarize_community.TASK):
+        # only communities without sub-communities: a parent's prompt shows its children's
+        # new reports, which the build writes first, so a call on it now would be wasted
+        parents = {c.parent for c in communities}
+        leaves = [j for j in planned if j.community.id not in parents and not j.children]
+        _sample(
+            estimate,
+            client,
+            leaves,
+            sample,
+            lambda j: len(j.community.members),
+            lambda jobs: writer.write_level(graph, chunk_texts, jobs),
+        )
+    mean = _mean_reply(client, summarize_community.TASK, count)
+    estimate.completion_basis.append(
+        f"reports: mean of {len(client.cached_replies(summarize_community.TASK))} cached replies"
+        if mean is not None
+        else f"reports: assumed {DEFAULT_REPORT_TOKENS} tokens each (no cached replies yet)"
+    )
+    rate = _reprompt_rate(estimate, client, summarize_community.TASK, "reports")
+    for job in planned:
         estimate.communities += 1
-        job = ReportJob(community, tuple(children.get(community.id, ())), 1)
         prompt = writer.prompt(graph, chunk_texts, job)
         if client.cached(prompt):
             estimate.report_cache_hits += 1
@@ -243,6 +282,35 @@ def _estimate_reports(
             min(client.budget(prompt), math.ceil(reply)),
             rate,
         )
+
+
+SAMPLE_FROM = 2000
+"""Chunks a sample of extraction calls is chosen among (the first pending ones)."""
+
+
+def _sample(
+    estimate: BuildEstimate,
+    client: LLMClient,
+    candidates: Sequence[T],
+    n: int,
+    size: Callable[[T], int],
+    run: Callable[[list[T]], object],
+) -> None:
+    """Make ``n`` of the calls now, spread over the candidates' sizes; count what they spent.
+
+    Their replies (and re-prompts) land in the reply cache, where the estimate then reads
+    this model's reply length and re-prompt rate, and where the build finds them.
+    """
+    ordered = sorted(candidates, key=size)
+    n = min(n, len(ordered))
+    chosen = [ordered[int((i + 0.5) * len(ordered) / n)] for i in range(n)]
+    if not chosen:
+        return
+    stats = client.stats
+    calls, tokens = stats.calls, stats.prompt_tokens + stats.completion_tokens
+    run(chosen)
+    estimate.sampled_calls += stats.calls - calls
+    estimate.sampled_tokens += stats.prompt_tokens + stats.completion_tokens - tokens
 
 
 REPROMPT_TOKENS = 60
@@ -266,6 +334,8 @@ def _add_call(estimate: BuildEstimate, prompt: int, reply: int, rate: float) -> 
     A re-prompt is the prompt again with the first reply and the reason, and a second
     reply; a reply that was refused is taken as long as a good one.
     """
-    estimate.prompt_tokens += math.ceil(prompt + rate * (prompt + reply + REPROMPT_TOKENS))
-    estimate.completion_tokens += math.ceil(reply * (1 + rate))
+    again = math.ceil(rate * (prompt + reply + REPROMPT_TOKENS))
+    estimate.prompt_tokens += prompt + again
+    estimate.completion_tokens += reply + math.ceil(reply * rate)
+    estimate.reprompt_tokens += again + math.ceil(reply * rate)
     estimate.reprompts = round(estimate.reprompts + rate, 2)

@@ -207,3 +207,44 @@ def test_the_dry_run_after_an_edit_prices_the_reports_the_build_rewrites(
     # --rebuild prices every community of a fresh hierarchy
     fresh = lore(home, data, "graph", "build", "--dry-run", "--rebuild", "--json", **llm)
     assert json.loads(ok(fresh))["communities"] >= again["communities"]
+
+
+def test_a_sampled_dry_run_prices_a_first_build_by_the_models_replies(
+    tmp_path: Path, server: OpenAITestServer
+) -> None:
+    """``--sample N`` makes N of the calls first; the build finds their replies cached.
+
+    Before any call, reply lengths are an assumption; the sample measures them on this
+    corpus, so the estimate of a first build holds the way a later build's does.
+    """
+    home, data = tmp_path, tmp_path / "data"
+    shutil.copytree(CORPUS / "production" / "payments-api", home / "docs")
+    ok(lore(home, data, "ingest", "docs"))  # offline: no LLM configured yet
+    llm = {
+        "LORE_LLM__BASE_URL": server.base_url,
+        "LORE_LLM__MODEL": "test-model",
+        "LORE_GRAPH__REPORTS": "extractive",
+    }
+    args = ("graph", "build", "--reextract")
+    guess = json.loads(ok(lore(home, data, *args, "--dry-run", "--json", **llm)))
+    assert guess["sampled_calls"] == 0 and "assumed" in guess["completion_basis"][0]
+    assert server.chat_calls == 0
+    said = ok(lore(home, data, *args, "--dry-run", **llm))
+    assert "--sample N measures them" in said and "nothing was changed or sent" in said
+
+    sampled = json.loads(ok(lore(home, data, *args, "--dry-run", "--sample", "2", "--json", **llm)))
+    assert sampled["sampled_calls"] == server.chat_calls == 2 and sampled["sampled_tokens"] > 0
+    assert sampled["extraction_cache_hits"] == 2
+    assert sampled["extraction_calls"] == guess["extraction_calls"] - 2
+    assert "mean of 2 cached replies" in sampled["completion_basis"][0]
+    again = json.loads(ok(lore(home, data, *args, "--dry-run", "--sample", "2", "--json", **llm)))
+    assert again["sampled_calls"] == 0 and server.chat_calls == 2  # the model is known now
+
+    done = json.loads(ok(lore(home, data, *args, "--json", **llm)))
+    assert done["llm"]["cache_hits"] == 2 and done["llm"]["calls"] == sampled["calls"]
+    counted = done["llm"]["prompt_tokens"] + done["llm"]["completion_tokens"]
+    print("sampled dry run vs counted:", sampled["total_tokens"], counted, "guess", guess)
+    assert within(sampled["completion_tokens"], done["llm"]["completion_tokens"])
+    assert within(sampled["total_tokens"], counted)
+    with pytest.raises(AssertionError):  # --sample without --dry-run is a usage error
+        ok(lore(home, data, "graph", "build", "--sample", "2", **llm))

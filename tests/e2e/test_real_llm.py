@@ -52,8 +52,10 @@ class Run:
     env: dict[str, str]
     seconds: dict[str, float] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
+    guess: dict[str, Any] = field(default_factory=dict)
+    """``graph build --dry-run --json`` before the build (no calls: reply lengths assumed)."""
     estimate: dict[str, Any] = field(default_factory=dict)
-    """``graph build --dry-run --json`` before the build."""
+    """``graph build --dry-run --sample 2 --json`` after it (two calls measure the model)."""
     built: dict[str, Any] = field(default_factory=dict)
     """``graph build --json``: what the build did and what its LLM calls counted."""
     estimate_after_edit: dict[str, Any] = field(default_factory=dict)
@@ -112,7 +114,8 @@ def llm_built(tmp_path_factory: pytest.TempPathFactory, real_llm: RealLLM) -> Ru
     The graph's entities and relations come from the offline extractor: how many
     communities a graph has must not depend on how many relations a 135M model finds
     (extraction has its own tests above); reports and answers are the model's. The
-    dry-run estimate is taken first, on the same data, for comparison; then one more
+    dry-run estimates are taken first (one with no calls, one sampling two), on the same
+    data, for comparison; then one more
     document is ingested and the dry run and the build run again, as a user pays for a
     change.
     """
@@ -120,7 +123,10 @@ def llm_built(tmp_path_factory: pytest.TempPathFactory, real_llm: RealLLM) -> Ru
         tmp_path_factory.mktemp("real-llm-reports"), real_llm, LORE_GRAPH__EXTRACTOR="offline"
     )
     run.lore("ingest_offline", "ingest", "docs")
-    run.estimate = json.loads(run.lore("dry_run", "graph", "build", "--dry-run", "--json"))
+    run.guess = json.loads(run.lore("dry_run", "graph", "build", "--dry-run", "--json"))
+    run.estimate = json.loads(
+        run.lore("dry_run_sampled", "graph", "build", "--dry-run", "--sample", "2", "--json")
+    )
     run.built = json.loads(run.lore("build", "graph", "build", "--json"))
     shutil.copy(CORPUS / ADDED, run.home / "docs" / ADDED)
     run.lore("ingest_added", "ingest", "docs")
@@ -179,24 +185,30 @@ def test_ingest_prints_progress_with_llm_counters(llm_run: Run) -> None:
 
 
 def test_the_dry_run_names_the_calls_the_build_makes(llm_built: Run) -> None:
-    estimate, built = llm_built.estimate, llm_built.built
+    guess, estimate, built = llm_built.guess, llm_built.estimate, llm_built.built
     spent = built["llm"]
     counted = spent["prompt_tokens"] + spent["completion_tokens"]
-    # one report call per report written (re-prompts come on top: no dry run knows them)
-    assert estimate["report_calls"] == built["reports_written"] > 0, (estimate, built)
+    # with no calls made, one report call per report written, replies of an assumed length
+    assert guess["report_calls"] == built["reports_written"] > 0, (guess, built)
+    assert guess["sampled_calls"] == 0, guess
+    assert any("assumed" in basis for basis in guess["completion_basis"]), guess
+    # sampled: the calls made first are cached, and the build finds them there
+    assert estimate["sampled_calls"] >= 1 and estimate["report_cache_hits"] >= 1, estimate
+    assert estimate["report_calls"] + estimate["report_cache_hits"] == built["reports_written"]
+    assert spent["cache_hits"] >= estimate["report_cache_hits"], (estimate, spent)
+    assert any("cached replies" in basis for basis in estimate["completion_basis"]), estimate
     # (calls also count those an endpoint refused for their response_format, then re-sent)
     assert spent["calls"] >= estimate["report_calls"] + spent["reprompts"], (estimate, spent)
     # llama-cpp-python streams no usage: the client counts the prompts it sends as the dry
     # run does (the same counter) and the reply by its streamed pieces (a token each)
-    print(f"dry run: {estimate['total_tokens']} tokens; counted {counted} ({spent})")  # -s
-    # a first build's re-prompts come on top (no past rate to price them by): the planned
-    # calls' prompts are the total less the re-prompts' (the client counts those apart)
-    planned = spent["prompt_tokens"] - spent["reprompt_prompt_tokens"]
+    print(f"dry run: {estimate}; counted {counted} ({spent})")  # -s
+    # the planned calls, re-prompts aside: the estimate less its expected re-prompts
+    # against what the build counted less its re-prompts (the client counts those apart)
+    planned = counted - spent["reprompt_prompt_tokens"] - spent["reprompt_completion_tokens"]
     assert (spent["reprompt_prompt_tokens"] > 0) == (spent["reprompts"] > 0), spent
-    assert abs(estimate["prompt_tokens"] - planned) <= 0.1 * planned, (estimate, spent)
-    # a first build's replies are of unknown length (an assumption, said in the estimate);
-    # after it, the dry run takes their mean from the reply cache: the whole figure holds
-    assert any("assumed" in basis for basis in estimate["completion_basis"]), estimate
+    foreseen_tokens = estimate["total_tokens"] - estimate["reprompt_tokens"]
+    assert abs(foreseen_tokens - planned) <= 0.1 * planned, (estimate, spent)
+    _within_unless_reprompts_differ(estimate, spent)
     again, rebuilt = llm_built.estimate_after_edit, llm_built.built_after_edit
     spent_again = rebuilt["llm"]
     counted_again = spent_again["prompt_tokens"] + spent_again["completion_tokens"]
@@ -204,18 +216,23 @@ def test_the_dry_run_names_the_calls_the_build_makes(llm_built: Run) -> None:
     # every report it rewrites, by a call or (an unchanged prompt) from the reply cache
     assert again["communities"] == rebuilt["reports_written"] > 0, (again, rebuilt)
     assert again["report_calls"] + again["report_cache_hits"] == rebuilt["reports_written"]
-    # re-prompts are priced at the model's past rate (the first build's); when this build
-    # needed as many as that rate says, the whole figure holds; when it needed more (or
-    # fewer), the estimate errs that way
-    foreseen = round(again["reprompts"])
-    if spent_again["reprompts"] == foreseen:
-        assert abs(again["total_tokens"] - counted_again) <= 0.1 * counted_again, (
-            again,
-            spent_again,
-        )
+    _within_unless_reprompts_differ(again, spent_again)
+
+
+def _within_unless_reprompts_differ(estimate: dict[str, Any], spent: dict[str, Any]) -> None:
+    """The whole figure within 10 %, when the build needed the re-prompts it foresaw.
+
+    Re-prompts are priced at the model's past rate here (the sample's, or the builds'
+    before); when a build needed more (or fewer) than that rate says, the estimate errs
+    that way.
+    """
+    counted = spent["prompt_tokens"] + spent["completion_tokens"]
+    foreseen = round(estimate["reprompts"])
+    if spent["reprompts"] == foreseen:
+        assert abs(estimate["total_tokens"] - counted) <= 0.1 * counted, (estimate, spent)
     else:
-        more = spent_again["reprompts"] > foreseen
-        assert (counted_again > again["total_tokens"]) == more, (again, spent_again)
+        more = spent["reprompts"] > foreseen
+        assert (counted > estimate["total_tokens"]) == more, (estimate, spent)
 
 
 def test_graph_build_stores_a_report_for_every_community(llm_built: Run) -> None:
