@@ -34,6 +34,14 @@ CREATE TABLE IF NOT EXISTS llm_task_calls (
 """
 
 
+_FORMS = """
+CREATE TABLE IF NOT EXISTS llm_endpoint_forms (
+    endpoint TEXT NOT NULL, model TEXT NOT NULL, form TEXT NOT NULL,
+    PRIMARY KEY (endpoint, model)
+)
+"""
+
+
 class ReplyCache(Tables):
     """Valid replies by prompt hash (a SQLite file or PostgreSQL; safe across processes).
 
@@ -58,6 +66,7 @@ class ReplyCache(Tables):
         self.database.apply_schema("llm_reply_chunks", 1, _SOURCES)
         self.database.apply_schema("llm_reply_reports", 1, _REPORTS)
         self.database.apply_schema("llm_task_calls", 1, _CALLS)
+        self.database.apply_schema("llm_endpoint_forms", 1, _FORMS)
 
     def _number_rows(self) -> None:
         """A cache made before replies had ids: copy it, numbered in rowid order."""
@@ -136,6 +145,25 @@ class ReplyCache(Tables):
                 (model, task),
             ).fetchone()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def settled_form(self, endpoint: str, model: str) -> str | None:
+        """The response_format form an endpoint was last found to honour for ``model``."""
+        with self._read() as db:
+            row = db.execute(
+                "SELECT form FROM llm_endpoint_forms WHERE endpoint = ? AND model = ?",
+                (endpoint, model),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def settle_form(self, endpoint: str, model: str, form: str) -> None:
+        """Remember the form ``endpoint`` honours for ``model`` (after it refused a better one)."""
+        with self._transaction() as db:
+            db.execute(
+                upsert_sql(
+                    "llm_endpoint_forms", ("endpoint", "model", "form"), ("endpoint", "model")
+                ),
+                (endpoint, model, form),
+            )
 
     def reports_held(self) -> set[str]:
         """The community ids whose reports some cached reply's prompt held."""

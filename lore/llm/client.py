@@ -175,6 +175,9 @@ class LLMClient:
         # json_mode=False is the deprecated spelling of structured_output="none"
         self._forms = list(_FORMS[structured_output if json_mode else "none"])
         self._cache = cache
+        settled = cache.settled_form(base_url, model) if cache is not None else None
+        if settled in self._forms[1:]:  # refused better ones before: not sent again
+            del self._forms[: self._forms.index(settled)]
         self._limiter_factory = limiter
         self._limiter: RateLimiter | None = None
         self._client: Any = None
@@ -398,6 +401,8 @@ class LLMClient:
         if len(self._forms) < 2:
             return False
         refused = self._forms.pop(0)
+        if self._cache is not None:  # the next process starts from it too
+            self._cache.settle_form(self.base_url, self.model, self._forms[0])
         log.warning(
             "LLM endpoint %s refused response_format %s (%s): using %s from now on",
             self.base_url,

@@ -227,6 +227,23 @@ def test_a_refused_response_format_is_downgraded_once_not_retried(
     assert "$ref" not in str(forms[1]["schema"]) and "maxLength" not in str(forms[1]["schema"])
 
 
+def test_the_form_an_endpoint_honours_is_remembered_across_processes(
+    server: OpenAITestServer, tmp_path: Path
+) -> None:
+    """A refusal is paid once per endpoint and model, not once per ``lore`` command."""
+    server.refused_formats = {"json_schema"}
+    cache = ReplyCache(tmp_path / "cache.sqlite3")
+    first = client_for(server, cache)
+    assert ask(first).entities and first.structured_output == "json_object_schema"
+    later = client_for(server, ReplyCache(tmp_path / "cache.sqlite3"))  # another process
+    assert later.structured_output == "json_object_schema"
+    assert ask(later, TEXT + " Also Billing Gateway.").entities
+    forms = [r["body"]["response_format"] for r in server.requests if "messages" in r["body"]]
+    assert [f["type"] for f in forms] == ["json_schema", "json_object", "json_object"]
+    other = LLMClient(base_url=server.base_url, model="other-model", cache=cache)
+    assert other.structured_output == "json_schema"  # per endpoint and model
+
+
 @pytest.mark.parametrize(
     ("options", "sent"),
     [({"structured_output": "json_object"}, {"type": "json_object"}), ({"json_mode": False}, None)],
