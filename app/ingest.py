@@ -37,6 +37,7 @@ from app.steps import (
 )
 from ingest.pipeline import IngestReport, Outcome, Progress
 from lore.errors import ConfigurationError, LLMUnavailableError
+from lore.flow import Step
 from lore.models import Loaded
 from lore.settings import Settings
 
@@ -112,6 +113,7 @@ def ingest(
         if not wait:
             return IngestResult(job_id, True)
         follow(jobs, job_id, on_update, timeout_s=timeout_s)
+        jobs.walked(job_id, Step.SYNC_INDEXES)
         services.indexes.catch_up()
         return IngestResult(job_id, True, job_report(jobs, job_id))
     job_id = jobs.create("ingest", detail=detail)
@@ -201,6 +203,7 @@ def _run_inline(
     unusable: LLMUnavailableError | ConfigurationError | None = None
     for batch in batches(stored, STAGE_BATCH):
         if graph is not None and extractor is not None and unusable is None:
+            jobs.walked(job_id, Step.EXTRACT)
             try:
                 extract_ready(graph, extractor, batch, extract_progress)
             except (LLMUnavailableError, ConfigurationError) as exc:
@@ -208,8 +211,10 @@ def _run_inline(
         jobs.advance(job_id, batch, JobStatus.EXTRACTED)
         jobs.advance(job_id, batch, JobStatus.DONE)
     if graph is not None and unusable is None:
+        jobs.walked(job_id, Step.FORGET)
         record_cascade(jobs, job_id, forget_gone(graph, jobs, stored))  # what they lost
     try:  # before the job ends: whoever waits for `done` searches for it next
+        jobs.walked(job_id, Step.SYNC_INDEXES)
         services.indexes.catch_up()
     finally:  # stored documents stay done should the indexes fail
         jobs.finish_if_complete(job_id)

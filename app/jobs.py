@@ -32,6 +32,7 @@ from typing import Any
 
 from app.job_owners import HEARTBEAT_S, Heartbeat, gone_reason, this_process
 from lore.db import Database, Tables
+from lore.flow import Step
 from lore.models import Rejected, Skipped, SourceDocument
 from lore.store import holdable
 
@@ -293,6 +294,27 @@ class JobStore(Tables):
                 (state, epoch, json.dumps(merged), _now(), job_id),
             )
 
+    def walked(self, job_id: str, step: Step) -> None:
+        """Record that the job entered ``step`` (``detail.steps``, first entries in order).
+
+        A job's batches run the steps again (one batch stores while another extracts):
+        only a step's first entry is listed, so the list is the path the job took.
+        """
+        with self._transaction() as db:
+            lock = " FOR UPDATE" if self.database.kind == "postgresql" else ""
+            row = db.execute("SELECT detail FROM jobs WHERE id = ?" + lock, (job_id,)).fetchone()
+            if row is None:
+                return
+            detail = json.loads(row[0])
+            steps = list(detail.get("steps", []))
+            if str(step) in steps:
+                return
+            detail["steps"] = [*steps, str(step)]
+            db.execute(
+                "UPDATE jobs SET detail = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(detail), _now(), job_id),
+            )
+
     # -- documents -------------------------------------------------------------------------
 
     def stage(
@@ -356,6 +378,7 @@ class JobStore(Tables):
                     staged.append(item.id)
         if repeats:
             self.update_job(job_id, detail={"repeated": repeats})
+        self.walked(job_id, Step.LOAD)
         return staged
 
     def documents(self, job_id: str, document_ids: Sequence[str]) -> list[SourceDocument]:

@@ -29,6 +29,7 @@ from graph.refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, 
 from graph.upkeep_lock import upkeep_lock
 from ingest.extraction import Extractor
 from ingest.graph_build import GraphBuildReport, build_graph
+from lore.flow import Step, Walk
 from lore.llm import LLMClient, LLMStats
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def prepare_refresh(
     extractor: Extractor | None = None,
     progress: Callable[[int, int], None] | None = None,
     reextract: bool = False,
+    walk: Walk | None = None,
 ) -> tuple[RefreshPlan, GraphBuildReport]:
     """Catch the graph up with the store, (re)cluster, and plan the summaries.
 
@@ -88,10 +90,12 @@ def prepare_refresh(
     hierarchy and its reports are then left as they were (an empty plan) until a run
     completes.
     """
-    caught_up = catch_up(services, extractor, progress, reextract=reextract)
+    caught_up = catch_up(services, extractor, progress, reextract=reextract, walk=walk)
     if caught_up.budget_reached:
         return RefreshPlan(communities=services.graph.hierarchy_stats()[0], stale=0), caught_up
     with upkeep_lock(services.store.database):
+        if walk is not None:
+            walk(Step.CLUSTER)
         plan = _plan(services.settings, services.graph, rebuild=rebuild)
     return plan, caught_up
 
@@ -102,6 +106,7 @@ def catch_up(
     progress: Callable[[int, int], None] | None,
     *,
     reextract: bool,
+    walk: Walk | None = None,
 ) -> GraphBuildReport:
     """Extract new chunks and drop gone ones (the graph catches up with the store)."""
     settings = services.settings
@@ -119,6 +124,7 @@ def catch_up(
         batch=settings.llm.max_concurrency if small else 64,
         reextract=reextract,
         budget_tokens=budget,
+        walk=walk,
     )
 
 
@@ -143,8 +149,12 @@ def refresh_in_process(
     reextract: bool = False,
     report_progress: Callable[[int, int], None] | None = None,
     llm_stats: Callable[[LLMStats], None] | None = None,
+    walk: Walk | None = None,
 ) -> tuple[GraphBuildReport, RefreshReport]:
     """Catch up, re-cluster and rewrite stale reports level by level, in this process.
+
+    The steps walked (``lore.flow``: extract, forget, cluster, summarise, embed_reports)
+    are listed in the returned report and told to ``walk`` as each begins.
 
     ``progress`` follows the extraction (chunks), ``report_progress`` the reports;
     ``llm_stats`` is given the run's live LLM counters (updated as calls end) before any
@@ -161,16 +171,26 @@ def refresh_in_process(
         roles.client.probe()
     if retry_quarantined:
         services.quarantine.release()
-    built = catch_up(services, roles.extractor, progress, reextract=reextract)
+    steps: list[str] = []
+
+    def enter(step: Step) -> None:
+        steps.append(str(step))
+        if walk is not None:
+            walk(step)
+
+    built = catch_up(services, roles.extractor, progress, reextract=reextract, walk=enter)
     graph = services.graph
     if built.budget_reached:  # the hierarchy and its reports stay as they were
         refreshed = RefreshReport(communities=graph.hierarchy_stats()[0])
     else:
         with upkeep_lock(services.store.database):  # one upkeep at a time (graph.upkeep_lock)
+            enter(Step.CLUSTER)
             plan = _plan(services.settings, graph, rebuild=rebuild)
+            enter(Step.SUMMARISE)
             refreshed = run_plan(graph, roles.summarizer, plan, report_progress)
-            # report vectors are written with the reports, for those reports only
+            enter(Step.EMBED_REPORTS)  # for the reports just written only
             services.report_vectors.update(graph.reports_by_id(refreshed.written), plan.gone)
+    built.steps = steps
     built.reports_written = refreshed.refreshed
     built.report_writer = roles.summarizer.name
     built.llm = roles.llm
@@ -201,6 +221,7 @@ def refresh_inline(
         progress=progress,
         report_progress=report_progress,
         llm_stats=llm_stats,
+        walk=lambda step: jobs.walked(job_id, step),
     )
     counts = refreshed.as_dict()
     jobs.update_job(job_id, state="done", detail=counts)

@@ -28,6 +28,7 @@ from ingest.legacy_ids import LegacyIds, is_legacy
 from ingest.loaders import load_paths
 from ingest.pipeline import IngestReport, Outcome
 from ingest.roots import known_roots, plan_targets, record_roots
+from lore.flow import Step
 from lore.llm import LLMStats
 from lore.models import Loaded, Rejected, Skipped
 
@@ -139,11 +140,15 @@ def job_progress(
     store: Store, jobs: JobStore, job_id: str, progress: Callable[[Outcome], None] | None
 ) -> tuple[Callable[[str, int], None], Callable[[Outcome], None]]:
     """The pipeline's hooks recording a job: (once chunked, once finished)."""
+    storing = [False]
 
     def chunked(document_id: str, chunks: int) -> None:
         jobs.advance(job_id, [document_id], JobStatus.CHUNKED, chunks=chunks)
 
     def finished(outcome: Outcome) -> None:
+        if not storing[0]:  # the first document through the pipeline: recorded once
+            storing[0] = True
+            jobs.walked(job_id, Step.STORE)
         document_id, status, detail = outcome
         if status in ("repeated", "skipped"):
             pass  # recorded by JobStore.stage: repeats in the job's detail, skips as final
@@ -217,7 +222,9 @@ def extract_documents(
         jobs.finish_if_complete(job_id)
         return 0
     extractor = extractor_for(services.settings, services.store)
+    jobs.walked(job_id, Step.EXTRACT)
     extracted = extract_ready(services, extractor, ready)
+    jobs.walked(job_id, Step.FORGET)
     record_cascade(jobs, job_id, forget_gone(services, jobs, ready))
     jobs.advance(job_id, ready, JobStatus.EXTRACTED)
     jobs.advance(job_id, ready, JobStatus.DONE)

@@ -30,6 +30,7 @@ from graph.store import GraphStore
 from graph.stores.merging import checked_chunks
 from ingest.extraction import ChunkInput, Extraction, Extractor, Quarantined
 from lore.errors import InvalidRequestError
+from lore.flow import Step, Walk
 from lore.llm import LLMStats
 from lore.store import Store
 
@@ -52,6 +53,8 @@ class GraphBuildReport:
     llm: LLMStats = field(default_factory=LLMStats)
     clustering: dict[str, Any] = field(default_factory=dict)
     """How the hierarchy was updated (``graph.refresh.Clustering.as_dict``)."""
+    steps: list[str] = field(default_factory=list)
+    """The pipeline steps the build walked, in order (``lore.flow``)."""
 
 
 def store_extractions(
@@ -109,12 +112,14 @@ def build_graph(
     *,
     reextract: bool = False,
     budget_tokens: int | None = None,
+    walk: Walk | None = None,
 ) -> GraphBuildReport:
-    """Extract pending chunks, drop contributions of chunks that are gone.
+    """Extract pending chunks, then drop contributions of chunks that are gone.
 
     ``reextract`` extracts every chunk again with this extractor (a re-extraction cut
     short is continued by the next build). ``budget_tokens`` (prompt + completion)
-    stops the extraction between batches once spent.
+    stops the extraction between batches once spent. ``walk`` is told as the build
+    enters the ``extract`` and ``forget`` steps.
     """
     extractor.check()  # an unreachable LLM fails here, before anything is written
     refs = store.chunk_refs()
@@ -130,11 +135,9 @@ def build_graph(
     held = quarantine.chunk_ids()
     report.unchanged = len(current & done)
     gone = sorted(graph.extracted_chunks() - current)
-    if gone:
-        graph.remove_chunks(gone)
-        report.removed = len(gone)
-    quarantine.release(sorted(held - current))
     pending = pending_chunks(refs, done, held)
+    if walk is not None:
+        walk(Step.EXTRACT)
     before = LLMStats(**extractor.stats.as_dict())
     for start in range(0, len(pending), batch):
         if budget_tokens is not None and _spent(extractor.stats, before) >= budget_tokens:
@@ -153,6 +156,12 @@ def build_graph(
         report.quarantined += quarantined
         if progress is not None:
             progress(min(start + batch, len(pending)), len(pending))
+    if walk is not None:
+        walk(Step.FORGET)
+    if gone:  # chunks an ingest's own cascade did not reach (a crash, a dropped task)
+        graph.remove_chunks(gone)
+        report.removed = len(gone)
+    quarantine.release(sorted(held - current))
     if redo and not report.budget_reached:
         record_extractor(store, extractor.version)
     after = extractor.stats.as_dict()

@@ -46,6 +46,7 @@ from graph.refresh import (
     summarize_community,
 )
 from lore.errors import PermanentError, TransientError
+from lore.flow import Step
 from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
 from workers.heartbeat import Heartbeat, Resend, resend_of
@@ -303,7 +304,12 @@ def refresh_stale(
             return {"job_id": job_id, "skipped": True}
     finally:
         client.close()
-    plan, _ = prepare_refresh(runtime.graph_services(), rebuild=rebuild, reextract=reextract)
+    plan, _ = prepare_refresh(
+        runtime.graph_services(),
+        rebuild=rebuild,
+        reextract=reextract,
+        walk=lambda step: jobs.walked(job_id, step),
+    )
     jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
     _next_level(job_id, plan_to_dict(plan), 0, 0, 0, namespace)
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}
@@ -338,6 +344,8 @@ def _next_level(
         finally:
             client.close()
         return
+    if index == 0:
+        worker_state(namespace)[2].walked(job_id, Step.SUMMARISE)
     kwargs = _in(namespace)
     header = group(
         summarize_community_task.si(cid, plan["largest"], job_id=job_id, **kwargs)
@@ -385,10 +393,12 @@ def store_level(
     namespace: str | None = None,
 ) -> int:
     """Store one level's reports (children are stored before parents are summarised)."""
-    _, runtime, _ = worker_state(namespace)
+    _, runtime, jobs = worker_state(namespace)
     written = [CommunityReport.from_json(r["report"]) for r in results if r["report"]]
     checked = [str(r["id"]) for r in results if not r["failed"]]
     store_reports(runtime.graph(), written, checked)
+    if index == 0:
+        jobs.walked(job_id, Step.EMBED_REPORTS)
     # this level's reports only (and, with the first level, those of vanished communities)
     runtime.report_vectors().update(written, plan.get("gone", []) if index == 0 else [])
     used = sum(int(r["llm_calls"]) for r in results)

@@ -24,6 +24,7 @@ from app.services import JobServices
 from ingest.loaders import load_upload, make_document
 from lore import jsonsafe
 from lore.errors import InvalidRequestError, LoreError, NotFoundError
+from lore.flow import Step
 from lore.models import (
     DocumentInfo,
     DocumentStatus,
@@ -358,6 +359,7 @@ async def _await_job(
         job = await asyncio.to_thread(service.get_job, jobs, job_id)
         if job is None or job.state != "running":
             if indexes is not None:
+                await asyncio.to_thread(jobs.walked, job_id, Step.SYNC_INDEXES)
                 await asyncio.to_thread(indexes.catch_up)
             return True
         if loop.time() >= deadline:
