@@ -7,7 +7,8 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,25 @@ def ingest_once(services: JobServices, inputs: list[Path]) -> dict[str, Any] | N
         return None
     report, seconds = timed(lambda: ingest_paths(services, inputs).report)
     return {"documents": len(report.done), "chunks": report.chunks, "s": round(seconds)}
+
+
+@contextmanager
+def report_writer(kind: str) -> Iterator[tuple[dict[str, dict[str, Any]], Callable[[], int]]]:
+    """Settings sections for ``kind`` reports, and a count of the report calls made so far.
+
+    ``extractive``: no LLM. ``llm``: community reports written by an LLM, the scripted
+    OpenAI-compatible test server (``tests.openai_test_server``: real HTTP, deterministic
+    replies) — what a report-writing model is asked for is counted, not its prose; the
+    extraction stays offline, so the graph is the same with either writer.
+    """
+    if kind == "extractive":
+        yield {"graph": {"extractor": "offline", "reports": "extractive"}}, lambda: 0
+        return
+    from tests.openai_test_server import OpenAITestServer
+
+    with OpenAITestServer() as server:
+        sections = {
+            "graph": {"extractor": "offline", "reports": "llm"},
+            "llm": {"base_url": server.base_url, "model": "test-model"},
+        }
+        yield sections, lambda: server.chat_calls

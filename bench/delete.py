@@ -1,6 +1,6 @@
 """What deleting 1% of a corpus costs the graph, and whether anything deleted leaks.
 
-``python -m bench.delete --data ../shared/data/ops_runbooks --docs 400``
+``python -m bench.delete --data ../shared/data/ops_runbooks --docs 400 [--reports llm]``
 
 Ingests the first ``--docs`` records, builds the graph (offline extractor, extractive
 reports), then deletes ``--share`` of the documents (rounded up, seeded sample) in one
@@ -12,7 +12,9 @@ no remaining document contains) comes back from any read route, called as the ro
 call them: hybrid search (each sampled sentence as a query), ask in local and global
 mode (the deleted documents' titles as questions), every entity (``graph show`` /
 ``GET /v1/entities``: description and provenance), and every community with its report
-(``graph communities``/``reports``, ``GET /v1/communities``).
+(``graph communities``/``reports``, ``GET /v1/communities``). ``--reports llm`` has an LLM
+write the reports (the scripted test server, ``bench.common.report_writer``) and counts
+the calls the delete made (``report_calls``).
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from app.ingest import ingest
 from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
-from bench.common import machine, runtime_for
+from bench.common import machine, report_writer, runtime_for
 from bench.pipeline import load_corpus
 from graph.store import GraphStore
 from lore.models import SourceDocument
@@ -131,11 +133,24 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.01)
     parser.add_argument("--probes", type=int, default=20, help="sentences searched")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--reports",
+        choices=("extractive", "llm"),
+        default="extractive",
+        help="who writes the reports (llm: the scripted test server; calls are counted)",
+    )
     args = parser.parse_args()
+    with report_writer(args.reports) as (sections, calls):
+        _run(args, sections, calls)
+
+
+def _run(
+    args: argparse.Namespace, sections: dict[str, dict[str, Any]], calls: Callable[[], int]
+) -> None:
     docs = load_corpus(args.data, args.docs)
     scratch = Path(tempfile.mkdtemp(prefix="lore-bench-delete-"))
     try:
-        runtime = runtime_for(scratch / "data")
+        runtime = runtime_for(scratch / "data", **sections)
         start = time.perf_counter()
         ingest(runtime.job_services(), docs)
         ingest_s = time.perf_counter() - start
@@ -151,10 +166,12 @@ def main() -> None:
         served = [c.text for d in kept for c in runtime.store.chunks_of_document(d.id)]
         unique = unique_sentences(victims, kept, served)
         start = time.perf_counter()
+        initial_calls = calls()
         report = delete_documents(
             runtime.graph_services(), runtime.jobs(), sorted(gone), indexes=runtime.indexes
         )
         delete_s = time.perf_counter() - start
+        delete_calls = calls() - initial_calls
         after = runtime.graph().counts()
         checked = leaks(
             runtime.queries(), runtime.graph(), victims, chunk_ids, unique, args.probes, args.seed
@@ -168,6 +185,7 @@ def main() -> None:
             {
                 "machine": machine(),
                 "dataset": str(args.data),
+                "report_writer": args.reports,
                 "documents": len(docs),
                 "deleted_documents": len(gone),
                 "deleted_chunks": report.chunks,
@@ -183,6 +201,9 @@ def main() -> None:
                 "refreshed_share": round(
                     cascade["reports_refreshed"] / max(1, cascade["communities"]), 4
                 ),
+                "report_calls": delete_calls,
+                "report_calls_share": round(delete_calls / max(1, cascade["communities"]), 4),
+                "initial_report_calls": initial_calls,
                 "delete_s": round(delete_s, 2),
                 "ingest_s": round(ingest_s, 1),
                 "build_s": round(build_s, 1),
