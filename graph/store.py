@@ -1,4 +1,11 @@
-"""The GraphStore protocol.
+"""The GraphStore protocol, and the roles it is made of.
+
+A caller types a parameter with the narrowest role it uses: report writers and graph
+search only read entities and relations (:class:`EntityReader`), extraction writes
+mentions (:class:`MentionStore`), global search reads communities and their reports
+(:class:`CommunityReader`), the refresh writes them (:class:`CommunityStore`) and keeps
+the marks of what changed (:class:`StalenessStore`). :class:`GraphStore` is all of them,
+what a backend implements.
 
 Entities are keyed by a normalised name; every entity and relation keeps the chunks it
 came from (provenance), so removing a chunk's contributions makes whatever no other
@@ -14,7 +21,7 @@ algorithms) and ``graph.stores.neo4j`` (a Neo4j server), chosen by name through
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from graph.communities import Community, Edge
 from graph.models import (
@@ -28,8 +35,59 @@ from graph.models import (
 )
 
 
-class GraphStore(Protocol):
-    """Entities, relations with provenance, and communities."""
+@runtime_checkable
+class EntityReader(Protocol):
+    """The entity graph as read: merged entities, their relations and the chunks citing them.
+
+    What report writers, entity lookup and graph search read; never writes.
+    """
+
+    def entity(self, name: str) -> Entity | None:
+        """The merged entity for a name (any spelling that normalises the same)."""
+        ...
+
+    def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
+        """Entities related to ``name``, heaviest relation first."""
+        ...
+
+    def relations_among(self, keys: Sequence[str]) -> list[Relation]:
+        """Relations whose both ends are among ``keys`` (a subgraph)."""
+        ...
+
+    def entity_keys(self) -> set[str]:
+        """Every entity key."""
+        ...
+
+    def entities_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Entity keys each chunk mentions."""
+        ...
+
+    def chunks_of_entities(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """Chunk ids that mention each entity."""
+        ...
+
+    def edges(self) -> list[Edge]:
+        """Every relation as (source key, target key, weight), sorted (O(graph))."""
+        ...
+
+    def edges_of(self, keys: Sequence[str]) -> list[Edge]:
+        """Every relation with at least one end among ``keys``, as :meth:`edges` gives it.
+
+        Read through indexes on either end: the cost is the degree of those keys.
+        """
+        ...
+
+    def to_networkx(self) -> Any:
+        """The entity graph as a weighted ``networkx.Graph`` (built from :meth:`edges`)."""
+        ...
+
+
+@runtime_checkable
+class MentionStore(EntityReader, Protocol):
+    """What extraction writes: each chunk's entity and relation mentions (provenance).
+
+    With the lookups of :class:`EntityReader`, and which chunks were extracted already.
+    """
 
     def put_chunk(
         self,
@@ -68,56 +126,10 @@ class GraphStore(Protocol):
         """The extracted chunk ids of these documents (by an index, not a scan)."""
         ...
 
-    def entity(self, name: str) -> Entity | None:
-        """The merged entity for a name (any spelling that normalises the same)."""
-        ...
 
-    def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
-        """Entities related to ``name``, heaviest relation first."""
-        ...
-
-    def relations_among(self, keys: Sequence[str]) -> list[Relation]:
-        """Relations whose both ends are among ``keys`` (a subgraph)."""
-        ...
-
-    def entity_keys(self) -> set[str]:
-        """Every entity key."""
-        ...
-
-    def entities_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Entity keys each chunk mentions."""
-        ...
-
-    def chunks_of_entities(self, keys: Sequence[str]) -> dict[str, list[str]]:
-        """Chunk ids that mention each entity."""
-        ...
-
-    def edges(self) -> list[Edge]:
-        """Every relation as (source key, target key, weight), sorted (O(graph))."""
-        ...
-
-    def counts(self) -> dict[str, int]:
-        """Numbers of entities, relations and communities."""
-        ...
-
-    def replace_communities(self, communities: Sequence[Community]) -> None:
-        """Store a new hierarchy, replacing the previous one.
-
-        The reports of communities not in it are deleted in the same transaction, so a
-        report of a vanished community is never served, even before the refresh that
-        follows has written a single report; the others are left as they are.
-        """
-        ...
-
-    def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
-        """Change the stored hierarchy by a diff: store ``upserts``, drop ``deletes``.
-
-        The incremental refresh's write: the cost is that of the communities given (their
-        rows and member rows), not of the hierarchy. The reports of the deleted ids go in
-        the same transaction; the reports of upserted communities stay (their stale marks
-        say whether to rewrite them). An id in both lists is kept (upserted).
-        """
-        ...
+@runtime_checkable
+class CommunityReader(Protocol):
+    """The community hierarchy and its reports, as read by search and report jobs."""
 
     def hierarchy_stats(self) -> tuple[int, int]:
         """(number of communities, largest cluster number or -1 when there are none).
@@ -126,37 +138,6 @@ class GraphStore(Protocol):
         numbers new communities after every previous one and knows whether a hierarchy
         exists without reading it.
         """
-        ...
-
-    def communities_holding(self, keys: Sequence[str]) -> list[Community]:
-        """The communities, at every level, with one of these entity keys as a member.
-
-        Ordered as :meth:`communities`; read through an index of members by entity key,
-        so the cost is that of the communities found.
-        """
-        ...
-
-    def edges_of(self, keys: Sequence[str]) -> list[Edge]:
-        """Every relation with at least one end among ``keys``, as :meth:`edges` gives it.
-
-        Read through indexes on either end: the cost is the degree of those keys.
-        """
-        ...
-
-    def largest_reports(self, level: int, limit: int) -> list[tuple[str, int]]:
-        """The ``limit`` stored reports of ``level`` citing the most chunks.
-
-        ``(community id, number of chunks)`` each, most first (ties in any order); read
-        from an index on (level, chunks), so the cost is ``limit`` rows.
-        """
-        ...
-
-    def graph_meta(self, name: str) -> str | None:
-        """A value the graph's upkeep keeps by name (None: never set); one indexed read."""
-        ...
-
-    def set_graph_meta(self, values: Mapping[str, str]) -> None:
-        """Store upkeep values by name (each over its previous value), in one write."""
         ...
 
     def communities(self, level: int | None = None) -> list[Community]:
@@ -179,11 +160,54 @@ class GraphStore(Protocol):
         """
         ...
 
-    def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
-        """Store the reports of the current hierarchy, replacing all others.
+    def communities_holding(self, keys: Sequence[str]) -> list[Community]:
+        """The communities, at every level, with one of these entity keys as a member.
 
-        Rewrites every stored report: a refresh stores only what it wrote
-        (:meth:`put_reports`) and relies on :meth:`replace_communities` to drop the rest.
+        Ordered as :meth:`communities`; read through an index of members by entity key,
+        so the cost is that of the communities found.
+        """
+        ...
+
+    def reports(self, level: int | None = None) -> list[CommunityReport]:
+        """Stored reports, optionally of one level."""
+        ...
+
+    def reports_by_id(self, community_ids: Sequence[str]) -> list[CommunityReport]:
+        """The stored reports of these communities (a community without one: left out).
+
+        Ordered as :meth:`reports`; the cost is that of the ids asked.
+        """
+        ...
+
+    def largest_reports(self, level: int, limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` stored reports of ``level`` citing the most chunks.
+
+        ``(community id, number of chunks)`` each, most first (ties in any order); read
+        from an index on (level, chunks), so the cost is ``limit`` rows.
+        """
+        ...
+
+
+@runtime_checkable
+class CommunityStore(CommunityReader, Protocol):
+    """The community hierarchy and its reports, as the refresh (or ``graph build``) writes them."""
+
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        """Store a new hierarchy, replacing the previous one.
+
+        The reports of communities not in it are deleted in the same transaction, so a
+        report of a vanished community is never served, even before the refresh that
+        follows has written a single report; the others are left as they are.
+        """
+        ...
+
+    def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
+        """Change the stored hierarchy by a diff: store ``upserts``, drop ``deletes``.
+
+        The incremental refresh's write: the cost is that of the communities given (their
+        rows and member rows), not of the hierarchy. The reports of the deleted ids go in
+        the same transaction; the reports of upserted communities stay (their stale marks
+        say whether to rewrite them). An id in both lists is kept (upserted).
         """
         ...
 
@@ -196,7 +220,7 @@ class GraphStore(Protocol):
         """Store these reports, each over its community's report; return the ids stored.
 
         Every other report is left as it is: the cost is that of the reports given, not
-        of all those stored (:meth:`replace_reports` rewrites every one). A report of a
+        of all those stored. A report of a
         community not in the current hierarchy is not stored; of a repeated id the last
         wins. With ``expected`` (community id → ``(method, fingerprint)``, see
         :attr:`CommunityReport.version`) it is a compare-and-set: a report is stored
@@ -214,18 +238,13 @@ class GraphStore(Protocol):
         """
         ...
 
-    def reports(self, level: int | None = None) -> list[CommunityReport]:
-        """Stored reports, optionally of one level."""
-        ...
 
-    def reports_by_id(self, community_ids: Sequence[str]) -> list[CommunityReport]:
-        """The stored reports of these communities (a community without one: left out).
+@runtime_checkable
+class StalenessStore(Protocol):
+    """What changed since the reports were written: touched entities, stale communities.
 
-        Ordered as :meth:`reports`; the cost is that of the ids asked.
-        """
-        ...
-
-    # -- staleness marks -----------------------------------------------------------------
+    Plus the upkeep values (drift counters) the refresh keeps by name between runs.
+    """
 
     def touched_entities(self) -> set[str]:
         """Entity keys whose mentions were added, changed or removed since last cleared."""
@@ -247,10 +266,21 @@ class GraphStore(Protocol):
         """Unmark communities (their reports were rewritten or found unchanged)."""
         ...
 
-    # -- views and lifetime --------------------------------------------------------------
+    def graph_meta(self, name: str) -> str | None:
+        """A value the graph's upkeep keeps by name (None: never set); one indexed read."""
+        ...
 
-    def to_networkx(self) -> Any:
-        """The entity graph as a weighted ``networkx.Graph`` (built from :meth:`edges`)."""
+    def set_graph_meta(self, values: Mapping[str, str]) -> None:
+        """Store upkeep values by name (each over its previous value), in one write."""
+        ...
+
+
+@runtime_checkable
+class GraphStore(MentionStore, CommunityStore, StalenessStore, Protocol):
+    """Entities, relations with provenance, and communities: every role, one backend."""
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of entities, relations and communities."""
         ...
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph.communities import Community, Edge
 from graph.models import (
@@ -129,11 +129,6 @@ def _number(numbers: dict[str, int], text: str) -> int | None:
 
 def _upsert(table: str) -> str:
     return upsert_sql(table, _COLUMNS[table], _KEYS[table])
-
-
-def _insert(table: str) -> str:
-    cols = _COLUMNS[table]
-    return f"INSERT INTO {table}({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
 
 
 class LocalGraphStore(Tables):
@@ -521,17 +516,6 @@ class LocalGraphStore(Tables):
             rows = _rows_of(db, select, sorted(set(values)), column)
         return sorted((_community(row) for row in rows), key=lambda c: (c.level, c.cluster, c.id))
 
-    def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
-        """Store the reports of the current hierarchy, replacing all others."""
-        rows = [(r.community_id, r.level, r.fingerprint, r.to_json()) for r in reports]
-        with self._write() as db:
-            for table, values in (
-                ("community_reports", rows),
-                ("report_sizes", [_size_row(r) for r in reports]),
-            ):
-                db.execute(f"DELETE FROM {table}")
-                db.executemany(_insert(table), values)
-
     def put_reports(
         self,
         reports: Sequence[CommunityReport],
@@ -753,3 +737,9 @@ def _rows_of(db: Conn, select: str, values: Sequence[str], column: str = "id") -
 def _entity_count(db: Conn) -> int:
     row = db.execute("SELECT COUNT(DISTINCT entity_key) FROM entity_mentions").fetchone()
     return int(row[0])
+
+
+if TYPE_CHECKING:  # mypy checks the backend against every role (and so the whole contract)
+    from graph.store import GraphStore
+
+    _CONFORMS: type[GraphStore] = LocalGraphStore

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import neo4j
 import neo4j.exceptions
@@ -395,13 +395,6 @@ class Neo4jGraphStore:
 
     # -- communities and reports ---------------------------------------------------------------
 
-    def _replace_all(self, delete: str, create: str, rows: Rows) -> None:
-        def work(tx: neo4j.ManagedTransaction) -> None:
-            _data(tx, delete, self._params())
-            self._run_batched(tx, create, "rows", rows)
-
-        self._write(work, view=True)
-
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Store a new hierarchy and drop the reports of communities not in it, atomically.
 
@@ -524,11 +517,6 @@ class Neo4jGraphStore:
         """The stored communities whose parent is one of these (``lore_community_parent``)."""
         return _communities(self._select(q.CHILD_COMMUNITIES, "ids", sorted(set(parent_ids))))
 
-    def replace_reports(self, reports: Sequence[CommunityReport]) -> None:
-        """Store the reports of the current hierarchy, replacing all others."""
-        rows = [_report_row(r) for r in reports]
-        self._replace_all(q.DELETE_REPORTS, q.CREATE_REPORTS, rows)
-
     def put_reports(
         self,
         reports: Sequence[CommunityReport],
@@ -612,3 +600,9 @@ class Neo4jGraphStore:
             work = partial(_deleted, query=query, params=self._params(batch=batch))
             while self._write(work) > 0:
                 pass
+
+
+if TYPE_CHECKING:  # mypy checks the backend against every role (and so the whole contract)
+    from graph.store import GraphStore
+
+    _CONFORMS: type[GraphStore] = Neo4jGraphStore

@@ -236,15 +236,6 @@ MATCH (r:LoreReport {ns: $ns, community_id: community_id})
 RETURN r.community_id AS community_id, r.level AS level, r.json AS json
 """
 
-DELETE_REPORTS: Final = "MATCH (r:LoreReport {ns: $ns}) DETACH DELETE r"
-
-CREATE_REPORTS: Final = """
-UNWIND $rows AS row
-CREATE (r:LoreReport {ns: $ns, community_id: row.community_id})
-SET r.level = row.level, r.fingerprint = row.fingerprint, r.json = row.json,
-    r.chunks = row.chunks
-"""
-
 REPORTS: Final = """
 MATCH (r:LoreReport {ns: $ns})
 WHERE $level IS NULL OR r.level = $level

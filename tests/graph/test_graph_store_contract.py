@@ -290,14 +290,21 @@ def _report(community_id: str, level: int) -> CommunityReport:
     return CommunityReport(community_id, level, "t", "s", (finding,), 5.0, "fp", ("c1",))
 
 
-def test_reports_round_trip_replace_all_and_order(store: GraphStore) -> None:
+def test_reports_round_trip_and_order(store: GraphStore) -> None:
+    store.replace_communities(
+        [
+            Community("0-1", 0, 1, None, ("a", "b")),
+            Community("1-2", 1, 2, "0-1", ("a",)),
+            Community("1-10", 1, 10, "0-1", ("b",)),
+        ]
+    )
     reports = [_report("1-2", 1), _report("0-1", 0), _report("1-10", 1)]
-    store.replace_reports(reports)
+    assert store.put_reports(reports) == {"0-1", "1-2", "1-10"}
     assert [r.community_id for r in store.reports()] == ["0-1", "1-10", "1-2"]
     assert store.reports(level=1) == [reports[2], reports[0]]
-    store.replace_reports(reports[1:2])
+    store.replace_communities([Community("0-1", 0, 1, None, ("a", "b"))])
     assert store.reports() == [reports[1]]
-    store.replace_reports([])
+    store.replace_communities([])
     assert store.reports() == []
 
 
@@ -402,7 +409,7 @@ def _hierarchy() -> list[Community]:
 def test_put_reports_stores_the_reports_given_and_leaves_the_others(store: GraphStore) -> None:
     store.replace_communities(_hierarchy())
     kept, old_top, old_child = _report("1-1", 1), _report("0-0", 0), _report("1-0", 1)
-    store.replace_reports([old_top, old_child, kept])
+    store.put_reports([old_top, old_child, kept])
     top = replace(old_top, summary="new top", method="llm")
     child = replace(old_child, summary="new child", fingerprint="fp2")
     new = _report("1-2", 1)  # a community with no report yet
@@ -421,7 +428,7 @@ def test_replacing_the_hierarchy_drops_the_reports_of_communities_gone_from_it(
     hierarchy = _hierarchy()
     store.replace_communities(hierarchy)
     reports = [_report(c.id, c.level) for c in hierarchy]
-    store.replace_reports(reports)
+    store.put_reports(reports)
     moved = replace(hierarchy[2], members=("b", "d"))  # same id, other members: kept
     store.replace_communities(
         [hierarchy[0], hierarchy[1], moved, Community("1-3", 1, 3, "0-0", ())]
@@ -439,7 +446,7 @@ def test_put_reports_with_expected_versions_is_a_compare_and_set(store: GraphSto
     lazy_top = replace(_report("0-0", 0), method=LAZY)
     refreshed = replace(_report("1-0", 1), method=LAZY, fingerprint="newer")
     done = _report("1-1", 1)  # not lazy (any more)
-    store.replace_reports([lazy_top, refreshed, done])
+    store.put_reports([lazy_top, refreshed, done])
     before = store.reports()
     rewrites = [
         replace(_report(c, int(c[0])), method="llm", summary="by the model")
@@ -470,7 +477,7 @@ def test_a_compare_and_set_never_overwrites_a_concurrent_write(backend: Backend)
     store = backend.store
     store.replace_communities(_hierarchy()[:1])
     lazy = replace(_report("0-0", 0), method=LAZY)
-    store.replace_reports([lazy])
+    store.put_reports([lazy])
     refreshed = replace(lazy, fingerprint="refreshed meanwhile", summary="newer")
     rewrite = replace(lazy, method="llm", summary="rewritten from the old inputs")
     outcome: list[set[str]] = []
@@ -497,7 +504,7 @@ def test_updating_the_hierarchy_by_a_diff_keeps_the_rest_and_its_counters(
     hierarchy = _hierarchy()
     store.replace_communities(hierarchy)
     assert store.hierarchy_stats() == (4, 2)
-    store.replace_reports([_report(c.id, c.level) for c in hierarchy])
+    store.put_reports([_report(c.id, c.level) for c in hierarchy])
     moved = replace(hierarchy[2], members=("b", "d"))
     added = Community("1-7", 1, 7, "0-0", ("e",))
     store.update_communities([moved, added], ["1-2", "1-9"])  # 1-9: no such community
@@ -536,7 +543,7 @@ def test_largest_reports_and_graph_meta(store: GraphStore) -> None:
         replace(_report(cid, int(cid[0])), chunk_ids=tuple(f"c{n}" for n in range(size)))
         for cid, size in sizes.items()
     ]
-    store.replace_reports(reports[:2])
+    store.put_reports(reports[:2])
     store.put_reports(reports[2:])
     assert store.largest_reports(0, 2) == [("0-1", 5), ("0-3", 4)]
     assert store.largest_reports(1, 5) == [("1-9", 9)]
