@@ -140,7 +140,11 @@ _KEEP_FIRST = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO NO
 
 
 class Store(Tables):
-    """The document store (SQLite file or PostgreSQL schema); safe to share between threads."""
+    """The document store (SQLite file or PostgreSQL schema); safe to share between threads.
+
+    Its roles, one protocol each (what a caller that needs only one is typed with), are in
+    :mod:`lore.store_roles`.
+    """
 
     COMPONENT = "store"
 
