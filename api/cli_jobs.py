@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from app.jobs import JobInfo, JobStore
     from ingest.pipeline import IngestReport
     from lore.llm import LLMStats
-    from lore.store import Store
+    from lore.store_roles import DocumentCatalog
 
 
 def ingest_command(
@@ -92,7 +92,7 @@ def _line(info: JobInfo) -> str:
 
 
 def _summary(
-    jobs: JobStore, job_id: str, store: Store, report: IngestReport | None
+    jobs: JobStore, job_id: str, store: DocumentCatalog, report: IngestReport | None
 ) -> dict[str, Any]:
     from app.jobs import JobStatus
 

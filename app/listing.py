@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from lore.models import DocumentInfo, DocumentStatus, StoredChunk
 from lore.store import Store
+from lore.store_roles import ChunkReader
 
 MAX_PAGE = 500
 
@@ -84,7 +85,7 @@ def list_documents(
     return DocumentPage(total=total, offset=offset, limit=limit, documents=found)
 
 
-def read_chunk(store: Store, chunk_id: str) -> StoredChunk | None:
+def read_chunk(store: ChunkReader, chunk_id: str) -> StoredChunk | None:
     """One stored chunk by id (what a citation or an entity's provenance points to)."""
     row = store.row_ids_of_chunk_ids([chunk_id]).get(chunk_id)
     return None if row is None else store.chunks_by_row_ids([row]).get(row)

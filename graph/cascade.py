@@ -30,8 +30,8 @@ from typing import Any
 from graph.lifecycle import Removal, remove_contributions
 from graph.quarantine import Quarantine
 from graph.refresh import RefreshReport, Summarizer, plan_refresh, run_plan
-from graph.store import GraphStore
-from lore.store import Store
+from graph.store import GraphStore, MentionStore
+from lore.store_roles import ChunkReader, StoreSettings
 
 EXTRACTOR_META = "graph_extractor"
 REEXTRACT_META = "graph_reextract"
@@ -128,7 +128,7 @@ def forget_chunks(
 
 
 def gone_chunks(
-    store: Store, graph: GraphStore, document_ids: Sequence[str] | None = None
+    store: ChunkReader, graph: MentionStore, document_ids: Sequence[str] | None = None
 ) -> list[str]:
     """Chunk ids the graph holds contributions of but the store no longer has.
 
@@ -144,7 +144,7 @@ def gone_chunks(
     return sorted(graph.extracted_chunks() - current)
 
 
-def extractor_warning(store: Store, graph: GraphStore, version: str) -> str | None:
+def extractor_warning(store: StoreSettings, graph: MentionStore, version: str) -> str | None:
     """A warning when the stored graph was extracted by another extractor version.
 
     The first extraction records the version; a graph is never dropped because the
@@ -163,7 +163,7 @@ def extractor_warning(store: Store, graph: GraphStore, version: str) -> str | No
     )
 
 
-def reextracting(store: Store, version: str, *, start: bool) -> bool:
+def reextracting(store: StoreSettings, version: str, *, start: bool) -> bool:
     """Whether a build re-extracts every chunk with ``version``.
 
     ``start`` begins a re-extraction (``--reextract``); one that was interrupted (by the
@@ -175,7 +175,7 @@ def reextracting(store: Store, version: str, *, start: bool) -> bool:
     return store.get_meta(REEXTRACT_META) == version
 
 
-def record_extractor(store: Store, version: str) -> None:
+def record_extractor(store: StoreSettings, version: str) -> None:
     """Record that every chunk of the graph is now extracted by ``version``."""
     store.set_meta(EXTRACTOR_META, version)
     store.set_meta(REEXTRACT_META, "")

@@ -21,7 +21,7 @@ from graph.communities import Community
 from graph.llm_reports import LLMReportWriter
 from graph.models import CommunityReport
 from graph.reports import ChunkTexts, ExtractiveWriter, ReportJob
-from graph.store import GraphStore
+from graph.store import EntityReader, GraphStore
 from lore.llm import LLMStats
 
 LAZY_METHOD = "extractive (lazy)"
@@ -33,7 +33,7 @@ class LazyWriter:
     name = "lazy"
 
     def write_level(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+        self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         """Extractive report of each job, marked :data:`LAZY_METHOD`."""
         written = ExtractiveWriter().write_level(graph, chunk_texts, jobs)

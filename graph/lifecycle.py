@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graph.store import GraphStore
+from graph.store import MentionStore
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Removal:
         return data
 
 
-def remove_contributions(graph: GraphStore, chunk_ids: Sequence[str]) -> Removal:
+def remove_contributions(graph: MentionStore, chunk_ids: Sequence[str]) -> Removal:
     """Remove what these chunks contributed; report the mentions, entities, relations gone.
 
     Chunks the graph never extracted are ignored (nothing to remove).

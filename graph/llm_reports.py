@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from graph.models import CommunityReport, Entity, Finding, Relation
 from graph.reports import ChunkTexts, ReportJob, extractive_report, fingerprint
-from graph.store import GraphStore
+from graph.store import EntityReader
 from lore.errors import LLMReplyError, TransientError
 from lore.llm import ChatPrompt, LLMClient, LLMStats
 from lore.prompts import summarize_community
@@ -42,7 +42,7 @@ class Material:
 
 
 def gather_material(
-    job: ReportJob, graph: GraphStore, chunk_texts: ChunkTexts, max_tokens: int
+    job: ReportJob, graph: EntityReader, chunk_texts: ChunkTexts, max_tokens: int
 ) -> Material:
     """Central entities, strongest relations, then excerpts or child reports, in budget."""
     members = list(job.community.members)
@@ -97,7 +97,7 @@ def gather_material(
 
 def to_report(
     job: ReportJob,
-    graph: GraphStore,
+    graph: EntityReader,
     material: Material,
     reply: summarize_community.Reply,
     chunk_ids: Sequence[str],
@@ -142,7 +142,7 @@ class LLMReportWriter:
         return self.client.stats
 
     def prompt(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, job: ReportJob
+        self, graph: EntityReader, chunk_texts: ChunkTexts, job: ReportJob
     ) -> ChatPrompt[summarize_community.Reply]:
         """The prompt one community's report is written from (what a dry run counts)."""
         return self.prompt_of(gather_material(job, graph, chunk_texts, self.max_input_tokens))
@@ -159,7 +159,7 @@ class LLMReportWriter:
         )
 
     def write_level(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+        self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         """One report per job (blocking)."""
         if not jobs:
@@ -167,13 +167,13 @@ class LLMReportWriter:
         return asyncio.run(self._level(graph, chunk_texts, jobs))
 
     async def _level(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+        self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         async with self.client.connected():
             return list(await asyncio.gather(*(self._one(graph, chunk_texts, j) for j in jobs)))
 
     async def _one(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, job: ReportJob
+        self, graph: EntityReader, chunk_texts: ChunkTexts, job: ReportJob
     ) -> CommunityReport:
         fallback = extractive_report(
             job.community, graph, chunk_texts, largest=job.largest, children=job.children

@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 
 from graph.models import Entity, entity_key
-from graph.store import GraphStore
+from graph.store import EntityReader
 
 FUZZY_CUTOFF = 0.75
 MAX_CANDIDATES = 200
 
 
-def find_entities(graph: GraphStore, query: str, limit: int = 20) -> list[Entity]:
+def find_entities(graph: EntityReader, query: str, limit: int = 20) -> list[Entity]:
     """Entities whose name matches ``query`` (prefix, substring, then fuzzy), best first."""
     needle = entity_key(query)
     if not needle:

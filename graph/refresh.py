@@ -32,7 +32,7 @@ from graph.communities import Community, hierarchical_communities
 from graph.incremental import Drift, measure_drift, update_hierarchy
 from graph.models import CommunityReport
 from graph.reports import ChunkTexts, ReportJob, ReportWriter, community_chunks, fingerprint
-from graph.store import GraphStore
+from graph.store import CommunityReader, EntityReader, GraphStore, StalenessStore
 from lore.llm import LLMStats
 
 
@@ -58,7 +58,7 @@ class Summarizer:
         stats: LLMStats | None = getattr(self.writer, "stats", None)
         return stats.calls if stats is not None else 0
 
-    def write_level(self, graph: GraphStore, jobs: Sequence[ReportJob]) -> list[CommunityReport]:
+    def write_level(self, graph: EntityReader, jobs: Sequence[ReportJob]) -> list[CommunityReport]:
         """New reports for independent communities of one level, in order."""
         return self.writer.write_level(graph, self.chunk_texts, list(jobs)) if jobs else []
 
@@ -270,11 +270,11 @@ def _region(
     return previous, upserts, deletes
 
 
-def _pending(graph: GraphStore) -> int:
+def _pending(graph: StalenessStore) -> int:
     return int(graph.graph_meta(DRIFT_PENDING_META) or 0)
 
 
-def _drift_base(graph: GraphStore) -> int:
+def _drift_base(graph: StalenessStore) -> int:
     """Nodes at the last measurement (0 when never measured: measure at the next change)."""
     return int(graph.graph_meta(DRIFT_BASE_META) or 0)
 
@@ -490,7 +490,7 @@ def preview_refresh(
     return sorted(found.values(), key=lambda c: (-c.level, c.cluster))
 
 
-def _with_ancestors(graph: GraphStore, found: Mapping[str, Community]) -> dict[str, Community]:
+def _with_ancestors(graph: CommunityReader, found: Mapping[str, Community]) -> dict[str, Community]:
     """These communities and all their ancestors, the missing ones read by id."""
     out = dict(found)
     wanted = {c.parent for c in found.values() if c.parent is not None} - out.keys()

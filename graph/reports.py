@@ -28,7 +28,7 @@ from typing import Protocol
 
 from graph.communities import Community
 from graph.models import CommunityReport, Entity, Finding, Relation, entity_key
-from graph.store import GraphStore
+from graph.store import EntityReader
 from lore.sentences import statements, whole_sentences
 
 MAX_FINDINGS = 8
@@ -40,7 +40,7 @@ TITLE_DOCUMENTS = 2
 ChunkTexts = Callable[[Sequence[str]], Mapping[str, str]]
 
 
-def fingerprint(graph: GraphStore, members: Sequence[str]) -> str:
+def fingerprint(graph: EntityReader, members: Sequence[str]) -> str:
     """Hash of what a report is made from: members, their chunks, relation weights."""
     parts: list[object] = [REPORT_VERSION]
     for key in sorted(members):
@@ -59,7 +59,7 @@ def centrality(entities: Mapping[str, Entity], relations: Sequence[Relation]) ->
     return {k: degree[k] for k in entities}
 
 
-def ranked_member_names(graph: GraphStore, members: Sequence[str]) -> list[tuple[str, str]]:
+def ranked_member_names(graph: EntityReader, members: Sequence[str]) -> list[tuple[str, str]]:
     """A community's members, most important first: ``(key, entity name)`` each.
 
     A member whose entity is no longer stored comes last, its key standing for its name.
@@ -71,7 +71,7 @@ def ranked_member_names(graph: GraphStore, members: Sequence[str]) -> list[tuple
     return [(k, entities[k].name) for k in ordered] + [(k, k) for k in gone]
 
 
-def ranked_members(graph: GraphStore, members: Sequence[str]) -> list[str]:
+def ranked_members(graph: EntityReader, members: Sequence[str]) -> list[str]:
     """A community's member keys, most important first (see the module docstring)."""
     return [key for key, _ in ranked_member_names(graph, members)]
 
@@ -89,7 +89,7 @@ def report_title(entities: Mapping[str, Entity], central: Sequence[str], fallbac
 
 def extractive_report(
     community: Community,
-    graph: GraphStore,
+    graph: EntityReader,
     chunk_texts: ChunkTexts,
     *,
     largest: int,
@@ -212,7 +212,7 @@ class ReportWriter(Protocol):
     name: str
 
     def write_level(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+        self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         """One report per job, in order."""
         ...
@@ -224,7 +224,7 @@ class ExtractiveWriter:
     name = "extractive"
 
     def write_level(
-        self, graph: GraphStore, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
+        self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         """Extractive report of each job."""
         return [
@@ -235,7 +235,7 @@ class ExtractiveWriter:
         ]
 
 
-def community_chunks(graph: GraphStore, community: Community) -> set[str]:
+def community_chunks(graph: EntityReader, community: Community) -> set[str]:
     """Ids of the chunks mentioning any member of ``community``."""
     found = graph.chunks_of_entities([entity_key(key) for key in community.members])
     return {chunk for chunks in found.values() for chunk in chunks}

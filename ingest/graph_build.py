@@ -26,7 +26,7 @@ from graph.cascade import extractor_warning, record_extractor, reextracting
 from graph.communities import Community, hierarchical_communities
 from graph.models import ChunkMentions
 from graph.quarantine import Quarantine
-from graph.store import GraphStore
+from graph.store import GraphStore, MentionStore
 from graph.stores.merging import checked_chunks
 from ingest.extraction import ChunkInput, Extraction, Extractor, Quarantined
 from lore.errors import InvalidRequestError
@@ -58,7 +58,7 @@ class GraphBuildReport:
 
 
 def store_extractions(
-    graph: GraphStore,
+    graph: MentionStore,
     quarantine: Quarantine,
     extractor_name: str,
     chunks: Sequence[ChunkInput],
@@ -90,7 +90,7 @@ def store_extractions(
 
 
 def extract_chunks(
-    graph: GraphStore, extractor: Extractor, quarantine: Quarantine, chunks: Sequence[ChunkInput]
+    graph: MentionStore, extractor: Extractor, quarantine: Quarantine, chunks: Sequence[ChunkInput]
 ) -> tuple[int, int]:
     """Extract the chunks' graph contributions and store them: the one extraction loop.
 
@@ -104,7 +104,7 @@ def extract_chunks(
 
 def build_graph(
     store: Store,
-    graph: GraphStore,
+    graph: MentionStore,
     extractor: Extractor,
     quarantine: Quarantine,
     progress: Callable[[int, int], None] | None = None,

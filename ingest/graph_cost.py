@@ -45,7 +45,7 @@ from ingest.extract_llm import LLMExtractor
 from ingest.extraction import ChunkInput, Extractor
 from lore.llm import ChatPrompt, LLMClient, chat_tokens
 from lore.prompts import extract_graph, summarize_community
-from lore.store import Store
+from lore.store_roles import ChunkReader
 
 Count = Callable[[str], int]
 T = TypeVar("T")
@@ -119,7 +119,7 @@ def _mean_reply(client: LLMClient, task: str, count: Count) -> float | None:
 
 
 def estimate_build(
-    store: Store,
+    store: ChunkReader,
     graph: GraphStore,
     extractor: Extractor,
     writer: ReportWriter,
@@ -182,7 +182,7 @@ def _client_of(role: object) -> LLMClient | None:
 
 def _estimate_extraction(
     estimate: BuildEstimate,
-    store: Store,
+    store: ChunkReader,
     extractor: LLMExtractor,
     rows: Sequence[int],
     count: Count,

@@ -28,11 +28,12 @@ from pathlib import Path, PurePosixPath
 from ingest.roots import file_of, owner
 from lore.models import DocumentInfo, Loaded, SourceDocument
 from lore.store import IDS_KEY, Store
+from lore.store_roles import StoreSettings
 
 JSONL_RECORD = ".jsonl#"
 
 
-def is_legacy(store: Store) -> bool:
+def is_legacy(store: StoreSettings) -> bool:
     """True for a store made before file ids were relative to their root."""
     return store.get_meta(IDS_KEY) == "legacy"
 

@@ -35,7 +35,7 @@ from lore.errors import InvalidRequestError
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from lore.store import Store
+    from lore.store_roles import StoreSettings
 
 META_PREFIX = "root:"
 """Store meta key of a label's root: ``root:<label>`` → the resolved directory."""
@@ -250,13 +250,13 @@ def locate(path: Path, roots: Mapping[str, Path]) -> str | None:
     return label if tail == PurePosixPath(".") else f"{label}/{tail.as_posix()}"
 
 
-def known_roots(store: Store) -> dict[str, Path]:
+def known_roots(store: StoreSettings) -> dict[str, Path]:
     """The roots a store's documents were ingested from, by label."""
     found = store.meta_with_prefix(META_PREFIX)
     return {key[len(META_PREFIX) :]: Path(value) for key, value in found.items()}
 
 
-def record_roots(store: Store, added: Mapping[str, Path]) -> None:
+def record_roots(store: StoreSettings, added: Mapping[str, Path]) -> None:
     """Record new roots; a label another ingest just gave another directory is refused."""
     for label, directory in added.items():
         held = Path(store.claim_meta(META_PREFIX + label, str(directory)))

@@ -46,7 +46,7 @@ import numpy as np
 
 from graph.communities import Community
 from graph.models import CommunityReport
-from graph.store import GraphStore
+from graph.store import CommunityReader
 from lore.embedders import Embedder, Matrix
 from lore.errors import InvalidRequestError
 from retrieval.analyzer import Analyzer
@@ -209,7 +209,7 @@ def batches(
 class GlobalSearcher:
     """Answers corpus-wide questions from the graph's community reports."""
 
-    graph: GraphStore
+    graph: CommunityReader
     analyzer: Analyzer
     embedder: Embedder
     counter: TokenCounter

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from graph.models import entity_key
-from graph.store import GraphStore
-from lore.store import Store
+from graph.store import EntityReader
+from lore.store_roles import ChunkReader
 from retrieval.filters import ResolvedFilter
 from retrieval.titles import TitleIndex
 
@@ -44,8 +44,8 @@ NEIGHBOUR_ENTITY = 1.0
 class GraphExpander:
     """Ranks chunks through the entity graph (see the module docstring)."""
 
-    graph: GraphStore
-    store: Store
+    graph: EntityReader
+    store: ChunkReader
     named_title: float = 100.0
     bridge: float = 50.0
     seed_source: float = 0.5

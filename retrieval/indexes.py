@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Protocol
 
 from lore.db import ensure_dir
-from lore.store import IndexRow, Store
+from lore.store import IndexRow
+from lore.store_roles import ChangeLog
 
 BATCH = 2000
 
@@ -68,7 +69,7 @@ Progress = Callable[[int, int], None]
 """``(done, total)`` chunks of a rebuild."""
 
 
-def catch_up(store: Store, index: DerivedIndex, progress: Progress | None = None) -> int:
+def catch_up(store: ChangeLog, index: DerivedIndex, progress: Progress | None = None) -> int:
     """Bring ``index`` up to the store's last change; return the changes applied.
 
     ``progress`` follows a rebuild from scratch (chunks done of all).
@@ -95,7 +96,7 @@ def catch_up(store: Store, index: DerivedIndex, progress: Progress | None = None
     return count
 
 
-def _rebuild(store: Store, index: DerivedIndex, head: int, progress: Progress | None) -> int:
+def _rebuild(store: ChangeLog, index: DerivedIndex, head: int, progress: Progress | None) -> int:
     index.reset()
     row_ids = store.all_row_ids()
     for start in range(0, len(row_ids), BATCH):
