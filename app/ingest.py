@@ -201,9 +201,10 @@ def _run_inline(
     graph = services.graph() if extract_graph else None
     extractor = extractor_for(services.settings, services.store) if graph else None
     unusable: LLMUnavailableError | ConfigurationError | None = None
+    if graph is not None and stored:
+        jobs.walked(job_id, Step.EXTRACT)
     for batch in batches(stored, STAGE_BATCH):
         if graph is not None and extractor is not None and unusable is None:
-            jobs.walked(job_id, Step.EXTRACT)
             try:
                 extract_ready(graph, extractor, batch, extract_progress)
             except (LLMUnavailableError, ConfigurationError) as exc:

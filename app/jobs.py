@@ -300,6 +300,10 @@ class JobStore(Tables):
         A job's batches run the steps again (one batch stores while another extracts):
         only a step's first entry is listed, so the list is the path the job took.
         """
+        with self._read() as db:  # entered before (most calls): no write lock taken
+            row = db.execute("SELECT detail FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None or str(step) in json.loads(row[0]).get("steps", []):
+            return
         with self._transaction() as db:
             lock = " FOR UPDATE" if self.database.kind == "postgresql" else ""
             row = db.execute("SELECT detail FROM jobs WHERE id = ?" + lock, (job_id,)).fetchone()

@@ -5,7 +5,7 @@ walk them — an ingest run in this process (``app.ingest``), the same ingest on
 workers (``workers.tasks``: a chain of tasks per batch) and ``lore graph build`` /
 ``lore graph refresh`` (``app.refresh``, or its worker form) — each the part it owns, always
 in this order. Each records the steps it walked in its job (``detail.steps``, see
-``lore jobs show``) or its report (``graph build --json``), which is how a test checks that
+``lore jobs JOB_ID --json``) or its report (``graph build --json``), which is how a test checks that
 the three walk the same list.
 
 ==================  ================================================================

@@ -333,8 +333,8 @@ def _next_level(
     namespace: str | None,
 ) -> None:
     levels = plan["levels"]
+    settings, _, jobs = worker_state(namespace)
     if index >= len(levels):
-        settings, _, jobs = worker_state(namespace)
         counts = report_from(plan_from_dict(plan), refreshed, calls)
         jobs.update_job(job_id, state="done", detail=counts)
         client, key = _refresh_lock(settings, namespace)
@@ -345,7 +345,7 @@ def _next_level(
             client.close()
         return
     if index == 0:
-        worker_state(namespace)[2].walked(job_id, Step.SUMMARISE)
+        jobs.walked(job_id, Step.SUMMARISE)
     kwargs = _in(namespace)
     header = group(
         summarize_community_task.si(cid, plan["largest"], job_id=job_id, **kwargs)
