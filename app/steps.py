@@ -290,13 +290,18 @@ def resume(
 def fail_documents(
     store: Store, jobs: JobStore, job_id: str, document_ids: Sequence[str], reason: str
 ) -> None:
-    """Give up on documents (a transient error outlived its retries).
+    """Give up on documents (a transient error outlived its retries, or a bug).
 
     A document already stored stays searchable; only its job entry records the failure.
+    A staged document that cannot be read back (a damaged job row) fails in the job alone.
     """
-    for doc in jobs.documents(job_id, document_ids):
+    try:
+        staged = jobs.documents(job_id, document_ids)
+    except (ValueError, KeyError, TypeError):  # a damaged staged payload
+        staged = []
+    for doc in staged:
         stored = store.get_document(doc.id)
         if stored is None or stored.content_hash != doc.content_hash():
             store.mark_failed(doc.id, doc.source, reason, title=doc.title, metadata=doc.metadata)
-        jobs.fail(job_id, doc.id, reason)
+    jobs.advance(job_id, document_ids, JobStatus.FAILED, error=reason)
     jobs.finish_if_complete(job_id)

@@ -201,14 +201,19 @@ class Store(Tables):
         return str(row[0])
 
     def bind_embedder(self, model: str, dimension: int) -> None:
-        """Record the embedding model on first use; refuse a different one later."""
-        with self._transaction() as db:
+        """Record the embedding model on first use; refuse a different one later.
+
+        Two writers binding a new store at once (workers on PostgreSQL) both keep the
+        first pair recorded: the loser's inserts do nothing and it compares with the winner's.
+        """
+        with self._read() as db:
             rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            known_model, known_dim = rows.get("embedding_model"), rows.get("embedding_dim")
-            if known_model is None:
-                db.execute("INSERT INTO meta VALUES ('embedding_model', ?)", (model,))
-                db.execute("INSERT INTO meta VALUES ('embedding_dim', ?)", (str(dimension),))
-                return
+        if rows.get("embedding_model") is None:
+            with self._transaction() as db:
+                db.execute(_KEEP_FIRST, ("embedding_model", model))
+                db.execute(_KEEP_FIRST, ("embedding_dim", str(dimension)))
+                rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        known_model, known_dim = rows.get("embedding_model"), rows.get("embedding_dim")
         if known_model != model or int(known_dim or 0) != dimension:
             raise EmbeddingMismatchError(
                 f"this data directory was embedded with {known_model!r} ({known_dim} dims) but "

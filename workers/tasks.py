@@ -184,6 +184,20 @@ def _retry(task: Any, exc: Exception, give_up: Callable[[str], None]) -> None:
     raise task.retry(exc=exc, countdown=delay * random.uniform(0.5, 1.0), max_retries=None)
 
 
+def _give_up(what: str, exc: Exception, give_up: Callable[[str], None]) -> None:
+    """An unexpected error (a bug, not a transient fault) ends what the task was doing.
+
+    Its documents or job end ``failed`` with the error as the reason, so no job waits
+    forever on a task that will not run again; the caller re-raises, and the worker logs
+    the traceback.
+    """
+    reason = f"internal error while {what}: {type(exc).__name__}: {exc} (the worker log has more)"
+    try:
+        give_up(reason)
+    except Exception:  # the store is failing too: the traceback of the first error is logged
+        log.exception("could not record the failure of %s", what)
+
+
 @_task("lore.ingest_documents", bind=True)
 def ingest_documents_task(
     self: Any, job_id: str, document_ids: list[str], namespace: str | None = None
@@ -199,6 +213,13 @@ def ingest_documents_task(
             self, exc, lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why)
         )
         return {"done": 0, "ready": 0}
+    except Exception as exc:
+        _give_up(
+            "storing documents",
+            exc,
+            lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why),
+        )
+        raise
     if ready:
         extract_chunks_task.apply_async((job_id, ready), _in(namespace))
     return {"done": len(report.done), "ready": len(ready)}
@@ -217,6 +238,13 @@ def extract_chunks_task(
             self, exc, lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why)
         )
         return 0
+    except Exception as exc:
+        _give_up(
+            "extracting the graph",
+            exc,
+            lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why),
+        )
+        raise
 
 
 @_task("lore.delete_documents", bind=True)
@@ -233,6 +261,13 @@ def delete_documents_task(
         )
     except PermanentError:
         return  # the job records why
+    except Exception as exc:
+        _give_up(
+            "deleting documents",
+            exc,
+            lambda why: jobs.update_job(job_id, state="failed", detail={"error": why}),
+        )
+        raise
 
 
 def _in(namespace: str | None) -> dict[str, str]:
@@ -304,15 +339,42 @@ def refresh_stale(
             return {"job_id": job_id, "skipped": True}
     finally:
         client.close()
-    plan, _ = prepare_refresh(
-        runtime.graph_services(),
-        rebuild=rebuild,
-        reextract=reextract,
-        walk=lambda step: jobs.walked(job_id, step),
-    )
-    jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
-    _next_level(job_id, plan_to_dict(plan), 0, 0, 0, namespace)
+    try:
+        plan, _ = prepare_refresh(
+            runtime.graph_services(),
+            rebuild=rebuild,
+            reextract=reextract,
+            walk=lambda step: jobs.walked(job_id, step),
+        )
+        jobs.update_job(job_id, detail={"communities": plan.communities, "stale": plan.stale})
+        _next_level(job_id, plan_to_dict(plan), 0, 0, 0, namespace)
+    except Exception as exc:
+        _give_up("refreshing the graph", exc, _refresh_failed(settings, namespace, job_id))
+        raise
     return {"job_id": job_id, "communities": plan.communities, "stale": plan.stale}
+
+
+def _release_refresh(settings: Settings, namespace: str | None, job_id: str) -> None:
+    """Let the next refresh of the namespace run (the lock is this job's)."""
+    client, key = _refresh_lock(settings, namespace)
+    try:
+        if client.get(key) == job_id.encode():
+            client.delete(key)
+    finally:
+        client.close()
+
+
+def _refresh_failed(
+    settings: Settings, namespace: str | None, job_id: str
+) -> Callable[[str], None]:
+    """Ending a refresh job ``failed`` with a reason (its lock released)."""
+
+    def give_up(why: str) -> None:
+        _, _, jobs = worker_state(namespace)
+        jobs.update_job(job_id, state="failed", detail={"error": why})
+        _release_refresh(settings, namespace, job_id)
+
+    return give_up
 
 
 @_task("lore.build_communities")
@@ -337,12 +399,7 @@ def _next_level(
     if index >= len(levels):
         counts = report_from(plan_from_dict(plan), refreshed, calls)
         jobs.update_job(job_id, state="done", detail=counts)
-        client, key = _refresh_lock(settings, namespace)
-        try:
-            if client.get(key) == job_id.encode():
-                client.delete(key)
-        finally:
-            client.close()
+        _release_refresh(settings, namespace, job_id)
         return
     if index == 0:
         jobs.walked(job_id, Step.SUMMARISE)
@@ -374,6 +431,10 @@ def summarize_community_task(
     except RETRYABLE as exc:
         _retry(self, exc, failed.append)
         report = None
+    except Exception as exc:  # the community stays stale; the next refresh tries it again
+        log.exception("summarising community %s failed", community_id)
+        _give_up(f"summarising community {community_id}", exc, failed.append)
+        report = None
     return {
         "id": community_id,
         "report": report.to_json() if report else None,
@@ -393,14 +454,18 @@ def store_level(
     namespace: str | None = None,
 ) -> int:
     """Store one level's reports (children are stored before parents are summarised)."""
-    _, runtime, jobs = worker_state(namespace)
+    settings, runtime, jobs = worker_state(namespace)
     written = [CommunityReport.from_json(r["report"]) for r in results if r["report"]]
     checked = [str(r["id"]) for r in results if not r["failed"]]
-    store_reports(runtime.graph(), written, checked)
-    if index == 0:
-        jobs.walked(job_id, Step.EMBED_REPORTS)
-    # this level's reports only (and, with the first level, those of vanished communities)
-    runtime.report_vectors().update(written, plan.get("gone", []) if index == 0 else [])
-    used = sum(int(r["llm_calls"]) for r in results)
-    _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used, namespace)
+    try:
+        store_reports(runtime.graph(), written, checked)
+        if index == 0:
+            jobs.walked(job_id, Step.EMBED_REPORTS)
+        # this level's reports only (and, with the first level, those of vanished communities)
+        runtime.report_vectors().update(written, plan.get("gone", []) if index == 0 else [])
+        used = sum(int(r["llm_calls"]) for r in results)
+        _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used, namespace)
+    except Exception as exc:
+        _give_up("storing community reports", exc, _refresh_failed(settings, namespace, job_id))
+        raise
     return len(written)

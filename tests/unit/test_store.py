@@ -1,6 +1,8 @@
 """The document store, the same tests against SQLite and PostgreSQL (``store_url``)."""
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,30 @@ def test_embedder_binding(store: Store) -> None:
     store.bind_embedder("m", 4)
     with pytest.raises(EmbeddingMismatchError, match="'m'"):
         store.bind_embedder("other", 8)
+
+
+def test_writers_binding_a_new_store_at_once_all_succeed(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    """Two workers' first batches on a new PostgreSQL store bind the embedder at once."""
+    database = open_database(store_url, tmp_path, "lore")
+    store = Store(database)
+    for _ in range(40):  # the race is on the first binding: each round starts unbound
+        with database.write() as db:
+            db.execute("DELETE FROM meta WHERE key IN ('embedding_model', 'embedding_dim')")
+        start = threading.Barrier(4)
+
+        def bind(start: threading.Barrier = start) -> None:
+            start.wait()
+            store.bind_embedder("m", 4)
+
+        with ThreadPoolExecutor(4) as pool:
+            for done in [pool.submit(bind) for _ in range(4)]:
+                done.result()  # the losers compare with the winner's pair, no error
+        assert (store.get_meta("embedding_model"), store.get_meta("embedding_dim")) == ("m", "4")
+    with pytest.raises(EmbeddingMismatchError):
+        store.bind_embedder("m", 8)
+    store.close()
 
 
 def test_meta_is_kept_and_replaced(store: Store, tmp_path: Path, store_url: str | None) -> None:

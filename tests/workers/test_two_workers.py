@@ -150,3 +150,26 @@ def test_a_worker_killed_mid_run_leaves_every_document_done_exactly_once(
     assert info.state == "done" and info.counts == {"done": 120}
     ids = [i for i, _ in short_docs("alpha", 200)] + [i for i, _ in short_docs("kill", 120)]
     _exactly_once(runtime.data_dir, ids)
+
+
+def test_a_task_that_fails_unexpectedly_ends_its_documents_failed_with_the_reason(
+    setup: tuple[Runtime, JobStore, Workers],
+) -> None:
+    """No job waits forever on a task that died of a bug (here: a damaged staged row)."""
+    runtime, jobs, _ = setup
+    dispatcher = runtime.dispatcher
+    assert dispatcher is not None
+    job = jobs.create("ingest", epoch=dispatcher.epoch())
+    docs = _documents("bug", 2)
+    jobs.stage(job, docs)
+    with jobs.database.write() as db:  # one staged document can no longer be read back
+        db.execute(
+            "UPDATE job_documents SET payload = ? WHERE job_id = ? AND document_id = ?",
+            ("{damaged", job, docs[0].id),
+        )
+    dispatcher.ingest(job, [d.id for d in docs])
+    info = wait_job(jobs, job, timeout_s=60)
+    assert info.state == "failed" and info.counts == {"failed": 2}, info
+    for status, reason in jobs.statuses(job).values():
+        assert status is JobStatus.FAILED
+        assert reason and "internal error while storing documents: JSONDecodeError" in reason
