@@ -11,6 +11,13 @@ own (peak memory is that process's), and prints one JSON line: ingest chunks/s, 
 ``graph build`` seconds and peak RSS, then the cost of a one-document edit (re-ingest and
 build), a delete, a global question cold (a fresh runtime) and warm, and listing the
 level-0 communities with their reports; each also as the ratio to the smallest size.
+
+``--embed-cache FILE`` keeps the model's vectors by text in a SQLite file, so the sizes
+above the smallest (and later runs) embed only texts not embedded before; the smallest
+size always embeds for real, and its ``ingest_chunks_per_s`` is the one to read.
+``--fill-cache`` embeds the largest size's chunk texts into that file and stops (it can
+run while the machine is busy; the timed run then reads the vectors back). Queries are
+always embedded by the model.
 The edit and the delete also count their SQLite statements and virtual-machine steps
 (:func:`sqlite_work`), figures the machine's load does not change. The
 same operation on a bigger corpus should cost about the same: the change is the same.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import random
 import resource
@@ -28,16 +36,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from app.ingest import ingest
 from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
+from app.runtime import open_runtime
 from bench.common import machine, read_documents, runtime_for
+from ingest.chunking import chunk_text
+from lore.embedders import Embedder, Matrix
 from lore.models import SourceDocument
+from lore.settings import load_settings
 from retrieval.ask_contract import AskRequest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -59,6 +73,95 @@ def corpus(count: int, data: Path = DATA) -> list[SourceDocument]:
         n = len(docs)
         docs.append(SourceDocument(f"mix-{n}", f"mix/{n}", text, f"Mix {n}", {}))
     return docs
+
+
+class CachedEmbedder:
+    """The configured model's vectors, kept by text in a SQLite file (a bench aid).
+
+    Every vector was computed by the wrapped model for that very text; only repeated
+    work is saved. Queries are embedded by the model each time.
+    """
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner = inner
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, v BLOB)")
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        """The wrapped model's name."""
+        return self.inner.name
+
+    @property
+    def dimension(self) -> int:
+        """The wrapped model's vector size."""
+        return self.inner.dimension
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.inner.name}\0{text}".encode()).hexdigest()
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        """Vectors kept from an earlier call; the model embeds the rest (and they are kept)."""
+        keys = [self._key(t) for t in texts]
+        found: dict[str, bytes] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(
+                self._db.execute(f"SELECT key, v FROM vectors WHERE key IN ({marks})", part)
+            )
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
+        if todo:
+            fresh = self.inner.embed_documents(list(todo.values()))
+            rows = [
+                (k, np.asarray(v, dtype=np.float32).tobytes())
+                for k, v in zip(todo, fresh, strict=True)
+            ]
+            self._db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)", rows)
+            self._db.commit()
+            found.update(rows)
+        self.hits += len(texts) - len(todo)
+        self.misses += len(todo)
+        if not keys:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])
+
+    def embed_query(self, text: str) -> Matrix:
+        """The model's query vector (never cached: queries are timed)."""
+        return self.inner.embed_query(text)
+
+
+def fill_cache(count: int, path: Path, scratch: Path) -> dict[str, Any]:
+    """Embed the chunk texts of ``corpus(count)`` into the cache (as the pipeline cuts them)."""
+    runtime = runtime_for(scratch / "chunker")
+    pipeline = runtime.pipeline()
+    cached = CachedEmbedder(runtime.embedder, path)
+    texts: list[str] = []
+    start = time.perf_counter()
+    for doc in corpus(count):
+        drafts = chunk_text(
+            doc.text,
+            pipeline.counter,
+            size=pipeline.chunking.size_tokens,
+            overlap=pipeline.chunking.overlap_tokens,
+            title=doc.title,
+            max_model_tokens=pipeline.max_model_tokens,
+        )
+        texts += [d.embed_text(doc.title) for d in drafts]
+        if len(texts) >= 512:
+            cached.embed_documents(texts)
+            texts = []
+    cached.embed_documents(texts)
+    runtime.close()
+    seconds = time.perf_counter() - start
+    return {
+        "filled_for_documents": count,
+        "embedded": cached.misses,
+        "cached": cached.hits,
+        "s": round(seconds),
+    }
 
 
 def _rss_mb() -> float:
@@ -98,10 +201,15 @@ def sqlite_work(runtime: Any) -> Iterator[dict[str, int]]:
             connection.set_trace_callback(None)
 
 
-def one_size(count: int, scratch: Path) -> dict[str, Any]:
+def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, Any]:
     """Every figure for one size (run in its own process)."""
     docs = corpus(count)
-    runtime = runtime_for(scratch / "data")
+    base = runtime_for(scratch / "chunker")
+    embedder: Embedder = base.embedder
+    base.close()
+    if cache is not None:
+        embedder = CachedEmbedder(embedder, cache)
+    runtime = open_runtime(load_settings(data_dir=scratch / "data"), embedder=embedder)
     start = time.perf_counter()
     ingested = ingest(runtime.job_services(), docs, extract_graph=False).report
     ingest_s = time.perf_counter() - start
@@ -135,7 +243,7 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
     delete_s = time.perf_counter() - start
     runtime.close()
 
-    fresh = runtime_for(scratch / "data")
+    fresh = open_runtime(load_settings(data_dir=scratch / "data"), embedder=embedder)
     start = time.perf_counter()
     asyncio.run(fresh.queries().ask(AskRequest(question=QUESTION, mode="global")))
     cold_s = time.perf_counter() - start
@@ -165,6 +273,7 @@ def one_size(count: int, scratch: Path) -> dict[str, Any]:
         "delete_statements": delete_work["statements"],
         "delete_vm_steps": delete_work["vm_steps"],
         "delete_reports_refreshed": deleted.graph.as_dict()["reports_refreshed"],
+        "embeddings_cached": cache is not None,
         "global_cold_s": round(cold_s, 2),
         "global_warm_s": round(warm_s, 3),
         "communities_level0_s": round(list_s, 3),
@@ -187,17 +296,32 @@ def main() -> None:
     """Run the three sizes (each in a child process) and print JSON lines."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", type=int, default=40, help="documents at the smallest size")
+    parser.add_argument("--embed-cache", type=Path, default=None, help="vectors kept by text")
+    parser.add_argument(
+        "--fill-cache", action="store_true", help="embed the largest size into the cache, stop"
+    )
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--scratch", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cached", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(one_size(args.one, args.scratch)))
+        cache = args.embed_cache if args.cached else None
+        print(json.dumps(one_size(args.one, args.scratch, cache)))
+        return
+    if args.fill_cache:
+        if args.embed_cache is None:
+            parser.error("--fill-cache needs --embed-cache FILE")
+        with tempfile.TemporaryDirectory(prefix="lore-scale-") as scratch:
+            print(json.dumps(fill_cache(16 * args.base, args.embed_cache, Path(scratch))))
         return
     print(json.dumps({"machine": machine()}))
     smallest: dict[str, Any] | None = None
     for count in (args.base, 4 * args.base, 16 * args.base):
         with tempfile.TemporaryDirectory(prefix="lore-scale-") as scratch:
             child = [sys.executable, "-m", "bench.scale", "--one", str(count), "--scratch", scratch]
+            if args.embed_cache is not None:  # the smallest size embeds for real
+                child += ["--embed-cache", str(args.embed_cache)]
+                child += ["--cached"] if count != args.base else []
             done = subprocess.run(child, capture_output=True, text=True, check=True)
         row = json.loads(done.stdout.strip().splitlines()[-1])
         smallest = smallest or row

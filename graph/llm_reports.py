@@ -46,7 +46,8 @@ def gather_material(
 ) -> Material:
     """Central entities, strongest relations, then excerpts or child reports, in budget."""
     members = list(job.community.members)
-    entities = {k: e for k in members if (e := graph.entity(k)) is not None}
+    found = graph.entities(members)
+    entities = {k: found[k] for k in members if k in found}
     relations = sorted(graph.relations_among(members), key=lambda r: (-r.weight, r.source))
     degree: defaultdict[str, float] = defaultdict(float)
     for r in relations:

@@ -31,6 +31,7 @@ def find_entities(graph: EntityReader, query: str, limit: int = 20) -> list[Enti
         fuzzy = [k for k in close if k not in seen]
     rank = {k: 0 for k in prefix} | {k: 1 for k in inside} | {k: 2 for k in fuzzy}
     candidates = [*prefix, *inside, *fuzzy][:MAX_CANDIDATES]
-    found = [e for k in candidates if (e := graph.entity(k)) is not None]
+    entities = graph.entities(candidates)
+    found = [entities[k] for k in candidates if k in entities]
     found.sort(key=lambda e: (rank.get(e.key, 3), -e.mentions, e.key))
     return found[:limit]

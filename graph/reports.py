@@ -43,9 +43,9 @@ ChunkTexts = Callable[[Sequence[str]], Mapping[str, str]]
 def fingerprint(graph: EntityReader, members: Sequence[str]) -> str:
     """Hash of what a report is made from: members, their chunks, relation weights."""
     parts: list[object] = [REPORT_VERSION]
+    chunks = graph.chunks_of_entities(sorted(set(members)))  # chunk ids sorted per key
     for key in sorted(members):
-        entity = graph.entity(key)
-        parts.append([key, list(entity.chunk_ids) if entity else []])
+        parts.append([key, chunks.get(key, [])])
     parts.append([[r.source, r.target, r.weight] for r in graph.relations_among(members)])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -64,7 +64,8 @@ def ranked_member_names(graph: EntityReader, members: Sequence[str]) -> list[tup
 
     A member whose entity is no longer stored comes last, its key standing for its name.
     """
-    entities = {k: e for k in members if (e := graph.entity(k)) is not None}
+    found = graph.entities(members)
+    entities = {k: found[k] for k in members if k in found}
     degree = centrality(entities, graph.relations_among(list(entities)))
     ordered = sorted(entities, key=lambda k: (-degree[k], -entities[k].mentions, k))
     gone = sorted(set(members) - set(entities))
@@ -98,7 +99,8 @@ def extractive_report(
 ) -> CommunityReport:
     """An offline report for one community (see the module docstring)."""
     members = list(community.members)
-    entities = {k: e for k in members if (e := graph.entity(k)) is not None}
+    found = graph.entities(members)
+    entities = {k: found[k] for k in members if k in found}
     relations = graph.relations_among(members)
     degree = centrality(entities, relations)
     central = sorted(entities, key=lambda k: (-degree[k], -entities[k].mentions, k))

@@ -46,6 +46,10 @@ class EntityReader(Protocol):
         """The merged entity for a name (any spelling that normalises the same)."""
         ...
 
+    def entities(self, keys: Sequence[str]) -> dict[str, Entity]:
+        """The merged entities of these keys, by key (one read; a missing key is left out)."""
+        ...
+
     def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
         """Entities related to ``name``, heaviest relation first."""
         ...

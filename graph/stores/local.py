@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,9 +33,15 @@ from graph.models import (
     RelationMention,
     ReportVersion,
     entity_key,
-    merge_descriptions,
 )
-from graph.stores.merging import checked_chunks, checked_reports, reports_to_store, required_ids
+from graph.stores.merging import (
+    MentionRow,
+    checked_chunks,
+    checked_reports,
+    merge_entity,
+    reports_to_store,
+    required_ids,
+)
 from lore.db import Conn, Database, Tables, upsert_sql
 
 _SCHEMA = """
@@ -282,28 +289,24 @@ class LocalGraphStore(Tables):
     def entity(self, name: str) -> Entity | None:
         """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
         key = entity_key(name)
+        return self.entities([key]).get(key)
+
+    def entities(self, keys: Sequence[str]) -> dict[str, Entity]:
+        """The merged entities of these keys (``entity_key`` index, 500 keys a statement)."""
+        grouped: dict[str, list[MentionRow]] = defaultdict(list)
+        wanted = sorted(set(keys))
         with self._read() as db:
-            found = db.execute(
-                f"SELECT m.name, m.type, {_DESCRIPTION}, m.count, m.chunk_id "
-                f"FROM entity_mentions m {_TEXTS} WHERE m.entity_key = ?",
-                (key,),
-            ).fetchall()
-        if not found:
-            return None
-        rows = sorted(found, key=lambda r: str(r[4]))
-        spellings: dict[str, int] = {}
-        types: dict[str, int] = {}
-        for spelling, kind, _, count, _ in rows:
-            spellings[spelling] = spellings.get(spelling, 0) + int(count)
-            types[kind] = types.get(kind, 0) + int(count)
-        return Entity(
-            key=key,
-            name=max(sorted(spellings), key=lambda s: spellings[s]),
-            type=max(sorted(types), key=lambda t: types[t]),
-            description=merge_descriptions(str(r[2]) for r in rows),
-            mentions=sum(int(r[3]) for r in rows),
-            chunk_ids=tuple(str(r[4]) for r in rows),
-        )
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                for key, chunk, name, kind, text, count in db.execute(
+                    f"SELECT m.entity_key, m.chunk_id, m.name, m.type, {_DESCRIPTION}, m.count "
+                    f"FROM entity_mentions m {_TEXTS} WHERE m.entity_key IN ({marks})",
+                    batch,
+                ):
+                    row = (str(chunk), str(name), str(kind), str(text), int(count))
+                    grouped[str(key)].append(row)
+        return {k: e for k, rows in grouped.items() if (e := merge_entity(k, rows)) is not None}
 
     def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
         """Related entities by summed relation weight."""

@@ -326,7 +326,8 @@ class Neo4jGraphStore:
 
     # -- entities and relations --------------------------------------------------------------
 
-    def _entities(self, keys: Sequence[str]) -> dict[str, Entity]:
+    def entities(self, keys: Sequence[str]) -> dict[str, Entity]:
+        """The merged entities of these keys (one query)."""
         grouped: dict[str, list[MentionRow]] = defaultdict(list)
         for r in self._select(q.ENTITY_MENTIONS, "keys", sorted(set(keys))):
             grouped[str(r["key"])].append(mention_row(r))
@@ -335,13 +336,13 @@ class Neo4jGraphStore:
     def entity(self, name: str) -> Entity | None:
         """Merged entity: most frequent spelling and type, merged descriptions, provenance."""
         key = entity_key(name)
-        return self._entities([key]).get(key)
+        return self.entities([key]).get(key)
 
     def neighbours(self, name: str, limit: int = 20) -> list[tuple[Entity, float]]:
         """Related entities by summed relation weight."""
         rows = self._select(q.INCIDENT_RELATIONS, key=entity_key(name))
         best = heaviest_neighbours(((str(r["other"]), float(r["weight"])) for r in rows), limit)
-        entities = self._entities([key for key, _ in best])
+        entities = self.entities([key for key, _ in best])
         return [(entities[key], weight) for key, weight in best if key in entities]
 
     def relations_among(self, keys: Sequence[str]) -> list[Relation]:
