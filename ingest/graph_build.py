@@ -124,7 +124,8 @@ def build_graph(
     extractor.check()  # an unreachable LLM fails here, before anything is written
     refs = store.chunk_refs()
     current = {chunk_id for _, chunk_id, _ in refs}
-    done = graph.extracted_chunks()
+    known = graph.extracted_chunks()  # read once: what is done, and what is gone
+    done = known
     report = GraphBuildReport(extractor=extractor.name)
     redo = reextracting(store, extractor.version, start=reextract)
     if redo:
@@ -134,7 +135,7 @@ def build_graph(
         report.warnings.append(warning)
     held = quarantine.chunk_ids()
     report.unchanged = len(current & done)
-    gone = sorted(graph.extracted_chunks() - current)
+    gone = sorted(known - current)
     pending = pending_chunks(refs, done, held)
     if walk is not None:
         walk(Step.EXTRACT)
