@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -103,3 +106,20 @@ def report_writer(kind: str) -> Iterator[tuple[dict[str, dict[str, Any]], Callab
             "llm": {"base_url": server.base_url, "model": "test-model"},
         }
         yield sections, lambda: server.chat_calls
+
+
+def lore_command() -> list[str]:
+    """The ``lore`` executable beside this Python (else the one on ``PATH``)."""
+    exe = Path(sys.executable).parent / "lore"
+    return [str(exe)] if exe.exists() else [shutil.which("lore") or "lore"]
+
+
+def fresh_first_answer(data_dir: Path, question: str, mode: str) -> float:
+    """Wall seconds of ``lore ask --mode MODE`` in a new process (model load included)."""
+    start = time.perf_counter()
+    subprocess.run(
+        [*lore_command(), "--data-dir", str(data_dir), "ask", "--mode", mode, question, "--json"],
+        check=True,
+        capture_output=True,
+    )
+    return round(time.perf_counter() - start, 2)

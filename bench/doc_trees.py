@@ -38,23 +38,17 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine, percentiles, runtime_for
+from bench.common import fresh_first_answer, lore_command, machine, percentiles, runtime_for
 from bench.doc_tree_chrome import chunk_figures
 from ingest.roots import file_of, known_roots
 from retrieval.ask_contract import AskRequest
 from retrieval.contract import QueryRequest
 
 SEED = 27
-
-
-def _lore() -> list[str]:
-    exe = Path(sys.executable).parent / "lore"
-    return [str(exe)] if exe.exists() else [shutil.which("lore") or "lore"]
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -75,7 +69,7 @@ def html_bytes(inputs: list[Path]) -> int:
 def ingest_and_build(tree: Path, under: list[str], work: Path) -> dict[str, Any]:
     """``lore ingest`` then ``lore graph build`` in child processes; their figures."""
     inputs = _inputs(tree, under)
-    base = [*_lore(), "--data-dir", str(work)]
+    base = [*lore_command(), "--data-dir", str(work)]
     start = time.perf_counter()
     done = subprocess.run(
         [*base, "ingest", "--include", "*.html", *map(str, inputs), "--json"],
@@ -227,17 +221,6 @@ def _routes(runtime: Any, sets: dict[str, list[dict[str, Any]]]) -> dict[str, An
     }
 
 
-def _fresh_first_answer(work: Path, question: str, mode: str) -> float:
-    """Wall seconds of ``lore ask --mode MODE`` in a new process."""
-    start = time.perf_counter()
-    subprocess.run(
-        [*_lore(), "--data-dir", str(work), "ask", "--mode", mode, question, "--json"],
-        check=True,
-        capture_output=True,
-    )
-    return round(time.perf_counter() - start, 2)
-
-
 def _graph_figures(runtime: Any) -> dict[str, Any]:
     graph = runtime.graph()
     keys = sorted(graph.entity_keys())
@@ -303,8 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     first_global = sets["global"][0]["query"] if sets["global"] else "What is this about?"
     out["fresh_process"] = {
-        "first_global_answer_s": _fresh_first_answer(args.work, first_global, "global"),
-        "first_local_answer_s": _fresh_first_answer(args.work, first_global, "local"),
+        "first_global_answer_s": fresh_first_answer(args.work, first_global, "global"),
+        "first_local_answer_s": fresh_first_answer(args.work, first_global, "local"),
         "how": "lore ask --mode global|local QUESTION --json, wall time, each in a new process",
     }
     out["fresh_process"]["global_over_local"] = round(

@@ -47,7 +47,7 @@ from app.ingest import ingest
 from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
 from app.runtime import open_runtime
-from bench.common import machine, read_documents, runtime_for
+from bench.common import fresh_first_answer, machine, read_documents, runtime_for
 from ingest.chunking import chunk_text
 from lore.embedders import Embedder, Matrix
 from lore.models import SourceDocument
@@ -255,6 +255,10 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
     fresh.graph().reports_by_id([c.id for c in level0])
     list_s = time.perf_counter() - start
     fresh.close()
+    # a new process each (``lore ask``, model load included): the first global answer
+    # reads every report once; the issue bounds it by the first local answer
+    first_local_s = fresh_first_answer(scratch / "data", QUESTION, "local")
+    first_global_s = fresh_first_answer(scratch / "data", QUESTION, "global")
     return {
         "documents": count,
         "chunks": chunks,
@@ -277,6 +281,9 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
         "global_cold_s": round(cold_s, 2),
         "global_warm_s": round(warm_s, 3),
         "communities_level0_s": round(list_s, 3),
+        "first_local_answer_s": first_local_s,
+        "first_global_answer_s": first_global_s,
+        "first_global_over_first_local": round(first_global_s / max(first_local_s, 1e-9), 2),
     }
 
 
