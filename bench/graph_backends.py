@@ -36,7 +36,6 @@ from bench.pipeline import load_corpus
 from graph.quarantine import Quarantine
 from graph.store import GraphStore
 from graph.stores import open_graph_store
-from ingest.chunking import chunk_text
 from ingest.extraction import ChunkInput, Extraction, OfflineExtractor, Quarantined
 from ingest.graph_build import build_communities, store_extractions
 from lore.models import SourceDocument
@@ -53,14 +52,7 @@ def chunk_inputs(docs: Sequence[SourceDocument], scratch: Path) -> list[ChunkInp
     pipeline = runtime.pipeline()
     chunks = []
     for doc in docs:
-        drafts = chunk_text(
-            doc.text,
-            pipeline.counter,
-            size=pipeline.chunking.size_tokens,
-            overlap=pipeline.chunking.overlap_tokens,
-            title=doc.title,
-            max_model_tokens=pipeline.max_model_tokens,
-        )
+        drafts = pipeline.chunks_of(doc)
         chunks += [ChunkInput(f"{doc.id}#{d.ordinal}", doc.id, d.text, doc.title) for d in drafts]
     runtime.close()
     return chunks

@@ -48,7 +48,6 @@ from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
 from app.runtime import open_runtime
 from bench.common import fresh_first_answer, machine, read_documents, runtime_for
-from ingest.chunking import chunk_text
 from lore.embedders import Embedder, Matrix
 from lore.models import SourceDocument
 from lore.settings import load_settings
@@ -141,15 +140,7 @@ def fill_cache(count: int, path: Path, scratch: Path) -> dict[str, Any]:
     texts: list[str] = []
     start = time.perf_counter()
     for doc in corpus(count):
-        drafts = chunk_text(
-            doc.text,
-            pipeline.counter,
-            size=pipeline.chunking.size_tokens,
-            overlap=pipeline.chunking.overlap_tokens,
-            title=doc.title,
-            max_model_tokens=pipeline.max_model_tokens,
-        )
-        texts += [d.embed_text(doc.title) for d in drafts]
+        texts += [d.embed_text(doc.title) for d in pipeline.chunks_of(doc)]
         if len(texts) >= 512:
             cached.embed_documents(texts)
             texts = []

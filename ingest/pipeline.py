@@ -136,6 +136,17 @@ class IngestPipeline:
         self._flush(pending, report, emit)
         return report
 
+    def chunks_of(self, doc: SourceDocument) -> list[ChunkDraft]:
+        """How this pipeline cuts ``doc`` (each draft's ``embed_text`` is what it embeds)."""
+        return chunk_text(
+            doc.text,
+            self.counter,
+            size=self.chunking.size_tokens,
+            overlap=self.chunking.overlap_tokens,
+            title=doc.title,
+            max_model_tokens=self.max_model_tokens,
+        )
+
     def _prepare(self, doc: SourceDocument) -> _Pending | None:
         existing = self.store.get_document(doc.id)
         # Only a stored document owns its id: a failed input holding no chunks reserves none.
@@ -150,14 +161,7 @@ class IngestPipeline:
             and existing.content_hash == doc.content_hash()
         ):
             return None
-        drafts = chunk_text(
-            doc.text,
-            self.counter,
-            size=self.chunking.size_tokens,
-            overlap=self.chunking.overlap_tokens,
-            title=doc.title,
-            max_model_tokens=self.max_model_tokens,
-        )
+        drafts = self.chunks_of(doc)
         if not drafts:
             raise DocumentRejectedError(f"no indexable text in {doc.source!r}")
         reusable = self.store.embeddings_by_text_hash(doc.id) if existing else {}

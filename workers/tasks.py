@@ -204,21 +204,19 @@ def ingest_documents_task(
 ) -> dict[str, int]:
     """Load (from the job), chunk, embed and store documents; then queue extraction."""
     _, runtime, jobs = worker_state(namespace)
+
+    def give_up(why: str) -> None:
+        fail_documents(runtime.store, jobs, job_id, document_ids, why)
+
     try:
         report, ready = ingest_documents(
             runtime.store, runtime.pipeline, jobs, job_id, document_ids, retry_transient=True
         )
     except RETRYABLE as exc:
-        _retry(
-            self, exc, lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why)
-        )
+        _retry(self, exc, give_up)
         return {"done": 0, "ready": 0}
     except Exception as exc:
-        _give_up(
-            "storing documents",
-            exc,
-            lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why),
-        )
+        _give_up("storing documents", exc, give_up)
         raise
     if ready:
         extract_chunks_task.apply_async((job_id, ready), _in(namespace))
@@ -231,19 +229,17 @@ def extract_chunks_task(
 ) -> int:
     """Extract entities and relations from the documents' chunks not yet extracted."""
     _, runtime, jobs = worker_state(namespace)
+
+    def give_up(why: str) -> None:
+        fail_documents(runtime.store, jobs, job_id, document_ids, why)
+
     try:
         return extract_documents(runtime.graph_services(), jobs, job_id, document_ids)
     except RETRYABLE as exc:
-        _retry(
-            self, exc, lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why)
-        )
+        _retry(self, exc, give_up)
         return 0
     except Exception as exc:
-        _give_up(
-            "extracting the graph",
-            exc,
-            lambda why: fail_documents(runtime.store, jobs, job_id, document_ids, why),
-        )
+        _give_up("extracting the graph", exc, give_up)
         raise
 
 
