@@ -22,7 +22,7 @@ from app.jobs import JobStatus, JobStore
 from app.lifecycle import forget_gone
 from app.refresh import extractor_for
 from graph.cascade import CascadeReport, extractor_warning
-from ingest.extraction import ChunkInput, Extractor
+from ingest.extraction import Extractor, chunk_input, words_of_documents
 from ingest.graph_build import extract_chunks
 from ingest.legacy_ids import LegacyIds, is_legacy
 from ingest.loaders import load_paths
@@ -188,11 +188,8 @@ def extract_ready(
     # these chunks' extraction state only (an index lookup), and the quarantine (its
     # failures only): never every extracted chunk id of the corpus
     skip = graph.extracted_among([c.id for c in chunks]) | quarantine.chunk_ids()
-    pending = [
-        ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
-        for c in chunks
-        if c.id not in skip
-    ]
+    words = words_of_documents(chunks)  # each document's chunks are all here
+    pending = [chunk_input(c, words) for c in chunks if c.id not in skip]
     if progress is None:
         extracted, _ = extract_chunks(graph, extractor, quarantine, pending)
         return extracted

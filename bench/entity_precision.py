@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.common import machine
 from ingest.chunking import chunk_text
+from ingest.extract_offline import document_words
 from ingest.extraction import ChunkInput, OfflineExtractor
 from lore.tokens import counter_for, packaged_model_dir
 
@@ -40,9 +41,13 @@ def sample_documents(path: Path, n: int, seed: int) -> list[dict[str, Any]]:
 def entities_of(doc: dict[str, Any], counter: Any, extractor: OfflineExtractor) -> dict[str, str]:
     """Entity name → type for one document, chunked as ingestion chunks it."""
     fields = {f.name for f in dataclasses.fields(ChunkInput)}
+    drafts = chunk_text(doc["text"], counter, size=200, overlap=30)
+    words = document_words(d.text for d in drafts)  # what the whole document says of its words
     inputs = []
-    for i, draft in enumerate(chunk_text(doc["text"], counter, size=200, overlap=30)):
-        extra = {"heading": draft.heading} if "heading" in fields else {}
+    for i, draft in enumerate(drafts):
+        extra: dict[str, Any] = {"heading": draft.heading} if "heading" in fields else {}
+        if "words" in fields:
+            extra["words"] = words
         inputs.append(ChunkInput(f"c{i}", doc["_id"], draft.text, doc.get("title", ""), **extra))
     found: dict[str, str] = {}
     for result in extractor.extract_batch(inputs):

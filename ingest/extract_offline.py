@@ -11,7 +11,10 @@ where a word stands rather than from a list of one corpus's words:
   yields a *name* — title case there is layout, not evidence; identifiers count
   everywhere, in the chunk's own heading (and an outer heading that is one identifier);
 - a capitalised word opening a sentence or list item is not a name on its own, and a
-  capitalised word the same text also writes in lower case is an ordinary word;
+  capitalised word the same text also writes in lower case is an ordinary word; so is a
+  lone capitalised word ("Output", "Actually") that its whole *document* writes in lower
+  case more often than capitalised inside a sentence (:func:`document_words`), while a
+  name the document capitalises ("Windows", "Python") stays one;
 - template and placeholder spans (``{{ $labels.x }}``, ``<image-name>``, ``${VAR}``) and
   abbreviations ("e.g.") are markup, not entities;
 - a type comes from the token's shape (metric suffix, call parentheses, dotted key,
@@ -26,10 +29,11 @@ where a word stands rather than from a list of one corpus's words:
   own wherever it stands (an error code, an HTTP status, a metric, a path, a host, an
   environment variable, a kebab-case name such as a command's ``openshift-storage``)
   counts in code as well;
-- a kebab-case compound of function words (``built-in``, ``one-by-one``) or with an
-  English prefix (``non-linear``) is English, a heading marks its words as code only
-  when it is one identifier, and
-  a clause after a colon or dash opens like a sentence (a definition list's description).
+- a kebab-case compound of function words (``built-in``, ``one-by-one``), with an
+  English prefix (``non-linear``) or, unless marked as code, of words its document's
+  prose also writes on their own (``four-digit``, ``gdb-like``) is English, a heading
+  marks its words as code only when it is one identifier, and a clause after a colon or
+  dash opens like a sentence (a definition list's description).
 
 Each entity gets the first sentence it appears in as description. Relations link
 entities of one sentence; their weight counts the sentences that pair them in the chunk.
@@ -39,16 +43,20 @@ the chunk mentions.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "13"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "14"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
-_WORD = re.compile(r"[^\W\d_][\w'\u2019.]*|\S")
+# a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
+_WORD = re.compile(r"[^\W\d_][\w'\u2019.]*(?:-[^\W\d_][\w'\u2019.]*)*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){1,}\.[a-z][a-z0-9-]*[a-z]$")
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\.?$")  # 4.2.1: a section or version number
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
@@ -166,16 +174,84 @@ _FUNCTION_WORDS = frozenset(
         "please",
         "see",
         "use",
+        # the rest of English's closed classes: conjunctions, prepositions, pronouns and
+        # determiners (grammar, not any corpus's words)
+        *("although", "though", "once", "unless", "because", "whether", "than", "so"),
+        *("there", "here", "about", "out", "up", "off", "down", "between", "without"),
+        *("within", "through", "upon", "against", "both", "either", "neither", "such"),
+        *("other", "another", "same", "more", "most", "less", "many", "much", "few"),
+        *("us", "him", "them", "me", "has", "have", "had", "shall", "might", "yet"),
     ]
 )
 _METRIC_SUFFIX = ("_seconds", "_total", "_bytes", "_count", "_ratio", "_ms", "_bucket", "_sum")
 
 
-def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
+@dataclass(frozen=True, slots=True)
+class DocumentWords:
+    """What a whole document says of its words, for the extraction of each of its chunks.
+
+    ``lower``: the words its prose writes in lower case; ``ordinary``: those it writes in
+    lower case more often than capitalised inside a sentence; ``recurring``: the
+    kebab-case words its prose writes more than once (a term, not a one-off compound).
+    Built from the document alone (:func:`document_words`), so a chunk's extraction
+    never depends on which other documents are ingested or extracted with it.
+    """
+
+    lower: frozenset[str] = frozenset()
+    ordinary: frozenset[str] = frozenset()
+    recurring: frozenset[str] = frozenset()  # kebab-case words its prose writes twice or more
+
+
+NO_DOCUMENT_WORDS = DocumentWords()
+# a word, or a token joined by ``-./:`` (``rook-ceph``, ``os.path``: no word of its own)
+_CASED_WORD = re.compile(r"[^\W\d_][\w'\u2019]*(?:[-./:]\w[\w'\u2019]*)*|[,;(]")
+
+
+def document_words(texts: Iterable[str]) -> DocumentWords:
+    """The :class:`DocumentWords` of a document given as its texts (its chunks, in order).
+
+    Code blocks are left out: a command's ``python`` says nothing of the prose's
+    "Python". A capitalised word counts as *inside a sentence* when the word before it
+    is lower case or a comma ("runs on Windows", "input, Output"); a sentence's or
+    heading's first word is capitalised by grammar and counts for neither side.
+    """
+    lower: Counter[str] = Counter()
+    inside: Counter[str] = Counter()
+    kebab: Counter[str] = Counter()
+    for text in texts:
+        for segment in segments(text):
+            if segment.kind == "code":
+                continue
+            before = ""
+            for match in _CASED_WORD.finditer(_CODE_SPAN.sub(" ; ", segment.text)):
+                word = match.group()
+                if word.isalpha() and word.islower() and len(word) >= 2:
+                    lower[word] += 1
+                elif "-" in word and word.islower():
+                    kebab[word] += 1
+                elif word[:1].isupper() and word[1:].islower() and _mid_sentence(before):
+                    inside[word.lower()] += 1
+                before = word
+    return DocumentWords(
+        frozenset(lower),
+        frozenset(w for w, n in lower.items() if n > inside[w]),
+        frozenset(w for w, n in kebab.items() if n > 1),
+    )
+
+
+def _mid_sentence(before: str) -> bool:
+    """Whether a word after ``before`` stands inside a sentence (after a lower-case word)."""
+    return before in (",", "(") or (before.isalpha() and before.islower())
+
+
+def classify(
+    token: str, sentence: str, *, code: bool = False, words: DocumentWords = NO_DOCUMENT_WORDS
+) -> str | None:
     """The entity type of an identifier-looking token, or None for ordinary words.
 
     ``code`` says the token is marked as code (backticks, a code block, a heading or a
-    title), which is the evidence a kebab-case word is a name rather than a compound.
+    title), which is the evidence a kebab-case word is a name rather than a compound;
+    ``words`` are its document's (:func:`document_words`).
     """
     bare = token.rstrip("()")
     if _NUMBERED.match(bare):
@@ -206,7 +282,9 @@ def classify(token: str, sentence: str, *, code: bool = False) -> str | None:
         r"[a-z][A-Z]|[A-Z]{2}[a-z]", bare
     ):
         return "identifier"  # CamelCase / camelCase: KubeHpaMaxedOut, etcdMembersDown
-    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare) and (code or _not_a_compound(bare)):
+    if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", bare) and (
+        code or _not_a_compound(bare, words)
+    ):
         return (
             "service"
             if re.search(rf"{re.escape(bare)}`? (?:service|api)\b", sentence)
@@ -254,35 +332,45 @@ def _error_like(bare: str, sentence: str) -> bool:
     return at >= 0 and bool(_ERROR_WORDS.search(sentence[max(0, at - 60) : at + len(bare) + 60]))
 
 
-def _not_a_compound(word: str) -> bool:
+def _not_a_compound(word: str, words: DocumentWords = NO_DOCUMENT_WORDS) -> bool:
     """A kebab-case word that is no English compound ("split-brain", "built-in").
 
     A digit, three or more parts, or a short part ("api", "db", "k8s") says it is a name;
     a part that is a function word ("in", "by", "to") says it is a compound
-    ("built-in", "one-by-one", "up-to-date"), and a one-letter part with a number is an
-    expression ("k-1").
+    ("built-in", "one-by-one", "up-to-date"), and so do two parts that the document's
+    prose both writes as words of their own, joined just once in it ("four-digit",
+    "gdb-like"; ``git-clean``, which a page names again and again, stays a name); a
+    one-letter part with a number is an expression ("k-1").
     """
     parts = word.split("-")
     if any(part in _FUNCTION_WORDS for part in parts) or parts[0] in _PREFIXES:
         return False
+    if len(parts) == 2 and word not in words.recurring and all(p in words.lower for p in parts):
+        return False  # two words of the prose, once: a compound; a term recurs or has 3 parts
     if len(parts) == 2 and any(len(p) == 1 for p in parts) and any(p.isdigit() for p in parts):
         return False
     return any(ch.isdigit() for ch in word) or len(parts) >= 3 or min(map(len, parts)) <= 3
 
 
 def extract(
-    text: str, title: str = "", heading: str = ""
+    text: str, title: str = "", heading: str = "", words: DocumentWords = NO_DOCUMENT_WORDS
 ) -> tuple[list[EntityMention], list[RelationMention]]:
-    """Entities and co-occurrence relations of one chunk (deterministic order)."""
+    """Entities and co-occurrence relations of one chunk (deterministic order).
+
+    ``words`` are what its whole document says of its words (:func:`document_words`);
+    without them the chunk alone is the evidence.
+    """
     counts: Counter[str] = Counter()
     first: dict[str, tuple[str, str, str]] = {}  # key -> (name, type, sentence)
     pairs: Counter[tuple[str, str]] = Counter()
     pair_sentence: dict[tuple[str, str], str] = {}
     lowered = _lower_words(text)
     parts = segments(text)
-    prose = {key for seg in parts if seg.kind != "code" for key in _entities_in(seg, lowered)}
+    prose = {
+        key for seg in parts if seg.kind != "code" for key in _entities_in(seg, lowered, words)
+    }
     for segment in parts:
-        found = _entities_in(segment, lowered)
+        found = _entities_in(segment, lowered, words)
         if segment.kind == "code":  # an example's own names are no concepts of the corpus
             found = {k: v for k, v in found.items() if k in prose or _names_a_thing(*v)}
         for key, (name, kind) in found.items():
@@ -298,7 +386,7 @@ def extract(
         # a heading that is one identifier marks it as code; words of a longer heading
         # are prose ("Using dot-notation" names no dot-notation entity)
         code = bool(_ONE_IDENTIFIER.fullmatch(part))
-        for key, (name, kind) in _identifiers(part, code=code).items():
+        for key, (name, kind) in _identifiers(part, code=code, words=words).items():
             counts[key] += 1
             first.setdefault(key, (name, kind, part))
             anchors.append(key)
@@ -362,18 +450,23 @@ def _lower_words(text: str) -> set[str]:
     return {w for w in re.findall(r"\b[a-z][a-z'\u2019]+\b", text)}
 
 
-def _entities_in(segment: Segment, lowered: set[str]) -> dict[str, tuple[str, str]]:
+def _entities_in(
+    segment: Segment, lowered: set[str], words: DocumentWords
+) -> dict[str, tuple[str, str]]:
     if segment.kind == "field":
         return {}  # a label ("Severity", "Comments") is layout
     code = segment.kind == "code"
-    found = _identifiers(segment.text, code=code)
+    found = _identifiers(segment.text, code=code, words=words)
     if segment.kind in ("prose", "item", "value"):
-        for name in _names(_MARKUP.sub(" , ", _CODE_SPAN.sub(" , ", segment.text)), lowered):
+        text = _MARKUP.sub(" , ", _CODE_SPAN.sub(" , ", segment.text))
+        for name in _names(text, lowered, words):
             found.setdefault(entity_key(name), (name, "name"))
     return found
 
 
-def _identifiers(text: str, *, code: bool) -> dict[str, tuple[str, str]]:
+def _identifiers(
+    text: str, *, code: bool, words: DocumentWords = NO_DOCUMENT_WORDS
+) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     for match in _HTTP.finditer(text):
         name = f"HTTP {match.group(1)}"
@@ -383,20 +476,28 @@ def _identifiers(text: str, *, code: bool) -> dict[str, tuple[str, str]]:
     for match in _TOKEN.finditer(clean):
         token = match.group().rstrip(".:")
         is_code = code or token in marked or f"{token}()" in marked
-        kind = classify(token, clean, code=is_code)
+        kind = classify(token, clean, code=is_code, words=words)
         if kind is not None and len(token) >= 3:
             found.setdefault(entity_key(token), (token.rstrip("()"), kind))
     return found
 
 
-def _names(sentence: str, lowered: set[str]) -> list[str]:
+def _names(sentence: str, lowered: set[str], here: DocumentWords = NO_DOCUMENT_WORDS) -> list[str]:
     """Runs of capitalised words ("Lothair II", "Boso the Elder").
 
     The opening word of a sentence is capitalised by grammar, so it counts only inside a
     longer run and only when it is not a function word or a word the text writes in
-    lower case elsewhere; the same holds for a lone capitalised word anywhere. A clause
-    after a colon or a dash opens like a sentence ("--stat : Show the …", a definition
-    list's term and its description read as one line).
+    lower case elsewhere (or its whole document, ``here``, mostly does: "Surely Python
+    raises …", while "Git" opening a sentence of a page that runs ``git`` stays); the
+    same holds for a lone capitalised word anywhere, which is also no name when its
+    document mostly writes it in lower case (an upper-case word there, ``PATH`` or
+    ``DEBUG``, is a constant's name, not "path"). Punctuation opening a sentence
+    ("(Lacking …", "“Extending …") does not move its first word, and a word glued to a
+    slash is part of a path ("Tools/demo/redemo.py"). A hyphenated word is one word
+    ("Kroah-Hartman"); one ending in a lower-case part is an adjective whose name part
+    ends the run ("JSON-based" → JSON). A clause after a colon or a dash opens like a
+    sentence ("--stat : Show the …", a definition list's term and its description read
+    as one line).
     """
     out: list[str] = []
     run: list[str] = []
@@ -411,10 +512,14 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
         )
 
     def close() -> None:
-        while run and run[-1] in _CONNECTORS:
-            run.pop()
+        while run and (
+            run[-1] in _CONNECTORS or (run[-1].lower() in _FUNCTION_WORDS and run[-1] != "I")
+        ):
+            run.pop()  # "B. You", "Maildir They": a pronoun ends no name ("Charles I" may)
         if run:
             words = [*run[:-1], re.sub(r"['\u2019]s$", "", run[-1].rstrip("."))]
+            if run_start == 0 and len(words) > 1 and words[0].lower() in here.ordinary:
+                words = words[1:]  # capitalised by grammar, a word of the document's prose
             while words and (ordinary(words[0]) or (run_start == 0 and len(words) == 1)):
                 words = words[1:]
             if run_start == 0 and len(words) > 2 and words[1] in _CONNECTORS:
@@ -422,7 +527,11 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
             while words and words[0].lower() in _CONNECTORS:
                 words = words[1:]
             if len(words) >= 2 or (
-                words and len(words[0]) >= 4 and not ordinary(words[0]) and not _shouting(words[0])
+                words
+                and len(words[0]) >= 4
+                and not ordinary(words[0])
+                and not _shouting(words[0])
+                and (words[0].isupper() or words[0].lower() not in here.ordinary)
             ):
                 out.append(" ".join(words))
         run.clear()
@@ -434,11 +543,26 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
             close()
             opening = index + 1
             continue
-        if word[0].isupper() and word[0].isalpha() and not (index == 0 and len(word) == 1):
+        if index == opening and not word[0].isalnum():
+            opening += 1  # "(Lacking …", "“Extending …": the sentence opens after it
+            continue
+        if word[1:].islower() and _in_path(sentence, match.start(), match.end()):
+            close()  # "Tools/demo/redemo.py": a path's part, no name
+            continue
+        parts = word.split("-")
+        adjective = len(parts) > 1 and parts[-1][:1].islower()
+        if adjective:  # "JSON-based", "Unix-like": the name before the suffix, if any
+            word = "-".join(itertools.takewhile(lambda part: not part[:1].islower(), parts))
+        if (
+            word
+            and word[0].isupper()
+            and word[0].isalpha()
+            and not (index == opening and len(word) == 1)
+        ):
             if not run:
                 run_start = 0 if index == opening else index
             run.append(word)
-            if word.endswith(".") and len(word) > 3:
+            if (word.endswith(".") and len(word) > 3) or adjective:
                 close()
         elif run and word in _CONNECTORS:
             run.append(word)
@@ -446,6 +570,20 @@ def _names(sentence: str, lowered: set[str]) -> list[str]:
             close()
     close()
     return out
+
+
+def _in_path(sentence: str, start: int, end: int) -> bool:
+    """Whether the word at ``start:end`` is part of a path ("Tools/demo/x.py", "$HOME/.git").
+
+    A slash-joined token with a lower-case or dotted part is a path; "Mozilla/Netscape"
+    (capitalised parts) is a choice between two names.
+    """
+    if "/" not in sentence[max(0, start - 1) : end + 1]:
+        return False
+    left = sentence.rfind(" ", 0, start) + 1
+    right = sentence.find(" ", end)
+    token = sentence[left : len(sentence) if right < 0 else right].rstrip(".,;:!?)\"'")
+    return any(part[:1].islower() or "." in part for part in token.split("/") if part)
 
 
 def _shouting(word: str) -> bool:

@@ -8,13 +8,21 @@ LLM one can keep several calls in flight; for each chunk it returns an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from graph.models import EntityMention, RelationMention
-from ingest.extract_offline import VERSION, extract
+from ingest.extract_offline import (
+    NO_DOCUMENT_WORDS,
+    VERSION,
+    DocumentWords,
+    document_words,
+    extract,
+)
 from lore.llm import LLMStats
+from lore.models import StoredChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +34,28 @@ class ChunkInput:
     text: str
     title: str
     heading: str = ""  # the heading path ("Runbook > Mitigation"): identifiers there count
+    # what the chunk's whole document says of its words (the offline extractor reads it)
+    words: DocumentWords = NO_DOCUMENT_WORDS
+
+
+def words_of_documents(chunks: Iterable[StoredChunk]) -> dict[str, DocumentWords]:
+    """Each document's :class:`DocumentWords`, from *all* its chunks (pass them all)."""
+    texts: defaultdict[str, list[str]] = defaultdict(list)
+    for chunk in chunks:
+        texts[chunk.document_id].append(chunk.text)
+    return {document: document_words(parts) for document, parts in texts.items()}
+
+
+def chunk_input(chunk: StoredChunk, words: Mapping[str, DocumentWords]) -> ChunkInput:
+    """What an extractor reads of a stored chunk, with its document's words."""
+    return ChunkInput(
+        chunk.id,
+        chunk.document_id,
+        chunk.text,
+        chunk.title,
+        chunk.heading,
+        words.get(chunk.document_id, NO_DOCUMENT_WORDS),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +116,6 @@ class OfflineExtractor:
         """Extract every chunk (deterministic)."""
         out: list[Extraction | Quarantined] = []
         for chunk in chunks:
-            entities, relations = extract(chunk.text, chunk.title, chunk.heading)
+            entities, relations = extract(chunk.text, chunk.title, chunk.heading, chunk.words)
             out.append(Extraction(entities, relations))
         return out

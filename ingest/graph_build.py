@@ -18,7 +18,7 @@ the chunks not reached are counted as not done, and the next build continues wit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +28,19 @@ from graph.models import ChunkMentions
 from graph.quarantine import Quarantine
 from graph.store import GraphStore, MentionStore
 from graph.stores.merging import checked_chunks
-from ingest.extraction import ChunkInput, Extraction, Extractor, Quarantined
+from ingest.extract_offline import DocumentWords
+from ingest.extraction import (
+    ChunkInput,
+    Extraction,
+    Extractor,
+    Quarantined,
+    chunk_input,
+    words_of_documents,
+)
 from lore.errors import InvalidRequestError
 from lore.flow import Step, Walk
 from lore.llm import LLMStats
+from lore.models import StoredChunk
 from lore.store import Store
 
 
@@ -140,6 +149,7 @@ def build_graph(
     if walk is not None:
         walk(Step.EXTRACT)
     before = LLMStats(**extractor.stats.as_dict())
+    words: dict[str, DocumentWords] = {}
     for start in range(0, len(pending), batch):
         if budget_tokens is not None and _spent(extractor.stats, before) >= budget_tokens:
             report.budget_reached = True
@@ -147,8 +157,9 @@ def build_graph(
             break
         rows = pending[start : start + batch]
         by_row = store.chunks_by_row_ids(rows)
+        words = _document_words(store, by_row.values(), words)
         chunks = [
-            ChunkInput(c.id, c.document_id, c.text, c.title, c.heading)
+            chunk_input(c, words)
             for row in rows
             if (c := by_row.get(row)) is not None  # deleted meanwhile: the next build sees it
         ]
@@ -168,6 +179,21 @@ def build_graph(
     after = extractor.stats.as_dict()
     report.llm = LLMStats(**{k: v - before.as_dict()[k] for k, v in after.items()})
     return report
+
+
+def _document_words(
+    store: Store, chunks: Iterable[StoredChunk], known: dict[str, DocumentWords]
+) -> dict[str, DocumentWords]:
+    """The words of the documents of ``chunks``, from each one's whole text (all its chunks).
+
+    ``known`` holds those of the previous batch: batches follow the store's order, so a
+    document's chunks mostly arrive together and each document is read about once.
+    """
+    documents = {chunk.document_id for chunk in chunks}
+    words = {d: w for d, w in known.items() if d in documents}
+    missing = sorted(documents - words.keys())
+    words.update(words_of_documents(c for d in missing for c in store.chunks_of_document(d)))
+    return words
 
 
 def pending_chunks(

@@ -1,7 +1,7 @@
 """Golden tests for the offline extractor on text we wrote."""
 
 from graph.models import entity_key
-from ingest.extract_offline import extract
+from ingest.extract_offline import document_words, extract
 
 TEXT = """When `payments-api` returns HTTP 503, check `payments_db_pool_wait_seconds`.
 The pool size is `pool.max_size` on ledger-db-primary.prod.quillfeather.internal.
@@ -161,3 +161,71 @@ def test_a_dotted_name_is_a_host_only_with_a_host_s_ending() -> None:
     assert classify("trailer.see.command", "Set trailer.see.command to x.") != "hostname"
     assert classify("db.prod.example.de", "Connect to db.prod.example.de.") == "hostname"
     assert classify("api.svc.cluster.local", "Call api.svc.cluster.local.") == "hostname"
+
+
+# One document in two chunks: the second mentions "Output" and "Windows" once, capitalised
+# inside a sentence; the document as a whole writes "output" in lower case, "Windows" not.
+DOCUMENT = [
+    "The tool writes its output to a file. Each output line is checked, and the output "
+    "is kept. It runs on Windows and on Linux, and on Windows it needs no installer.",
+    "Errors go to the log, the rest to Output by default. The installer for Windows is "
+    "signed. A cli-style menu and a gdb-like prompt are shown; `keep-going` is a flag.",
+]
+
+
+def test_a_lone_capitalised_word_the_document_writes_in_lower_case_is_no_name() -> None:
+    words = document_words(DOCUMENT)
+    assert "output" in words.ordinary and "windows" not in words.ordinary
+    alone = {e.name for e in extract(DOCUMENT[1])[0]}
+    assert "Output" in alone  # the chunk alone cannot tell it from a name
+    with_words = {e.name for e in extract(DOCUMENT[1], words=words)[0]}
+    assert "Output" not in with_words
+    assert "Windows" in with_words  # a name its document capitalises stays one
+
+
+def test_a_kebab_compound_of_the_documents_words_is_no_entity_unless_code() -> None:
+    alone = {e.name for e in extract(DOCUMENT[1])[0]}
+    assert {"cli-style", "gdb-like"} <= alone  # a short part reads as a name's
+    words = document_words([*DOCUMENT, "In the cli, style counts: gdb looks like this."])
+    with_words = {e.name for e in extract(DOCUMENT[1], words=words)[0]}
+    assert "cli-style" not in with_words and "gdb-like" not in with_words
+    assert "keep-going" in with_words  # marked as code: a name whatever its parts
+
+
+def test_document_words_ignore_code_and_sentence_openers() -> None:
+    words = document_words(["Output is kept.\n\n```\noutput = run()\n```\n"])
+    assert "output" not in words.lower  # only code writes it in lower case
+    # a sentence's first word is capitalised by grammar: it weighs for neither side
+    assert "output" in document_words(["Output is kept. Keep the output."]).ordinary
+    assert "output" not in document_words(["Keep the output. It is Output, Output."]).ordinary
+
+
+def test_names_follow_english_typography() -> None:
+    text = (
+        "The patch was reviewed by Greg Kroah-Hartman and Marc-André Lemburg. "
+        "Git keeps a JSON-based index and runs on Unix-like systems. "
+        "(Lacking support, the tool is slower on Windows.) "
+        "See Tools/demo/redemo.py for a demo, and compare Mozilla/Netscape. "
+        "Clients MUST NOT send it; since B. You may retry. Although Python is slow, it runs."
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert {"Greg Kroah-Hartman", "Marc-André Lemburg", "JSON", "Unix", "Mozilla"} <= names
+    assert "Windows" in names
+    # after the bracket, "Lacking" opens the sentence: capitalised by grammar
+    for noise in ("Lacking", "Tools", "JSON-based", "Unix-like"):
+        assert noise not in names, noise
+    for noise in ("Clients MUST NOT", "Clients MUST", "B. You", "Although Python"):
+        assert noise not in names, noise
+
+
+def test_a_sentence_opener_the_document_mostly_writes_in_lower_case_is_dropped() -> None:
+    chunk = "Surely Python raises an error here."
+    assert "Surely Python" in {e.name for e in extract(chunk)[0]}
+    words = document_words([chunk, "It surely fails; it will surely stop. Python stops."])
+    names = {e.name for e in extract(chunk, words=words)[0]}
+    assert "Surely Python" not in names
+    # "git" is a command the page runs, yet "Git" is capitalised inside its sentences
+    page = ["Run git log to see it, and git show for one commit; git is fast.", ""]
+    page[1] = "How Git stores it, as Git does, is why Git and Git tools last. Git Wire Protocol."
+    names = {e.name for e in extract(page[1], words=document_words(page))[0]}
+    assert "Git Wire Protocol" in names

@@ -67,3 +67,32 @@ def test_a_batch_is_stored_at_once_and_keyless_extractions_are_quarantined(
     assert reasons["c2"] == "the model said nothing" and "has no key" in reasons["c1"]
     graph.close()
     held.close()
+
+
+def _paragraph(n: int, extra: str) -> str:
+    filler = " ".join(f"The relay node {n} forwards each batch it reads." for _ in range(12))
+    return f"## Part {n}\n\n{filler} {extra}\n"
+
+
+def test_a_chunk_is_extracted_with_its_whole_documents_words_by_ingest_and_by_build(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    # "Output" is capitalised inside a sentence only in the last part; the document's
+    # other parts write "output" in lower case: an ordinary word, however it is cut
+    text = "\n".join(
+        [
+            _paragraph(1, "Its output is kept; the output of a relay is checked."),
+            _paragraph(2, "A relay on Windows writes output too, and Windows keeps it."),
+            _paragraph(3, "The rest goes to Output, as on Windows."),
+        ]
+    )
+    rt = make_runtime(tmp_path, local_embedder, chunk={"size_tokens": 128, "overlap_tokens": 0})
+    ops.ingest(rt, [SourceDocument("d1", "d1", text, "Relay notes")])  # extracted at ingest
+    assert len(rt.store.chunks_of_document("d1")) >= 3
+    graph = rt.graph()
+    at_ingest = graph.entity_keys()
+    assert graph.entity("Windows") is not None and graph.entity("Output") is None
+    # a build re-extracts one chunk per batch: the words still come from the whole document
+    build_graph(rt.store, graph, OfflineExtractor(), rt.quarantine(), batch=1, reextract=True)
+    assert graph.entity_keys() == at_ingest
+    rt.close()
