@@ -52,6 +52,17 @@ _NUMBER_CODE = re.compile(r"\d{3,}")  # HTTP statuses, OS and database error num
 _MIN_CAMEL_CHARS = 6
 
 
+def pasted_name(token: str) -> bool:
+    """Whether a query that is this one token names something rather than says a word.
+
+    Hyphenated (``export-subst``) or with a capital after its first letter (``PYTHONPATH``,
+    ``macOS``, ``CPython``, ``IPv6``): no English word is written so. A word in lower
+    case or capitalised ("timeout", "Windows") is a word.
+    """
+    bare = token.lstrip("-")
+    return "-" in bare or any(ch.isupper() for ch in bare[1:])
+
+
 def identifier_kind(raw: str, before: str = "", after: str = "") -> str | None:
     """What kind of identifier the token ``raw`` is, or None for a word or a short number.
 
@@ -140,8 +151,9 @@ class Analyzer:
         ``pool.idle_timeout_ms``, ``TokenRefresher``, ``/etc/app.toml``, codes such as
         ``PAY-4012``, ``E11000`` or ``0x8007000E``, numbers of three or more digits,
         versions, ``--flags`` and ``name()`` calls; plain and hyphenated words
-        (``read-only``, ``IL-10``) do not — unless the whole query is that one hyphenated
-        token, which a user pasted to look it up (``export-subst``). Each comes back as the
+        (``read-only``, ``IL-10``) do not — unless the whole query is that one token and it
+        is no ordinary word (:func:`pasted_name`: ``export-subst``, ``PYTHONPATH``,
+        ``macOS``), which a user pasted to look it up. Each comes back as the
         term the index holds for it (the whole token, or a one-word call as analyzed). The
         share is the fraction of the query's words (leaf terms) that sit inside those
         identifiers: 1.0 for a bare identifier lookup, small for a sentence that merely
@@ -150,7 +162,7 @@ class Analyzer:
         found: dict[str, None] = {}
         leaves = inside = 0
         alone = _TOKEN.fullmatch(text.strip())
-        if alone and "-" in alone.group().lstrip("-") and not identifier_kind(alone.group()):
+        if alone and pasted_name(alone.group()) and not identifier_kind(alone.group()):
             terms = self._expand(alone.group()[:_MAX_TOKEN_CHARS])
             return terms[:1], 1.0
         for match in _TOKEN.finditer(text):

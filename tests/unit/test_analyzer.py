@@ -67,6 +67,12 @@ def test_query_terms_are_distinct_in_order(analyzer: Analyzer) -> None:
         ("what does --limit do", ["--limit"], True),
         ("__getattr__", ["__getattr__"], True),
         ("export-subst", ["export-subst"], True),  # one hyphenated token alone: pasted
+        ("PYTHONTHREADDEBUG", ["pythonthreaddebug"], True),  # one token, no word: pasted
+        ("macOS", ["macos"], True),
+        ("CPython", ["cpython"], True),
+        ("Windows", [], False),  # a capitalised word is a word
+        ("timeout", [], False),
+        ("is PYTHONPATH read", [], False),  # in a sentence: a word of it
         ("json.dumps()", ["json.dumps"], True),
         ("what does dumps() do", ["dump"], True),
         ("in the 10th of 64bit builds taking 100ms", [], False),

@@ -151,13 +151,16 @@ def reasons(question: str, context: RouteContext) -> list[str]:
 
 
 def test_a_pasted_term_the_corpus_holds_routes_local() -> None:
-    # an all-capitals flag is no identifier by shape; on text alone nothing is specific
-    assert route("DOTALL") == "global"
+    # an all-capitals flag pasted alone is an identifier (the exact vote's definition)
+    assert reasons("DOTALL", RouteContext()) == ["identifiers dotal (+2 local)"]
+    # a plain word alone names nothing specific on text alone ...
+    assert route("lookbehind") == "global"
     found = [
-        hit("regex", 1, None, "re.DOTALL makes the '.' special character match a newline."),
+        hit("regex", 1, None, "A lookbehind assertion matches only after the given text."),
         *(hit(f"page{i}", None, i) for i in range(2, 9)),
     ]
-    decided = ROUTER.decide("DOTALL", RouteContext(local=found))
+    # ... but one the corpus holds in a top chunk does
+    decided = ROUTER.decide("lookbehind", RouteContext(local=found))
     assert decided.decision == "local", decided.reasons
     assert decided.reasons[0].startswith("one chunk holds all 1 terms of the question (regex)")
     # a longer question held whole by one chunk weighs more, up to a cap
@@ -168,7 +171,7 @@ def test_a_pasted_term_the_corpus_holds_routes_local() -> None:
         r.startswith("one chunk holds all 5 terms") and "(+2 local)" in r for r in held.reasons
     )
     # a result that lacks one of the terms holds nothing
-    missing = reasons("DOTALL flag", RouteContext(local=found))
+    missing = reasons("lookbehind flag", RouteContext(local=found))
     assert not any(r.startswith("one chunk holds") for r in missing)
 
 
