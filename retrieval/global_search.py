@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -173,17 +173,80 @@ def choose_level(view_tokens: Mapping[int, int], budget_tokens: int) -> int:
 
 
 def pick_within_budget(
-    ranked: Sequence[CommunityReport], tokens: Mapping[str, int], budget_tokens: int
+    ranked: Sequence[CommunityReport],
+    tokens: Mapping[str, int],
+    budget_tokens: int,
+    floor: Mapping[str, int] | None = None,
 ) -> list[CommunityReport]:
-    """Reports in ranked order while they fit; one too large is skipped, not the rest."""
+    """Reports in ranked order while they fit; one too large is skipped, not the rest.
+
+    ``floor`` (a lower bound of each report's tokens, cheap to know) skips a report that
+    cannot fit without asking ``tokens`` for its exact count.
+    """
     picked: list[CommunityReport] = []
     used = 0
     for report in ranked:
+        if floor is not None and used + floor[report.community_id] > budget_tokens:
+            continue
         cost = tokens[report.community_id]
         if used + cost <= budget_tokens:
             picked.append(report)
             used += cost
     return picked
+
+
+class ReportSizes(Mapping[str, int]):
+    """Word pieces of reports by community id, counted only when a decision needs them.
+
+    Counting every report of a large graph costs seconds in a fresh process (thousands
+    of tokenizer calls) while a question maps a few dozen. A report's words are a floor
+    of its word pieces and its characters a ceiling, so a level whose floor already
+    passes the budget, or whose ceiling fits it, is decided without counting
+    (:meth:`level_tokens`), and :func:`pick_within_budget` skips by the floor.
+    """
+
+    def __init__(
+        self, reports: Sequence[CommunityReport], count: Callable[[CommunityReport], int]
+    ) -> None:
+        self._reports = {r.community_id: r for r in reports}
+        self._count = count
+        self._exact: dict[str, int] = {}
+        self._bounds: dict[str, tuple[int, int]] = {}
+
+    def __getitem__(self, community_id: str) -> int:
+        if community_id not in self._exact:
+            self._exact[community_id] = self._count(self._reports[community_id])
+        return self._exact[community_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._reports)
+
+    def __len__(self) -> int:
+        return len(self._reports)
+
+    def bounds(self, community_id: str) -> tuple[int, int]:
+        """(floor, ceiling) of a report's word pieces: its words, its characters."""
+        if community_id not in self._bounds:
+            text = report_text(self._reports[community_id])
+            self._bounds[community_id] = (len(text.split()), len(text))
+        return self._bounds[community_id]
+
+    def floors(self) -> dict[str, int]:
+        """Every report's floor."""
+        return {c: self.bounds(c)[0] for c in self._reports}
+
+    def level_tokens(self, view: Sequence[CommunityReport], budget_tokens: int) -> int:
+        """A view's tokens, exact where it matters: as :func:`choose_level` compares them.
+
+        The floor when even it passes the budget, the ceiling when even it fits, else
+        the exact sum.
+        """
+        ids = [r.community_id for r in view]
+        low = sum(self.bounds(c)[0] for c in ids)
+        if low > budget_tokens:
+            return low
+        high = sum(self.bounds(c)[1] for c in ids)
+        return high if high <= budget_tokens else sum(self[c] for c in ids)
 
 
 def batches(
@@ -307,8 +370,8 @@ class GlobalSearcher:
             raise InvalidRequestError(
                 f"no community reports at level {level}; levels: {sorted(views)}"
             )
-        tokens = {r.community_id: self.report_tokens(r) for r in reports}
-        view_tokens = {lv: sum(tokens[r.community_id] for r in v) for lv, v in views.items()}
+        tokens = ReportSizes(reports, self.report_tokens)  # counted when needed
+        view_tokens = {lv: tokens.level_tokens(v, budget_tokens) for lv, v in views.items()}
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
         loop = asyncio.get_running_loop()
@@ -324,10 +387,10 @@ class GlobalSearcher:
                 [index[r.community_id] for r in ranked], content_order(view, relevance)
             )
             ranked = [view[i] for i in order]
-        picked = pick_within_budget(ranked, tokens, budget_tokens)
+        picked = pick_within_budget(ranked, tokens, budget_tokens, tokens.floors())
         if self.upgrade is not None:  # a thread of its own: the LLM may take seconds
             picked = await loop.run_in_executor(None, self.upgrade, picked)
-            tokens.update({r.community_id: self.report_tokens(r) for r in picked})
+            tokens = ReportSizes(picked, self.report_tokens)  # the upgraded reports' own
         mapper = self.mapper or ExtractiveKeyPointMapper(scorer, executor=self.executor)
         mapped = await asyncio.gather(
             *(mapper.map(question, batch) for batch in batches(picked, tokens, batch_tokens))

@@ -14,6 +14,7 @@ from retrieval.analyzer import Analyzer
 from retrieval.answer import GLOBAL_HEADER, Evidence, ExtractiveAnswerWriter, stuff_chunks
 from retrieval.contract import EngineRanks, QueryResult
 from retrieval.global_search import (
+    ReportSizes,
     StatementMatrix,
     batches,
     best_statements,
@@ -249,3 +250,27 @@ def test_the_extractive_answer_holds_at_most_its_size() -> None:
     assert all(f"[{c.id}]" in bounded.text for c in bounded.citations)
     tiny = writer.write_sync(replace(evidence, max_tokens=1))  # the first point always shows
     assert len(tiny.citations) == 1
+
+
+def test_report_sizes_count_only_the_reports_a_decision_needs() -> None:
+    reports = [
+        CommunityReport(f"0-{i}", 0, f"T{i}", "word " * 40, (), 1.0, "fp")
+        for i in range(30)
+    ]
+    counted: list[str] = []
+
+    def count(report: CommunityReport) -> int:
+        counted.append(report.community_id)
+        return 45  # a little above its 42 words
+
+    sizes = ReportSizes(reports, count)
+    # the whole view's floor (30 x 42 words) passes a budget of 500: no report is counted
+    assert sizes.level_tokens(reports, 500) > 500 and counted == []
+    # its ceiling (its characters) fits a budget of 10,000: still none counted
+    assert sizes.level_tokens(reports, 10_000) <= 10_000 and counted == []
+    # the same picks as exact counts, counting only those that could fit
+    picked = pick_within_budget(reports, sizes, 100, sizes.floors())
+    assert [r.community_id for r in picked] == ["0-0", "0-1"]
+    exact = pick_within_budget(reports, {r.community_id: 45 for r in reports}, 100)
+    assert picked == exact
+    assert counted == ["0-0", "0-1"]  # the third's floor already passes the budget
