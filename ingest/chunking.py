@@ -27,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lore.models import ChunkDraft
-from lore.sentences import cut_points
+from lore.sentences import cut_points, structured
 from lore.tokens import WordPieceCounter
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+# a fence at any indent: one inside a list item or a definition is still code
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
 _MIN_BUDGET = 32
@@ -168,12 +169,15 @@ def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: i
             head, body, tail = frame
             units.extend(_line_pieces(head, body, tail, counter, budget, overlap, number))
         else:
+            # a list's items (a table's rows, fields) stay one per line; prose sentences
+            # join with a space as they stood
+            joiner = "\n" if structured(block) else " "
             for part in cut_points(block):
                 if not part.strip():
                     continue
                 part_tokens = counter.count(part)
                 if part_tokens <= budget:
-                    units.append(_Unit(part, part_tokens, number))
+                    units.append(_Unit(part, part_tokens, number, joiner))
                     continue
                 for window in counter.windows(part, budget, overlap):
                     units.append(_Unit(window, counter.count(window), number))
@@ -249,9 +253,16 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[str]:
                     break
                 tail.insert(0, previous)
                 tail_tokens += previous.tokens
+            if unit.subject:  # overlap from another definition would sit under this term
+                while tail and tail[0].subject != unit.subject:
+                    tail_tokens -= tail.pop(0).tokens
             if tail_tokens + unit.tokens + 1 > budget:
                 tail, tail_tokens = [], 0
-            if unit.subject and not any(u.text.startswith(unit.subject) for u in tail):
+            if (
+                unit.subject
+                and not unit.text.startswith(unit.subject)
+                and not any(u.text.startswith(unit.subject) for u in tail)
+            ):
                 line = _Unit(unit.subject, len(unit.subject.split()) + 1, -1 - unit.block, "\n")
                 if tail_tokens + line.tokens + unit.tokens + 2 <= budget:
                     tail = [line, *tail]

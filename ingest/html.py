@@ -2,7 +2,7 @@
 
 The conversion is markdownify's (a maintained HTML → Markdown converter on top of
 BeautifulSoup). Before it runs, what is not content goes: scripts, styles, forms,
-``<nav>`` and ``<aside>``, ARIA navigation/banner/search regions, and page-level
+``<nav>``, ARIA navigation/banner/search regions, and page-level
 ``<header>``/``<footer>`` (those inside an ``<article>`` or ``<main>`` stay). A page with a
 single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``),
 ``<pre>`` as fenced code kept byte for byte (indentation included, the language taken
@@ -14,9 +14,13 @@ Navigation that generators draw without saying so (previous/next/up bars as tabl
 plain ``<div>``, tables of contents, breadcrumbs, link lists in side panels) is found by
 what it *is*, not by a generator's class names: a block whose visible text is mostly
 link text (:func:`link_density` at least ``_NAV_DENSITY``, with at least two links) is
-navigation. A link whose whole text is code (``<a><code>json.dumps()</code></a>``) counts
-as text, since it names an API in the flow of the prose; a permalink (an in-page link whose
-text is a lone symbol such as ``¶``) is dropped. Blocks repeated on many pages of one
+navigation. An ``<aside>`` goes at page level, like a page's header and footer; inside
+the main content (``<article>``, ``<main>``, ``role="main"``) it is judged by its links
+like any block, so footnotes and a HOWTO's abstract (Sphinx writes both as ``<aside>``)
+stay and a side panel of links goes. A
+link whose whole text is code (``<a><code>json.dumps()</code></a>``) counts as text,
+since it names an API in the flow of the prose; a permalink (an in-page link whose text
+is a lone symbol such as ``¶``) is dropped. Blocks repeated on many pages of one
 ingest (copyright footers, "last updated" lines) are removed afterwards by
 :mod:`ingest.boilerplate`, which sees the whole tree.
 """
@@ -30,7 +34,7 @@ from bs4 import BeautifulSoup, Tag
 from bs4.element import NavigableString
 from markdownify import MarkdownConverter
 
-_DROP = ("script", "style", "noscript", "template", "svg", "nav", "aside", "form", "iframe")
+_DROP = ("script", "style", "noscript", "template", "svg", "nav", "form", "iframe")
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search", "complementary"}
 _PAGE_CHROME = ("header", "footer")
 _LANGUAGE = re.compile(r"^(?:language|lang)-([\w+#.-]+)$")
@@ -39,7 +43,7 @@ _FIRST_H1 = re.compile(r"^#[ \t]+([^\n]*)", re.MULTILINE)
 _FENCE_RUN = re.compile(r"`{3,}")
 _NAV_DENSITY = 0.6
 _EDGE_DENSITY = 0.3
-_NAV_BLOCKS = ("div", "table", "tr", "ul", "ol", "dl", "p", "section", "header", "footer")
+_NAV_BLOCKS = ("div", "table", "tr", "ul", "ol", "dl", "p", "section", "header", "footer", "aside")
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PROSE_WORDS = 8
 _CONTENT_ONLY = ("pre", "code", "h1", "h2", "h3", "h4", "h5", "h6")
@@ -118,6 +122,17 @@ def _strip_chrome(soup: BeautifulSoup) -> None:
     for tag in soup.find_all(_PAGE_CHROME):
         if not _gone(tag) and tag.find_parent(["article", "main"]) is None:
             tag.decompose()
+    for tag in soup.find_all("aside"):
+        if not _gone(tag) and not _in_main(tag):
+            tag.decompose()
+
+
+def _in_main(tag: Tag) -> bool:
+    """Whether ``tag`` stands inside the page's main content."""
+    return (
+        tag.find_parent(["article", "main"]) is not None
+        or tag.find_parent(attrs={"role": "main"}) is not None
+    )
 
 
 def _drop_permalinks(root: Tag) -> None:

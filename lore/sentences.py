@@ -318,10 +318,15 @@ def cut_points(block: str) -> list[str]:
     ends; a block holding list items, table rows or fields keeps its line structure.
     """
     lines = [line for line in block.split("\n") if line.strip()]
-    structured = any(
-        _ITEM.match(line) or _TABLE.match(line) or _FIELD.match(line) or _HEADING.match(line)
-        for line in lines
-    )
-    if structured:
+    if structured(block):
         return lines
     return split_sentences(" ".join(block.split()))
+
+
+def structured(block: str) -> bool:
+    """Whether a block holds list items, table rows, fields or headings (lines, not prose)."""
+    return any(
+        _ITEM.match(line) or _TABLE.match(line) or _FIELD.match(line) or _HEADING.match(line)
+        for line in block.split("\n")
+        if line.strip()
+    )

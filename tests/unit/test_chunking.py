@@ -99,3 +99,41 @@ def test_a_new_term_ends_the_subject(counter: WordPieceCounter) -> None:
     chunks = chunk_text(doc, counter, size=64, overlap=0)
     late = [c for c in chunks if "plain paragraph" in c.text or c.text.startswith("x")]
     assert late and not any(c.text.startswith("first.key") for c in late[1:])
+
+
+def test_overlap_from_one_definition_never_sits_under_the_next_term(
+    counter: WordPieceCounter,
+) -> None:
+    first = " ".join(f"Fact {i} of the first setting." for i in range(12))
+    second = " ".join(f"Point {i} of the second setting." for i in range(30))
+    doc = f"# Options\n\nfirst.key\n:   {first}\n\nsecond.key\n:   {second}\n"
+    chunks = chunk_text(doc, counter, size=64, overlap=24)
+    for chunk in chunks:
+        lines = chunk.text.splitlines()
+        if lines[0] == "second.key":  # what follows the term is the second setting's
+            assert "Fact" not in chunk.text, chunk.text
+        assert chunk.text.count("second.key") <= 1, chunk.text  # the term once, not twice
+    assert any(c.text.startswith("second.key") and "Point 29" in c.text for c in chunks)
+
+
+def test_a_long_list_is_cut_between_items_and_keeps_one_item_per_line(
+    counter: WordPieceCounter,
+) -> None:
+    items = [f"- item {i} names the setting number {i} and what it does" for i in range(40)]
+    chunks = chunk_text("# List\n\n" + "\n".join(items) + "\n", counter, size=64, overlap=8)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        for line in chunk.text.splitlines():
+            assert line.count("- item") <= 1, line  # no items run together on a line
+    joined = "\n".join(c.text for c in chunks)
+    assert all(item in joined for item in items)
+
+
+def test_a_fence_indented_under_a_definition_stays_code(counter: WordPieceCounter) -> None:
+    code = "\n".join(f"    line_{i} = compute({i})" for i in range(40))
+    doc = f"# API\n\nrun\n:   Runs the job:\n\n    ```\n{code}\n    ```\n"
+    chunks = chunk_text(doc, counter, size=64, overlap=8)
+    pieces = [c.text for c in chunks if "line_" in c.text]
+    assert len(pieces) > 2
+    for piece in pieces:
+        assert "```" in piece and all(line.count("line_") <= 1 for line in piece.splitlines())

@@ -158,3 +158,35 @@ def test_the_site_name_is_left_out_of_page_titles() -> None:
     for n in range(4):
         prefixed.add("body", f"Acme Docs | Page {n}")
     assert prefixed.title("Acme Docs | Installing") == "Installing"
+
+
+def test_a_block_repeated_mid_page_is_content_and_one_at_the_page_end_is_chrome() -> None:
+    def page(n: int) -> str:
+        parts = [f"# Page {n}", *(f"Paragraph {n}.{i} of the body." for i in range(16))]
+        parts[8:8] = ["Note", "New in version 3.7."]  # admonition title, version line
+        return "\n\n".join([*parts, "© Copyright 2001-2026, The Authors."])
+
+    pages = [page(n) for n in range(1, 7)]
+    chrome = RepeatedBlocks()
+    for text in pages:
+        chrome.add(text)
+    stripped = [chrome.strip(text) for text in pages]
+    assert all("\n\nNote\n\n" in text and "New in version 3.7." in text for text in stripped)
+    assert sum("Copyright" in text for text in stripped) == 1
+
+
+def test_asides_in_the_main_content_stay_unless_they_are_links() -> None:
+    _, body = html_to_markdown(
+        "<html><body><aside>Site-wide promo banner text</aside>"
+        "<div role='main'><h1>Logging HOWTO</h1>"
+        "<aside class='topic'><p>Abstract: this page explains how to log.</p></aside>"
+        "<p>Use a logger.<a href='#f1'>[1]</a></p>"
+        "<aside class='sidebar'><a href='a.html'>First page</a> <a href='b.html'>Second"
+        " page</a> <a href='c.html'>Third page</a></aside>"
+        "<aside class='footnote'><p>[1] A footnote with its own words.</p></aside>"
+        "</div></body></html>"
+    )
+    assert "Abstract: this page explains how to log." in body
+    assert "A footnote with its own words." in body
+    assert "promo banner" not in body  # at page level: chrome
+    assert "Second page" not in body  # a panel of links: navigation
