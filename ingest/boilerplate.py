@@ -6,10 +6,11 @@ gives it away is repetition: :class:`RepeatedBlocks` counts, over the pages of o
 ingest, on how many pages each paragraph-level block of the converted Markdown occurs,
 compared case-folded, whitespace collapsed, dates and times masked (a build stamp must
 not hide a repeat; other numbers count, so "New in version 3.9" is not chrome). A block
-on at least ``min_pages`` pages and on at least ``min_share`` of them is chrome —
-counted only where chrome stands, among the first or last ``EDGE`` blocks of a page
-(a header, a banner, a footer): a "Note" or "See also" title, "New in version 3.7." or
-an FAQ's "Yes." repeats mid-page on many pages of a small tree and is content:
+on at least ``min_pages`` pages and on at least ``min_share`` of them is chrome where
+chrome stands — in the run of such blocks that opens or closes a page (a banner, a
+footer of several lines); the same block amid the page's content is content ("Note" or
+"See also" titles, "New in version 3.7.", an FAQ's "Yes." repeat on many pages of a
+small tree):
 :meth:`RepeatedBlocks.strip` keeps it on the first page that holds it (nothing is lost
 from the corpus) and removes it elsewhere.
 
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^#{1,6}[ \t]")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d|\d\d?:\d\d(?::\d\d)?")  # dates and times
-EDGE = 5  # blocks at either end of a page where headers, banners and footers stand
 _TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+")
 
 
@@ -96,7 +96,7 @@ class RepeatedBlocks:
     def add(self, markdown: str, title: str = "") -> None:
         """Count one page's blocks (each at most once per page) and its title's ends."""
         self.pages += 1
-        self.counts.update({fingerprint(text) for text in _edge_blocks(markdown)})
+        self.counts.update({fingerprint(text) for text, countable in blocks(markdown) if countable})
         parts = _TITLE_SEPARATOR.split(title.strip())
         if len(parts) > 1:
             ends = {("suffix", _affix(parts[-1])), ("prefix", _affix(parts[0]))}
@@ -126,12 +126,25 @@ class RepeatedBlocks:
         seen = self.counts.get(key, 0)
         return seen >= self.min_pages and seen >= self.min_share * self.pages
 
+    def _edge_runs(self, parts: list[tuple[str, bool]]) -> set[int]:
+        """Indexes of the chrome blocks in the runs that open and close the page."""
+        filled = [i for i, (text, _) in enumerate(parts) if text.strip()]
+        out: set[int] = set()
+        for order in (filled, filled[::-1]):
+            for index in order:
+                text, countable = parts[index]
+                if not (countable and self.is_chrome(fingerprint(text))):
+                    break
+                out.add(index)
+        return out
+
     def strip(self, markdown: str) -> str:
         """The page without its chrome blocks, except those seen here first."""
         kept: list[str] = []
-        edges = set(_edge_blocks(markdown))
-        for text, countable in blocks(markdown):
-            if countable and text in edges:
+        parts = blocks(markdown)
+        edges = self._edge_runs(parts)
+        for index, (text, countable) in enumerate(parts):
+            if countable and index in edges:
                 key = fingerprint(text)
                 if self.is_chrome(key):
                     if key in self._kept:
@@ -140,11 +153,3 @@ class RepeatedBlocks:
             kept.append(text)
         body = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
         return body.strip("\n")
-
-
-def _edge_blocks(markdown: str) -> list[str]:
-    """The countable blocks among the first or last :data:`EDGE` blocks of a page."""
-    texts = [text for text, _ in blocks(markdown) if text.strip()]
-    edge = set(range(min(EDGE, len(texts)))) | set(range(max(0, len(texts) - EDGE), len(texts)))
-    countable = {text for text, ok in blocks(markdown) if ok}
-    return [t for i, t in enumerate(texts) if i in edge and t in countable]
