@@ -27,12 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lore.models import ChunkDraft
-from lore.sentences import cut_points, structured
+from lore.sentences import cut_points, split_sentences, structured
 from lore.tokens import WordPieceCounter
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
-# a fence at any indent: one inside a list item or a definition is still code
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+# a fence at any indent: one inside a list item or a definition is still code, and a
+# definition may open with one (":   ```", as ingest.html writes a <dd> starting with <pre>)
+_FENCE = re.compile(r"^(?:[ \t]*|:[ \t]+)(`{3,}|~{3,})")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
 _MIN_BUDGET = 32
@@ -47,6 +48,7 @@ class _Unit:
     block: int
     joiner: str = " "
     subject: str = ""
+    lead: bool = False  # opens its block (a definition's first piece holds its names)
 
 
 def sections(text: str) -> list[tuple[str, list[str]]]:
@@ -83,7 +85,8 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
                 flush_block()
             continue
         if fence_match:
-            flush_block()
+            if not line.startswith(":"):  # a definition's code stays with its term
+                flush_block()
             fence = fence_match.group(1)
             current.append(line)
             continue
@@ -155,35 +158,68 @@ def _merge_tiny(
 def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: int) -> list[_Unit]:
     units: list[_Unit] = []
     subject = ""
-    for number, block in enumerate(blocks):
-        lines = block.splitlines()
+    for number, raw in enumerate(blocks):
+        lines = raw.splitlines()
+        block, opens = raw, False
         if len(lines) > 1 and _DEFINITION.match(lines[1]) and not _DEFINITION.match(lines[0]):
-            subject = lines[0].strip()
-        elif not block[:1].isspace() and not _DEFINITION.match(block):
+            # the entry's other names ("-3", "--3way" above "--no-3way"): one-line blocks
+            # just before it join it, so no chunk parts them from their definition
+            names = [lines[0].strip()]
+            while units and _term_line(units[-1], number - len(names)):
+                names.insert(0, units.pop().text.strip())
+            subject, opens = ", ".join(names), True
+            block = "\n\n".join([*names[:-1], raw])
+        elif not raw[:1].isspace() and not _DEFINITION.match(raw):
             subject = ""
         start = len(units)
-        tokens = counter.count(block)
-        if tokens <= budget:
-            units.append(_Unit(block, tokens, number))
-        elif (frame := _frame(block)) is not None:
-            head, body, tail = frame
-            units.extend(_line_pieces(head, body, tail, counter, budget, overlap, number))
-        else:
-            # a list's items (a table's rows, fields) stay one per line; prose sentences
-            # join with a space as they stood
-            joiner = "\n" if structured(block) else " "
-            for part in cut_points(block):
-                if not part.strip():
-                    continue
-                part_tokens = counter.count(part)
-                if part_tokens <= budget:
-                    units.append(_Unit(part, part_tokens, number, joiner))
-                    continue
-                for window in counter.windows(part, budget, overlap):
-                    units.append(_Unit(window, counter.count(window), number))
+        units.extend(_cut(block, number, counter, budget, overlap))
+        if opens and len(units) > start:
+            units[start] = replace(units[start], lead=True)
         if subject and counter.count(subject) * 4 <= budget:
             units[start:] = [replace(unit, subject=subject) for unit in units[start:]]
     return units
+
+
+def _cut(
+    block: str, number: int, counter: WordPieceCounter, budget: int, overlap: int
+) -> list[_Unit]:
+    """A block as units that each fit: whole, by lines of code or a table, else pieces."""
+    tokens = counter.count(block)
+    if tokens <= budget:
+        return [_Unit(block, tokens, number)]
+    if (frame := _frame(block)) is not None:
+        head, body, tail = frame
+        return _line_pieces(head, body, tail, counter, budget, overlap, number)
+    # a list's items (a table's rows, fields, a definition's lines) stay one per line;
+    # prose sentences join with a space as they stood
+    joiner = "\n" if structured(block) else " "
+    units: list[_Unit] = []
+    for part in cut_points(block):
+        if not part.strip():
+            continue
+        pieces = [part] if counter.count(part) <= budget else split_sentences(part)
+        for index, piece in enumerate(pieces):
+            piece_tokens = counter.count(piece)
+            glue = joiner if index == 0 else " "
+            if piece_tokens <= budget:
+                units.append(_Unit(piece, piece_tokens, number, glue))
+                continue
+            for window in counter.windows(piece, budget, overlap):
+                units.append(_Unit(window, counter.count(window), number))
+    return units
+
+
+def _term_line(unit: _Unit, block: int) -> bool:
+    """Whether ``unit`` is block number ``block`` whole and reads as a term: one short line."""
+    text = unit.text
+    return (
+        unit.block == block
+        and "\n" not in text
+        and len(text) <= 80
+        and not unit.subject
+        and not text.rstrip().endswith((".", ":", ";"))
+        and not _DEFINITION.match(text)
+    )
 
 
 def _frame(block: str) -> tuple[list[str], list[str], list[str]] | None:
@@ -258,11 +294,8 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[str]:
                     tail_tokens -= tail.pop(0).tokens
             if tail_tokens + unit.tokens + 1 > budget:
                 tail, tail_tokens = [], 0
-            if (
-                unit.subject
-                and not unit.text.startswith(unit.subject)
-                and not any(u.text.startswith(unit.subject) for u in tail)
-            ):
+            if unit.subject and not unit.lead and not any(u.lead for u in tail):
+                # the entry's names over its continued text (its first piece holds them)
                 line = _Unit(unit.subject, len(unit.subject.split()) + 1, -1 - unit.block, "\n")
                 if tail_tokens + line.tokens + unit.tokens + 2 <= budget:
                     tail = [line, *tail]

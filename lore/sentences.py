@@ -323,10 +323,18 @@ def cut_points(block: str) -> list[str]:
     return split_sentences(" ".join(block.split()))
 
 
+_DEFINITION_LINE = re.compile(r"^:[ \t]{1,4}\S")
+
+
 def structured(block: str) -> bool:
-    """Whether a block holds list items, table rows, fields or headings (lines, not prose)."""
+    """Whether a block holds list items, table rows, fields, headings or quoted lines."""
     return any(
-        _ITEM.match(line) or _TABLE.match(line) or _FIELD.match(line) or _HEADING.match(line)
+        _ITEM.match(line)
+        or _TABLE.match(line)
+        or _FIELD.match(line)
+        or _HEADING.match(line)
+        or line.lstrip().startswith(">")  # a quotation's lines keep their markers
+        or _DEFINITION_LINE.match(line) is not None  # a definition (":   …") under its term
         for line in block.split("\n")
         if line.strip()
     )

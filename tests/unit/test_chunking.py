@@ -137,3 +137,31 @@ def test_a_fence_indented_under_a_definition_stays_code(counter: WordPieceCounte
     assert len(pieces) > 2
     for piece in pieces:
         assert "```" in piece and all(line.count("line_") <= 1 for line in piece.splitlines())
+
+
+def test_an_entry_with_several_names_keeps_them_over_its_definition(
+    counter: WordPieceCounter,
+) -> None:
+    before = " ".join(f"Fact {i} of the option before." for i in range(10))
+    body = " ".join(f"Point {i} of the three-way merge." for i in range(6))
+    doc = f"# Options\n\n--before\n:   {before}\n\n-3\n\n--3way\n\n--no-3way\n:   {body}\n"
+    chunks = chunk_text(doc, counter, size=64, overlap=24)
+    holding = [c.text for c in chunks if "Point 0" in c.text]
+    assert holding and all(t.startswith("-3, --3way, --no-3way") for t in holding), holding
+
+
+def test_a_definition_opening_with_code_keeps_its_fences_in_order(
+    counter: WordPieceCounter,
+) -> None:
+    code = "\n".join(f"    $ git step {i}" for i in range(3))
+    doc = f"# EXAMPLES\n\nStart from a tag\n:   ```\n{code}\n    ```\n\nThen read on.\n"
+    [chunk] = chunk_text(doc, counter, size=200, overlap=8)
+    assert chunk.text.startswith("Start from a tag\n:   ```")
+    assert chunk.text.index("git step 2") < chunk.text.index("    ```") < chunk.text.index("Then")
+
+
+def test_a_long_quotation_keeps_one_quoted_line_per_line(counter: WordPieceCounter) -> None:
+    quote = "\n".join(f"> quoted line {i} says something of its own here" for i in range(40))
+    chunks = chunk_text("# Q\n\n" + quote + "\n", counter, size=64, overlap=8)
+    assert len(chunks) > 2
+    assert all(line.count("> quoted") <= 1 for c in chunks for line in c.text.splitlines())
