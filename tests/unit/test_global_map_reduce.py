@@ -254,8 +254,7 @@ def test_the_extractive_answer_holds_at_most_its_size() -> None:
 
 def test_report_sizes_count_only_the_reports_a_decision_needs() -> None:
     reports = [
-        CommunityReport(f"0-{i}", 0, f"T{i}", "word " * 40, (), 1.0, "fp")
-        for i in range(30)
+        CommunityReport(f"0-{i}", 0, f"T{i}", "word " * 40, (), 1.0, "fp") for i in range(30)
     ]
     counted: list[str] = []
 
