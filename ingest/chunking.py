@@ -168,6 +168,8 @@ def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: i
             while units and _term_line(units[-1], number - len(names)):
                 names.insert(0, units.pop().text.strip())
             subject, opens = ", ".join(names), True
+            if counter.count(subject) * 4 > budget:  # too many names to repeat: the last
+                subject = names[-1]
             block = "\n\n".join([*names[:-1], raw])
         elif not raw[:1].isspace() and not _DEFINITION.match(raw):
             subject = ""

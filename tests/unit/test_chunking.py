@@ -165,3 +165,12 @@ def test_a_long_quotation_keeps_one_quoted_line_per_line(counter: WordPieceCount
     chunks = chunk_text("# Q\n\n" + quote + "\n", counter, size=64, overlap=8)
     assert len(chunks) > 2
     assert all(line.count("> quoted") <= 1 for c in chunks for line in c.text.splitlines())
+
+
+def test_an_entry_with_too_many_names_to_repeat_carries_its_last(counter: WordPieceCounter) -> None:
+    names = [f"object.__operation_number_{i}__(self, other)" for i in range(6)]
+    body = " ".join(f"Point {i} of the comparison methods." for i in range(40))
+    doc = "# Data model\n\n" + "\n\n".join(names[:-1]) + f"\n\n{names[-1]}\n:   {body}\n"
+    chunks = chunk_text(doc, counter, size=64, overlap=8)
+    later = [c.text for c in chunks if "Point 3" in c.text or "Point 39" in c.text]
+    assert later and all(t.startswith(names[-1]) for t in later[1:]), later
