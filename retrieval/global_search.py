@@ -206,12 +206,16 @@ class ReportSizes(Mapping[str, int]):
     """
 
     def __init__(
-        self, reports: Sequence[CommunityReport], count: Callable[[CommunityReport], int]
+        self,
+        reports: Sequence[CommunityReport],
+        count: Callable[[CommunityReport], int],
+        bounds: dict[tuple[str, str], tuple[int, int]] | None = None,
     ) -> None:
+        """``bounds`` may be a cache kept across questions, by (community, fingerprint)."""
         self._reports = {r.community_id: r for r in reports}
         self._count = count
         self._exact: dict[str, int] = {}
-        self._bounds: dict[str, tuple[int, int]] = {}
+        self._bounds = {} if bounds is None else bounds
 
     def __getitem__(self, community_id: str) -> int:
         if community_id not in self._exact:
@@ -226,10 +230,12 @@ class ReportSizes(Mapping[str, int]):
 
     def bounds(self, community_id: str) -> tuple[int, int]:
         """(floor, ceiling) of a report's word pieces: its words, its characters."""
-        if community_id not in self._bounds:
-            text = report_text(self._reports[community_id])
-            self._bounds[community_id] = (len(text.split()), len(text))
-        return self._bounds[community_id]
+        report = self._reports[community_id]
+        key = (community_id, report.fingerprint)
+        if key not in self._bounds:
+            text = report_text(report)
+            self._bounds[key] = (len(text.split()), len(text))
+        return self._bounds[key]
 
     def floors(self) -> dict[str, int]:
         """Every report's floor."""
@@ -282,6 +288,8 @@ class GlobalSearcher:
     # lazy reports: rewrites the picked reports the LLM has not summarised yet
     upgrade: Callable[[Sequence[CommunityReport]], list[CommunityReport]] | None = None
     _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
+    # (floor, ceiling) of each report's word pieces, kept across questions (ReportSizes)
+    _bounds: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, init=False)
     _scorers: dict[int, tuple[HybridScorer, ReportBM25, StatementMatrix]] = field(
         default_factory=dict, init=False
     )
@@ -370,7 +378,7 @@ class GlobalSearcher:
             raise InvalidRequestError(
                 f"no community reports at level {level}; levels: {sorted(views)}"
             )
-        tokens = ReportSizes(reports, self.report_tokens)  # counted when needed
+        tokens = ReportSizes(reports, self.report_tokens, self._bounds)  # counted when needed
         view_tokens = {lv: tokens.level_tokens(v, budget_tokens) for lv, v in views.items()}
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
