@@ -6,29 +6,33 @@ with its own partition and no change at all, 10 of 15 top-level communities came
 with other members), and graspologic-native numbers clusters globally, so every id below
 the first change shifts. Both would make every summary stale after any edit.
 
-So the refresh works level by level, top down. Leiden runs over the level's graph seeded
-with the previous partition (graspologic-native's ``starting_communities``); a node that
-was not *touched* (its mentions did not change) and still exists stays in its previous
-community; only touched and new nodes take Leiden's answer, mapped to the previous
-community holding most of the pinned nodes Leiden grouped them with (a group of only
-free nodes is a new community). A community keeps its id while it exists, and below a
-community whose members are unchanged nothing moves at all. New ids continue the
-previous numbering. A full rebuild (``build_communities``) is still the way to
-re-optimise from scratch.
+So only the entities a change *touched* (their mentions or relations changed) move, and
+each goes where its edges pull it, top down: at each level, into the community (under
+the one it took a level up) that holds the most weight of its placed neighbours, a tie
+going to where it was (a local move, as Leiden's first phase makes one). A touched node
+with no placed neighbour goes back where it was; a group of new nodes linked only among
+themselves is a new top-level community; a node without edges leaves the hierarchy. A
+leaf that grows to the split size is cut by Leiden over its own edges, as a fresh
+clustering would cut it. Every other node stays put, a community keeps its id while it
+has members, and new ids continue the previous numbering.
 
-The refresh calls it on a *region* only (``graph.refresh``): the edges among the nodes
-of the previous top-level communities near the change, those communities and their
-descendants, and the number the next new cluster takes; every community outside the
-region is left as it is without being read.
+What it reads is what the change reaches (``graph.refresh``): the touched entities'
+edges, the communities holding them or their neighbours, and the edges inside a leaf it
+splits. The cost of an edit therefore follows the edit, not the size of the top-level
+communities it lands in (re-clustering whole top-level regions cost 9 s an edit at 104k
+chunks). Local moves can age a partition: the refresh measures drift (modularity
+against a fresh Leiden run, :func:`measure_drift`) once enough has changed and
+re-clusters from scratch when it fell too far; ``build_communities`` (a full rebuild)
+re-optimises on demand.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from graph.communities import Community, Edge, hierarchical_communities, merge_edges
+from graph.communities import Community, Edge, merge_edges
 
 
 @dataclass
@@ -41,68 +45,183 @@ class _Numbering:
         return cluster
 
 
-def update_hierarchy(
-    edges: Iterable[Edge],
-    previous: Sequence[Community],
+def place_touched(
+    near: Iterable[Edge],
+    holding: Sequence[Community],
     touched: Iterable[str],
     *,
+    edges_among: Callable[[Sequence[str]], Sequence[Edge]],
+    next_cluster: int,
     max_cluster_size: int = 10,
     seed: int = 42,
-    nodes: Iterable[str] | None = None,
-    next_cluster: int | None = None,
-) -> list[Community]:
-    """The new hierarchy, keeping previous ids and members wherever nothing changed.
+) -> tuple[list[Community], list[str]]:
+    """Place the touched entities in the hierarchy: (communities changed or new, ids emptied).
 
-    For a region of the graph (see the module docstring): ``edges`` are those among its
-    nodes, ``nodes`` every node of the region still in the graph (one whose relations
-    all leave the region stays where it was), ``previous`` the region's communities, and
-    new clusters are numbered from ``next_cluster``.
+    ``near``: every edge with an end among ``touched``; ``holding``: the communities, at
+    every level, holding a touched entity or a neighbour of one (see the module docstring).
+    ``edges_among(members)`` reads the edges among a community's members, asked only for a
+    leaf that grew to ``max_cluster_size`` and is split. New clusters are numbered from
+    ``next_cluster``. Nothing else of the graph or the hierarchy is read.
     """
-    merged = merge_edges(edges)
-    region = next_cluster is not None
-    if not region and (not previous or not merged):
-        return hierarchical_communities(merged, max_cluster_size=max_cluster_size, seed=seed)
-    free = set(touched)
-    children: defaultdict[str | None, list[Community]] = defaultdict(list)
-    for community in previous:
-        children[community.parent if community.level > 0 else None].append(community)
-    numbering = _Numbering(
-        next_cluster if next_cluster is not None else max(c.cluster for c in previous) + 1
-    )
+    placement = _Placement(near, holding, set(touched), _Numbering(next_cluster))
+    placement.place()
+    upserts: list[Community] = []
+    deletes: list[str] = []
+    for community, group in placement.changed():
+        if not group:
+            deletes.append(community.id)
+            continue
+        now = Community(
+            community.id, community.level, community.cluster, community.parent, tuple(sorted(group))
+        )
+        upserts.append(now)
+        if community.id not in placement.parents and len(group) >= max_cluster_size:
+            upserts += _split_leaf(now, edges_among, placement.numbering, max_cluster_size, seed)
+    return upserts, deletes
+
+
+class _Placement:
+    """The state :func:`place_touched` moves nodes in: members and each node's chain."""
+
+    def __init__(
+        self,
+        near: Iterable[Edge],
+        holding: Sequence[Community],
+        free: set[str],
+        numbering: _Numbering,
+    ) -> None:
+        self.free, self.numbering = free, numbering
+        self.adjacency: defaultdict[str, dict[str, float]] = defaultdict(dict)
+        for a, b, weight in merge_edges(near):
+            if a in free or b in free:
+                self.adjacency[a][b] = weight
+                self.adjacency[b][a] = weight
+        around = free | {n for node in free for n in self.adjacency.get(node, {})}
+        ordered = sorted(holding, key=lambda c: (c.level, c.cluster))
+        self.by_id = {c.id: c for c in ordered}
+        self.members = {c.id: set(c.members) for c in ordered}
+        self.parents = {c.parent for c in ordered if c.parent is not None and c.level > 0}
+        self.new: set[str] = set()
+        self.chain: dict[str, list[str]] = {}  # a node's communities, top down
+        for community in ordered:
+            for node in around.intersection(community.members):
+                self.chain.setdefault(node, []).append(community.id)
+        self.before = {node: self.chain.pop(node, []) for node in free}
+        for node, path in self.before.items():
+            for cid in path:
+                self.members[cid].discard(node)
+
+    def place(self) -> None:
+        """Every free node with edges: by its neighbours, else back, else in a new group."""
+        waiting = sorted(n for n in self.free if self.adjacency.get(n))  # edgeless ones leave
+        waiting = self._by_neighbours(waiting)
+        for node in list(waiting):  # no placed neighbour: back where it was, if anywhere
+            if self.before[node]:
+                self._settle(node, self.before[node])
+                waiting.remove(node)
+        waiting = self._by_neighbours(waiting)
+        for group in _components(waiting, self.adjacency):  # only new neighbours: new community
+            cluster = self.numbering.take()
+            community = Community(f"0-{cluster}", 0, cluster, None, tuple(sorted(group)))
+            self.by_id[community.id] = community
+            self.members[community.id] = set()
+            self.new.add(community.id)
+            for node in sorted(group):
+                self._settle(node, [community.id])
+
+    def changed(self) -> list[tuple[Community, set[str]]]:
+        """(community as it was, its members now) for each new or changed one, top down."""
+        out = [
+            (c, self.members[cid])
+            for cid, c in self.by_id.items()
+            if cid in self.new or set(c.members) != self.members[cid]
+        ]
+        return sorted(out, key=lambda item: (item[0].level, item[0].cluster))
+
+    def _by_neighbours(self, waiting: list[str]) -> list[str]:
+        """Place what can be placed by its placed neighbours, until nothing more can."""
+        moved = True
+        while moved and waiting:
+            moved = False
+            for node in list(waiting):
+                path = self._best_path(node)
+                if path:
+                    self._settle(node, path)
+                    waiting.remove(node)
+                    moved = True
+        return waiting
+
+    def _best_path(self, node: str) -> list[str]:
+        """The communities, top down, holding most of the node's placed neighbours' weight."""
+        path: list[str] = []
+        previous = self.before.get(node, [])
+        while True:
+            depth = len(path)
+            scores: defaultdict[str, float] = defaultdict(float)
+            for other, weight in self.adjacency[node].items():
+                found = self.chain.get(other)
+                if found and len(found) > depth and found[:depth] == path:
+                    scores[found[depth]] += weight
+            if not scores:
+                return path
+            was = previous[depth] if depth < len(previous) else None
+            path.append(max(sorted(scores), key=lambda cid: (scores[cid], cid == was)))
+
+    def _settle(self, node: str, path: Sequence[str]) -> None:
+        self.chain[node] = list(path)
+        for cid in path:
+            self.members[cid].add(node)
+
+
+def _components(
+    nodes: Sequence[str], adjacency: Mapping[str, Mapping[str, float]]
+) -> list[set[str]]:
+    """Connected groups of ``nodes`` through their edges among themselves, in node order."""
+    left = set(nodes)
+    out: list[set[str]] = []
+    for start in nodes:
+        if start not in left:
+            continue
+        group, stack = {start}, [start]
+        left.discard(start)
+        while stack:
+            for other in adjacency.get(stack.pop(), {}):
+                if other in left:
+                    left.discard(other)
+                    group.add(other)
+                    stack.append(other)
+        out.append(group)
+    return out
+
+
+def _split_leaf(
+    leaf: Community,
+    edges_among: Callable[[Sequence[str]], Sequence[Edge]],
+    numbering: _Numbering,
+    max_cluster_size: int,
+    seed: int,
+) -> list[Community]:
+    """Children for a leaf that grew to the split size, as a fresh clustering would cut it."""
     adjacency: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
-    for a, b, weight in merged:
-        adjacency[a].append((b, weight))
-    linked = {n for a, b, _ in merged for n in (a, b)}
-    nodes = linked if nodes is None else linked | set(nodes)
-    if not nodes:
-        return []
+    inside = set(leaf.members)
+    for a, b, weight in merge_edges(edges_among(leaf.members)):
+        if a in inside and b in inside:
+            adjacency[a].append((b, weight))
     out: list[Community] = []
 
-    placed = {n for c in previous for n in c.members}
+    def descend(group: set[str], level: int, parent: str) -> None:
+        groups = _split(group, _induced(group, adjacency), [], set(group), seed)
+        if len(groups) == 1:
+            return  # Leiden cannot split it: it stays a leaf
+        for _, part in groups:
+            cluster = numbering.take()
+            child = Community(f"{level}-{cluster}", level, cluster, parent, tuple(sorted(part)))
+            out.append(child)
+            if len(part) >= max_cluster_size:
+                descend(part, level + 1, child.id)
 
-    def descend(members: set[str], level: int, parent: str | None) -> None:
-        before = children.get(parent, [])
-        if parent is not None and not before and free.isdisjoint(members) and members <= placed:
-            return  # a leaf whose members are all as they were stays a leaf
-        sub = merged if parent is None else _induced(members, adjacency)
-        groups = _split(members, sub, before, free, seed)
-        if parent is not None and len(groups) == 1:
-            return  # Leiden cannot split it further: it stays a leaf
-        for known, group in groups:
-            cluster = int(known.split("-", 1)[1]) if known else numbering.take()
-            community = Community(
-                id=known or f"{level}-{cluster}",
-                level=level,
-                cluster=cluster,
-                parent=parent,
-                members=tuple(sorted(group)),
-            )
-            out.append(community)
-            if len(group) >= max_cluster_size:  # as graspologic-native splits
-                descend(group, level + 1, community.id)
-
-    descend(nodes, 0, None)
-    return sorted(out, key=lambda c: (c.level, c.cluster))
+    descend(inside, leaf.level + 1, leaf.id)
+    return out
 
 
 def _induced(members: set[str], adjacency: dict[str, list[tuple[str, float]]]) -> list[Edge]:

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from graph.models import CommunityReport, Entity, Finding, Relation
-from graph.reports import ChunkTexts, ReportJob, extractive_report, fingerprint
+from graph.reports import (
+    ChunkTexts,
+    ReportJob,
+    cited_by_children,
+    extractive_report,
+    from_children,
+    report_fingerprint,
+)
 from graph.store import EntityReader
 from lore.errors import LLMReplyError, TransientError
 from lore.llm import ChatPrompt, LLMClient, LLMStats
@@ -44,19 +51,25 @@ class Material:
 def gather_material(
     job: ReportJob, graph: EntityReader, chunk_texts: ChunkTexts, max_tokens: int
 ) -> Material:
-    """Central entities, strongest relations, then excerpts or child reports, in budget."""
-    members = list(job.community.members)
-    found = graph.entities(members)
-    entities = {k: found[k] for k in members if k in found}
-    relations = sorted(graph.relations_among(members), key=lambda r: (-r.weight, r.source))
+    """Central entities, strongest relations, then excerpts or child reports, in budget.
+
+    A parent reported from its children (:func:`graph.reports.from_children`) shows the
+    entities they cite most and its children's reports, and reads none of its members.
+    """
+    parent = from_children(job.children)
+    keys = cited_by_children(job.children, limit=40) if parent else list(job.community.members)
+    found = graph.entities(keys)
+    entities = {k: found[k] for k in keys if k in found}
+    relations = sorted(graph.relations_among(list(entities)), key=lambda r: (-r.weight, r.source))
     degree: defaultdict[str, float] = defaultdict(float)
     for r in relations:
         degree[r.source] += r.weight
         degree[r.target] += r.weight
+    order = list(entities) if parent else sorted(entities, key=lambda k: (-degree[k], k))
     budget = max_tokens * CHARS_PER_TOKEN
     out = Material()
     held: list[str] = []  # a description shown may come from any chunk of its entity
-    for i, key in enumerate(sorted(entities, key=lambda k: (-degree[k], k)), start=1):
+    for i, key in enumerate(order, start=1):
         entity: Entity = entities[key]
         row = (f"E{i}", entity.name, entity.type, entity.description[:200])
         if (budget := budget - sum(map(len, row))) < 0:
@@ -73,17 +86,15 @@ def gather_material(
         out.relations.append(row)
         out.relation_of[f"R{i}"] = (rel.source, rel.target)
         held += rel.chunk_ids
+    if parent:
+        _show_children(out, job.children, budget)
+        out.held = tuple(dict.fromkeys(held))
+        return out
     chunk_ids = sorted({c for e in entities.values() for c in e.chunk_ids})
     texts = chunk_texts(chunk_ids[:200])
     raw = sum(len(t) for t in texts.values())
     if job.children and raw > budget:
-        for i, child in enumerate(sorted(job.children, key=lambda c: -c.importance), start=1):
-            text = f"{child.title}: {child.summary} " + " ".join(f.text for f in child.findings)
-            if (budget := budget - min(len(text), 1500)) < 0:
-                break
-            out.sources.append((f"S{i}", text[:1500]))
-            out.chunks_of[f"S{i}"] = child.chunk_ids[:5]
-            out.held_reports += (child.community_id,)
+        _show_children(out, job.children, budget)
     else:
         for i, chunk_id in enumerate(chunk_ids, start=1):
             text = " ".join(texts.get(chunk_id, "").split())[:EXCERPT_CHARS]
@@ -94,6 +105,17 @@ def gather_material(
             held.append(chunk_id)
     out.held = tuple(dict.fromkeys(held))
     return out
+
+
+def _show_children(out: Material, children: Sequence[CommunityReport], budget: int) -> None:
+    """The children's reports as sources ``S1…``, most important first, in budget."""
+    for i, child in enumerate(sorted(children, key=lambda c: -c.importance), start=1):
+        text = f"{child.title}: {child.summary} " + " ".join(f.text for f in child.findings)
+        if (budget := budget - min(len(text), 1500)) < 0:
+            break
+        out.sources.append((f"S{i}", text[:1500]))
+        out.chunks_of[f"S{i}"] = child.chunk_ids[:5]
+        out.held_reports += (child.community_id,)
 
 
 def to_report(
@@ -122,7 +144,7 @@ def to_report(
         summary=reply.summary,
         findings=tuple(findings),
         importance=round(reply.rating, 2),
-        fingerprint=fingerprint(graph, job.community.members),
+        fingerprint=report_fingerprint(graph, job.community, job.children),
         chunk_ids=tuple(chunk_ids),
         method="llm",
     )

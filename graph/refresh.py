@@ -1,10 +1,10 @@
 """Refreshing stale community summaries, as plain functions.
 
 A write to the graph leaves *touched* marks on entities. :func:`plan_refresh` turns them
-into *stale* marks on the communities holding them and on their ancestors, re-clusters
-the region around them with the previous partition as the seed
-(:func:`graph.incremental.update_hierarchy`, so unaffected communities keep their ids
-and members, and those outside the region are not even read), and marks stale every
+into *stale* marks on the communities holding them and on their ancestors, moves the
+touched entities where their edges pull them (:func:`graph.incremental.place_touched`,
+so every other node keeps its community, communities keep their ids, and those the
+change does not reach are not even read), and marks stale every
 community whose membership changed, that is new, or that has no report. It returns the
 stale ids level by level, deepest first: children are summarised before their parents.
 Every read is by key through an index of the store; only a fresh clustering and the
@@ -29,9 +29,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graph.communities import Community, hierarchical_communities
-from graph.incremental import Drift, measure_drift, update_hierarchy
+from graph.incremental import Drift, measure_drift, place_touched
 from graph.models import CommunityReport
-from graph.reports import ChunkTexts, ReportJob, ReportWriter, community_chunks, fingerprint
+from graph.reports import (
+    ChunkTexts,
+    ReportJob,
+    ReportWriter,
+    community_chunks,
+    report_fingerprint,
+)
 from graph.store import CommunityReader, EntityReader, GraphStore, StalenessStore
 from lore.llm import LLMStats
 
@@ -148,7 +154,7 @@ def plan_refresh(
     """Mark stale communities, re-cluster keeping stable ids, list what to summarise.
 
     The hierarchy is updated in place over the region the change touched (see
-    :func:`_region`; :func:`graph.incremental.update_hierarchy`) and written as a diff,
+    :func:`_region`; :func:`graph.incremental.place_touched`) and written as a diff,
     unless ``rebuild`` asks for a fresh one (or there is none yet). With
     ``drift_margin``, once the entities touched since the last measurement reach
     ``drift_share`` of the graph's nodes, the updated partition's modularity is compared
@@ -233,41 +239,28 @@ def _recluster(
 def _region(
     graph: GraphStore, touched: set[str], *, max_cluster_size: int, seed: int
 ) -> tuple[dict[str, Community], list[Community], list[str]]:
-    """Re-cluster the region a change touched: (its previous communities, upserts, deletes).
+    """Place the touched entities: (the communities read, upserts, deletes).
 
-    The region: the previous top-level communities holding a touched entity or one of
-    their neighbours, with all their descendants; its nodes are theirs, the touched
-    entities and their neighbours (a new entity is always touched). Leiden runs over the
-    edges among them only; every other community stays as it is, unread.
+    Reads the touched entities' edges, the communities holding them or one of their
+    neighbours (every level), and the edges of a leaf that grows to the split size
+    (:func:`graph.incremental.place_touched`); every other community stays as it is,
+    unread.
     """
     if not touched:
         return {}, [], []
     near = graph.edges_of(sorted(touched))
     around = touched | {n for a, b, _ in near for n in (a, b)}
-    tops = [c for c in graph.communities_holding(sorted(around)) if c.level == 0]
-    previous = {c.id: c for c in tops}
-    parents = [c.id for c in tops]
-    while parents:
-        children = graph.child_communities(parents)
-        previous.update((c.id, c) for c in children)
-        parents = [c.id for c in children]
-    nodes = around | {n for c in tops for n in c.members}
-    edges = {(a, b): w for a, b, w in near}
-    edges.update(((a, b), w) for a, b, w in graph.edges_of(sorted(nodes - touched)))
-    linked = {n for a, b in edges for n in (a, b)}
-    inside = [(a, b, w) for (a, b), w in sorted(edges.items()) if a in nodes and b in nodes]
-    current = update_hierarchy(
-        inside,
-        sorted(previous.values(), key=lambda c: (c.level, c.cluster)),
+    holding = graph.communities_holding(sorted(around))
+    upserts, deletes = place_touched(
+        near,
+        holding,
         touched,
+        edges_among=lambda members: graph.edges_of(sorted(members)),
+        next_cluster=graph.hierarchy_stats()[1] + 1,
         max_cluster_size=max_cluster_size,
         seed=seed,
-        nodes=nodes & linked,
-        next_cluster=graph.hierarchy_stats()[1] + 1,
     )
-    upserts = [c for c in current if previous.get(c.id) != c]
-    deletes = sorted(previous.keys() - {c.id for c in current})
-    return previous, upserts, deletes
+    return {c.id: c for c in holding}, upserts, deletes
 
 
 def _pending(graph: StalenessStore) -> int:
@@ -345,9 +338,12 @@ def report_jobs(graph: GraphStore, community_ids: Sequence[str], largest: int) -
         if community is None:
             continue
         previous = reports.get(community_id)
-        if previous is not None and previous.fingerprint == fingerprint(graph, community.members):
+        held = tuple(material.get(community_id, ()))
+        if previous is not None and previous.fingerprint == report_fingerprint(
+            graph, community, held
+        ):
             continue
-        jobs.append(ReportJob(community, tuple(material.get(community_id, ())), largest))
+        jobs.append(ReportJob(community, held, largest))
     return jobs
 
 

@@ -12,9 +12,14 @@ Offline (no LLM), a report is extractive and written for a reader:
   sentence that states a relation cites that relation too. No finding counts things;
 - **summary**: the two best findings — what the community is about, in its own words.
 
-A parent whose material exceeds the budget is summarised from its children's reports
-instead. Each report stores a fingerprint of its inputs (members, their provenance and
-relation weights, and :data:`REPORT_VERSION`), so a later change can tell it is stale.
+A parent whose children's reports cover more than :data:`MAX_CHUNKS` chunks is reported
+from those reports alone (:func:`from_children`): their best findings, a title from the
+entities they cite most, the union of their chunks. Nothing of its members is read, so
+rewriting a top-level community costs what its children's reports hold, not what the
+corpus holds under it. Each report stores a fingerprint of its inputs
+(:func:`report_fingerprint`, with :data:`REPORT_VERSION`): members, their provenance and
+relation weights; for a parent reported from its children, its members and its
+children's fingerprints. A later change can tell it is stale.
 """
 
 from __future__ import annotations
@@ -32,12 +37,42 @@ from graph.store import EntityReader
 from lore.sentences import statements, whole_sentences
 
 MAX_FINDINGS = 8
-REPORT_VERSION = "2"  # bump when what a report says changes: every report is then rewritten
+MAX_CHUNKS = 60
+"""A community whose children's reports cover more chunks is reported from those reports."""
+REPORT_VERSION = "3"  # bump when what a report says changes: every report is then rewritten
 TITLE_ENTITIES = 3
 TITLE_DOCUMENTS = 2
 
 
 ChunkTexts = Callable[[Sequence[str]], Mapping[str, str]]
+
+
+def from_children(children: Sequence[CommunityReport], max_chunks: int = MAX_CHUNKS) -> bool:
+    """Whether a community is reported from its children's reports alone.
+
+    So it is when it has children whose reports cover more than ``max_chunks`` chunks:
+    decided from those reports, without reading a member.
+    """
+    return bool(children) and len({c for r in children for c in r.chunk_ids}) > max_chunks
+
+
+def report_fingerprint(
+    graph: EntityReader, community: Community, children: Sequence[CommunityReport]
+) -> str:
+    """The fingerprint of what ``community``'s report is made from, given its children's.
+
+    Reported from its children (:func:`from_children`): its members and their reports'
+    fingerprints (no member is read). Otherwise :func:`fingerprint` of its members.
+    """
+    if not from_children(children):
+        return fingerprint(graph, community.members)
+    parts = [
+        REPORT_VERSION,
+        "children",
+        sorted(community.members),
+        sorted([r.community_id, r.fingerprint] for r in children),
+    ]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
 
 
 def fingerprint(graph: EntityReader, members: Sequence[str]) -> str:
@@ -95,9 +130,11 @@ def extractive_report(
     *,
     largest: int,
     children: Sequence[CommunityReport] = (),
-    max_chunks: int = 60,
+    max_chunks: int = MAX_CHUNKS,
 ) -> CommunityReport:
     """An offline report for one community (see the module docstring)."""
+    if from_children(children, max_chunks):
+        return _children_report(community, graph, children, largest)
     members = list(community.members)
     found = graph.entities(members)
     entities = {k: found[k] for k in members if k in found}
@@ -105,21 +142,17 @@ def extractive_report(
     degree = centrality(entities, relations)
     central = sorted(entities, key=lambda k: (-degree[k], -entities[k].mentions, k))
     chunk_ids = sorted({c for e in entities.values() for c in e.chunk_ids})
-    findings: list[Finding]
-    if children and len(chunk_ids) > max_chunks:
-        findings = _from_children(children)
-    else:
-        # the chunks that hold the most central members are read first
-        weight = {c: 0.0 for c in chunk_ids}
-        for key, entity in entities.items():
-            for c in entity.chunk_ids:
-                weight[c] += 1.0 + degree[key]
-        read = sorted(chunk_ids, key=lambda c: (-weight[c], c))[:max_chunks]
-        findings = central_sentences(entities, degree, relations, read, chunk_texts)
-        if not findings:  # nothing ends with a stop (records, terse notes): their lines
-            findings = central_sentences(
-                entities, degree, relations, read, chunk_texts, split=statements
-            )
+    # the chunks that hold the most central members are read first
+    weight = {c: 0.0 for c in chunk_ids}
+    for key, entity in entities.items():
+        for c in entity.chunk_ids:
+            weight[c] += 1.0 + degree[key]
+    read = sorted(chunk_ids, key=lambda c: (-weight[c], c))[:max_chunks]
+    findings = central_sentences(entities, degree, relations, read, chunk_texts)
+    if not findings:  # nothing ends with a stop (records, terse notes): their lines
+        findings = central_sentences(
+            entities, degree, relations, read, chunk_texts, split=statements
+        )
     summary = " ".join(f.text for f in findings[:2]) or (
         "Mentions " + ", ".join(entities[k].name for k in central[:5]) + "."
     )
@@ -131,6 +164,46 @@ def extractive_report(
         findings=tuple(findings[:MAX_FINDINGS]),
         importance=round(10.0 * min(1.0, len(chunk_ids) / max(1, largest)), 2),
         fingerprint=fingerprint(graph, members),
+        chunk_ids=tuple(chunk_ids),
+    )
+
+
+def cited_by_children(children: Sequence[CommunityReport], limit: int = 10) -> list[str]:
+    """The entities the children's findings cite most: a parent's central members.
+
+    A citation weighs its child's importance (plus one) over the finding's rank.
+    """
+    score: defaultdict[str, float] = defaultdict(float)
+    for child in children:
+        for rank, finding in enumerate(child.findings, start=1):
+            for key in finding.entities:
+                score[key] += (1.0 + child.importance) / rank
+    return sorted(score, key=lambda k: (-score[k], k))[:limit]
+
+
+def _children_report(
+    community: Community,
+    graph: EntityReader,
+    children: Sequence[CommunityReport],
+    largest: int,
+) -> CommunityReport:
+    """A parent's report from its children's reports (:func:`from_children`)."""
+    findings = _from_children(children)
+    central = cited_by_children(children)
+    found = graph.entities(central)  # a few entities, for their names
+    entities = {k: found[k] for k in central if k in found}
+    chunk_ids = sorted({c for r in children for c in r.chunk_ids})
+    summary = " ".join(f.text for f in findings[:2]) or (
+        "Mentions " + ", ".join(e.name for e in list(entities.values())[:5]) + "."
+    )
+    return CommunityReport(
+        community_id=community.id,
+        level=community.level,
+        title=report_title(entities, list(entities), community.id),
+        summary=summary,
+        findings=tuple(findings),
+        importance=round(10.0 * min(1.0, len(chunk_ids) / max(1, largest)), 2),
+        fingerprint=report_fingerprint(graph, community, children),
         chunk_ids=tuple(chunk_ids),
     )
 

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from graph.llm_reports import LLMReportWriter
 from graph.models import CommunityReport
 from graph.refresh import preview_refresh
-from graph.reports import ChunkTexts, ReportJob, ReportWriter, fingerprint
+from graph.reports import ChunkTexts, ReportJob, ReportWriter, from_children, report_fingerprint
 from graph.store import GraphStore
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import ChunkInput, Extractor
@@ -241,13 +241,19 @@ def _estimate_reports(
     existing = {r.community_id: r for r in graph.reports_by_id([c.id for c in communities])}
     children: defaultdict[str | None, list[CommunityReport]] = defaultdict(list)
     planned: list[ReportJob] = []
+    rewritten: set[str] = set()
     for community in communities:  # deepest level first, as the build writes them
         previous = existing.get(community.id)
+        held = tuple(children.get(community.id, ()))
         if previous is not None:
             children[community.parent].append(previous)
-            if previous.fingerprint == fingerprint(graph, community.members):
+            # a parent reported from its children is rewritten when one of them is
+            if previous.fingerprint == report_fingerprint(graph, community, held) and not (
+                from_children(held) and rewritten.intersection(r.community_id for r in held)
+            ):
                 continue
-        planned.append(ReportJob(community, tuple(children.get(community.id, ())), 1))
+        rewritten.add(community.id)
+        planned.append(ReportJob(community, held, 1))
     if sample and not client.cached_replies(summarize_community.TASK):
         # only communities without sub-communities: a parent's prompt shows its children's
         # new reports, which the build writes first, so a call on it now would be wasted

@@ -14,11 +14,11 @@ import pytest
 from app.jobs import JobStore
 from app.refresh import refresh_inline
 from app.runtime import Runtime
-from graph.communities import Edge, hierarchical_communities
-from graph.incremental import update_hierarchy
+from graph.communities import Community, Edge, hierarchical_communities
+from graph.incremental import place_touched
 from graph.models import ChunkMentions, EntityMention, RelationMention, entity_key
 from graph.refresh import Summarizer, plan_refresh, report_job, report_jobs, run_plan
-from graph.reports import ExtractiveWriter
+from graph.reports import ExtractiveWriter, from_children, report_fingerprint
 from graph.stores import open_graph_store
 from ingest.loaders import load_paths
 from ingest.roots import known_roots, plan_targets
@@ -38,23 +38,75 @@ def _cliques(count: int, size: int) -> list[Edge]:
     return edges
 
 
+def _placed(
+    edges: Sequence[Edge], before: Sequence[Community], touched: Sequence[str]
+) -> list[Community]:
+    """The hierarchy after placing ``touched``, reading only what place_touched asks for."""
+    near = [e for e in edges if e[0] in touched or e[1] in touched]
+    around = {*touched, *(n for a, b, _ in near for n in (a, b))}
+    holding = [c for c in before if around.intersection(c.members)]
+    upserts, deletes = place_touched(
+        near,
+        holding,
+        touched,
+        edges_among=lambda members: [e for e in edges if e[0] in members or e[1] in members],
+        next_cluster=max(c.cluster for c in before) + 1,
+        max_cluster_size=10,
+    )
+    after = {c.id: c for c in before if c.id not in deletes}
+    after.update((c.id, c) for c in upserts)
+    return sorted(after.values(), key=lambda c: (c.level, c.cluster))
+
+
 def test_nothing_touched_gives_back_the_same_hierarchy() -> None:
     edges = _cliques(6, 12)
     before = hierarchical_communities(edges, max_cluster_size=10)
-    assert update_hierarchy(edges, before, [], max_cluster_size=10) == before
+    assert _placed(edges, before, []) == before
 
 
 def test_a_change_moves_only_what_it_touched() -> None:
     edges = _cliques(6, 12)
     before = hierarchical_communities(edges, max_cluster_size=10)
     changed = [*edges, ("n2-3", "fresh", 2.0), ("fresh", "n2-4", 2.0)]
-    after = update_hierarchy(changed, before, ["n2-3", "n2-4", "fresh"], max_cluster_size=10)
+    after = _placed(changed, before, ["n2-3", "n2-4", "fresh"])
     assert len({c.id for c in after}) == len(after)
     home = next(c for c in before if c.level == 0 and "n2-3" in c.members)
     joined = next(c for c in after if c.level == 0 and "fresh" in c.members)
     assert joined.id == home.id and set(joined.members) == {*home.members, "fresh"}
     untouched = [c for c in before if "n2-3" not in c.members and "n2-4" not in c.members]
     assert all(c in after for c in untouched)
+
+
+def test_new_entities_linked_only_among_themselves_form_a_new_community() -> None:
+    edges = _cliques(6, 12)
+    before = hierarchical_communities(edges, max_cluster_size=10)
+    island = [("x1", "x2", 1.0), ("x2", "x3", 1.0)]
+    after = _placed([*edges, *island], before, ["x1", "x2", "x3"])
+    new = [c for c in after if c not in before]
+    top = max(c.cluster for c in before)
+    assert [(c.level, c.cluster, c.members) for c in new] == [(0, top + 1, ("x1", "x2", "x3"))]
+
+
+def test_a_leaf_that_grows_to_the_split_size_is_cut_and_a_node_without_edges_leaves() -> None:
+    # two loose groups of 4 in one leaf of 8; 3 new nodes join one group, the leaf
+    # reaches 11 and is cut, under its id, into children where the groups are
+    group_a = [f"a{i}" for i in range(4)]
+    group_b = [f"b{i}" for i in range(4)]
+    edges: list[Edge] = [(x, y, 3.0) for g in (group_a, group_b) for x in g for y in g if x < y]
+    edges.append(("a0", "b0", 0.2))
+    before = [Community("0-0", 0, 0, None, tuple(sorted(group_a + group_b)))]
+    grown = [*edges, *((f"a{i}", f"a{j}", 3.0) for i in range(4, 7) for j in range(i))]
+    after = _placed(grown, before, ["a4", "a5", "a6"])
+    leaf = next(c for c in after if c.id == "0-0")
+    assert len(leaf.members) == 11
+    children = [c for c in after if c.parent == "0-0"]
+    assert {frozenset(c.members) for c in children} == {
+        frozenset(f"a{i}" for i in range(7)),
+        frozenset(group_b),
+    }
+    assert all(c.level == 1 and c.cluster > 0 for c in children)
+    alone = _placed([e for e in edges if "b3" not in e[:2]], before, ["b3"])
+    assert alone == [Community("0-0", 0, 0, None, tuple(sorted(group_a + group_b[:3])))]
 
 
 def _group_chunks(count: int, size: int, relations: int) -> list[ChunkMentions]:
@@ -157,6 +209,84 @@ def test_a_report_job_carries_its_childrens_reports_read_by_id(tmp_path: Path) -
             replace(job, largest=9) for job in (report_job(graph, i, 0) for i in ids) if job
         ]
     assert report_job(graph, "gone", 1) is None
+    graph.close()
+
+
+class _CountingReader:
+    """A graph store that records how many member keys each read asked for."""
+
+    def __init__(self, graph: object) -> None:
+        self.graph = graph
+        self.asked: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self.graph, name)
+
+        def counted(*args: object, **kwargs: object) -> object:
+            first = args[0] if args else ()
+            self.asked.append((name, len(first) if isinstance(first, (list, tuple)) else 0))
+            return method(*args, **kwargs)
+
+        return counted
+
+
+def test_a_parent_with_many_chunks_is_reported_from_its_children_reading_no_member(
+    tmp_path: Path,
+) -> None:
+    graph = open_graph_store("local", path=tmp_path / "g.sqlite3")
+    rng = random.Random(3)
+    chunks = []
+    for i in range(200):  # a chunk per relation among 60 entities: many chunks a community
+        a, b = sorted(rng.sample(range(60), 2))
+        chunks.append(
+            ChunkMentions(
+                f"c{i}",
+                f"d{i}",
+                [EntityMention(f"e{n}", "thing", f"e{n} works.", 1) for n in (a, b)],
+                [RelationMention(f"e{a}", f"e{b}", 1.0, f"e{a} calls e{b}.")],
+            )
+        )
+    graph.put_chunks(chunks)
+    said = {
+        c.chunk_id: f"The {c.relations[0].source} service calls {c.relations[0].target}"
+        " whenever a request arrives, and it retries on failure."
+        for c in chunks
+    }
+
+    def texts(chunk_ids: Sequence[str]) -> dict[str, str]:
+        return {c: said[c] for c in chunk_ids if c in said}
+
+    run_plan(graph, Summarizer(ExtractiveWriter(), texts), plan_refresh(graph, max_cluster_size=10))
+    reports = {r.community_id: r for r in graph.reports()}
+    hierarchy = graph.communities()
+    parents = [c for c in hierarchy if any(x.parent == c.id for x in hierarchy)]
+    big = max(parents, key=lambda c: len(reports[c.id].chunk_ids))
+    children = tuple(reports[c.id] for c in hierarchy if c.parent == big.id)
+    assert from_children(children) and len(big.members) > 10
+    graph.put_reports([replace(reports[big.id], fingerprint="outdated")])
+
+    counting = _CountingReader(graph)
+    job = report_job(counting, big.id, 1)  # type: ignore[arg-type]
+    assert job is not None
+    (written,) = ExtractiveWriter().write_level(counting, texts, [job])  # type: ignore[arg-type]
+    member_reads = [
+        (n, k)
+        for n, k in counting.asked
+        if n in {"entities", "relations_among", "chunks_of_entities"}
+    ]
+    assert member_reads and all(k <= 10 for _, k in member_reads)  # the cited few, for names
+    assert set(written.chunk_ids) == {c for r in children for c in r.chunk_ids}
+    assert written.findings and all(
+        any(f in r.findings for r in children) for f in written.findings
+    )
+    assert (
+        written.fingerprint
+        == report_fingerprint(graph, big, children)
+        == reports[big.id].fingerprint
+    )
+    # a child's report changing changes the parent's fingerprint: it is then rewritten
+    changed = (replace(children[0], fingerprint="other"), *children[1:])
+    assert report_fingerprint(graph, big, changed) != written.fingerprint
     graph.close()
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from graph.cascade import forget_chunks
 from graph.incremental import measure_drift
-from graph.models import ChunkMentions, EntityMention, RelationMention
+from graph.models import ChunkMentions, CommunityReport, EntityMention, RelationMention
 from graph.quarantine import Quarantine
 from graph.refresh import Summarizer, plan_refresh, preview_refresh, run_plan
-from graph.reports import ExtractiveWriter, fingerprint
+from graph.reports import ExtractiveWriter, report_fingerprint
 from graph.store import GraphStore
 from graph.stores import open_graph_store
 from graph.upkeep_lock import upkeep_lock
@@ -59,6 +59,19 @@ def _refresh(graph: GraphStore, **options: object) -> str:
     return plan.clustering.mode
 
 
+def _inputs(graph: GraphStore) -> dict[str, str]:
+    """Each community's input fingerprint, from its membership and its children's reports.
+
+    As a full rebuild computes it.
+    """
+    reports = {r.community_id: r for r in graph.reports()}
+    children: dict[str | None, list[CommunityReport]] = {}
+    for community in graph.communities():
+        if community.id in reports:
+            children.setdefault(community.parent, []).append(reports[community.id])
+    return {c.id: report_fingerprint(graph, c, children.get(c.id, [])) for c in graph.communities()}
+
+
 def _state(graph: GraphStore) -> tuple[list[object], dict[str, str]]:
     return (
         [(c.id, c.parent, c.members) for c in graph.communities()],
@@ -71,9 +84,9 @@ def test_random_edits_and_deletes_keep_reports_marks_and_modularity_right(
 ) -> None:
     rng = random.Random(11)
     graph = open_graph_store("local", path=tmp_path / "g.sqlite3")
-    graph.put_chunks([_chunk(rng, f"c{i}", 300) for i in range(120)])
+    graph.put_chunks([_chunk(rng, f"c{i}", 200) for i in range(400)])
     assert _refresh(graph) == "rebuild"  # the first build clusters from scratch
-    live = [f"c{i}" for i in range(120)]
+    live = [f"c{i}" for i in range(400)]
     modes = []
     for step in range(25):
         if rng.random() < 0.4:
@@ -81,19 +94,21 @@ def test_random_edits_and_deletes_keep_reports_marks_and_modularity_right(
             graph.remove_chunks([gone])
         else:
             chunk_id = rng.choice(live) if rng.random() < 0.5 else f"new{step}"
-            graph.put_chunk(*_as_args(_chunk(rng, chunk_id, 300)))
+            graph.put_chunk(*_as_args(_chunk(rng, chunk_id, 200)))
             live = sorted({*live, chunk_id})
         modes.append(_refresh(graph))
 
     communities = graph.communities()
     reports = {r.community_id: r for r in graph.reports()}
     assert set(reports) == {c.id for c in communities}
+    inputs = _inputs(graph)
     for community in communities:
-        assert reports[community.id].fingerprint == fingerprint(graph, community.members)
+        assert reports[community.id].fingerprint == inputs[community.id]
     assert not graph.stale_communities() and not graph.touched_entities()
     drift = measure_drift(graph.edges(), communities, margin=0.05)
     assert drift is not None
     assert drift.kept >= 0.95 * drift.fresh or "drift" in modes
+    assert max(len(r.chunk_ids) for r in reports.values()) > 60  # parents from children too
 
     # a full rebuild of the same graph fingerprints each membership as the reports say
     graph.close()  # checkpointed: the file alone holds the graph
@@ -101,9 +116,16 @@ def test_random_edits_and_deletes_keep_reports_marks_and_modularity_right(
     rebuilt = open_graph_store("local", path=tmp_path / "rebuilt.sqlite3")
     assert _refresh(rebuilt, rebuild=True) == "rebuild"
     fresh = {r.community_id: r.fingerprint for r in rebuilt.reports()}
-    assert all(fresh[c.id] == fingerprint(rebuilt, c.members) for c in rebuilt.communities())
+    assert fresh == _inputs(rebuilt)
+    # a leaf's fingerprint depends on its members only: the same on the rebuilt graph
+    rebuilt_parents = {c.parent for c in rebuilt.communities()}
+    rebuilt_leaves = {
+        c.members: fresh[c.id] for c in rebuilt.communities() if c.id not in rebuilt_parents
+    }
+    parents = {c.parent for c in communities}
     for community in communities:
-        assert reports[community.id].fingerprint == fingerprint(rebuilt, community.members)
+        if community.id not in parents and community.members in rebuilt_leaves:
+            assert reports[community.id].fingerprint == rebuilt_leaves[community.members]
 
 
 def _as_args(chunk: ChunkMentions) -> tuple[str, str, list[EntityMention], list[RelationMention]]:
@@ -158,5 +180,6 @@ def test_two_cascades_at_once_end_as_one_after_the_other(tmp_path: Path) -> None
     assert _state(together) in orders
     assert not together.stale_communities() and not together.touched_entities()
     reports = {r.community_id: r for r in together.reports()}
+    inputs = _inputs(together)
     for community in together.communities():
-        assert reports[community.id].fingerprint == fingerprint(together, community.members)
+        assert reports[community.id].fingerprint == inputs[community.id]
