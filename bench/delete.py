@@ -27,6 +27,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,8 @@ def _run(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     cascade = report.graph.as_dict()
+    written = report.graph.refresh.written if report.graph.refresh is not None else []
+    by_level = Counter(int(cid.split("-", 1)[0]) for cid in written)
     print(
         json.dumps(
             {
@@ -201,6 +204,8 @@ def _run(
                 "refreshed_share": round(
                     cascade["reports_refreshed"] / max(1, cascade["communities"]), 4
                 ),
+                "reports_refreshed_by_level": dict(sorted(by_level.items())),
+                "entities_changed": cascade["entities_changed"],
                 "report_calls": delete_calls,
                 "report_calls_share": round(delete_calls / max(1, cascade["communities"]), 4),
                 "initial_report_calls": initial_calls,
