@@ -28,7 +28,7 @@ from app.ratelimit import build_rate_limiter
 from graph.refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, run_plan
 from graph.upkeep_lock import upkeep_lock
 from ingest.extraction import Extractor
-from ingest.graph_build import GraphBuildReport, build_graph
+from ingest.graph_build import GraphBuildReport, build_graph, forget_caught_up
 from lore.flow import Step, Walk
 from lore.llm import LLMClient, LLMStats
 
@@ -171,6 +171,7 @@ def refresh_in_process(
         roles.client.probe()
     if retry_quarantined:
         services.quarantine.release()
+        forget_caught_up(services.graph)  # the released chunks are not in the change log
     steps: list[str] = []
 
     def enter(step: Step) -> None:

@@ -3,6 +3,11 @@
 The graph catches up with the store like the search indexes do: chunks not yet
 extracted are extracted, contributions of chunks that no longer exist (their document
 changed or was deleted) are removed, so an unchanged chunk costs nothing on a re-run.
+What changed is read from the store's change log since the last completed build (the
+graph records its sequence and digest, :data:`CAUGHT_UP_META`), so a build after a small
+edit reads that edit; with no usable record (the first build, a re-extraction, a
+quarantine released for retry, a store restored or replaced, a log older than its chunk
+ids) it compares every chunk id of the store with every extracted one.
 :func:`extract_chunks` is the one extraction loop (this catch-up and the ingest path's
 extraction both use it); :func:`build_communities` recomputes the hierarchy from the
 merged relations (a full rebuild, ``app.refresh``). A chunk the extractor could not
@@ -113,7 +118,7 @@ def extract_chunks(
 
 def build_graph(
     store: Store,
-    graph: MentionStore,
+    graph: GraphStore,
     extractor: Extractor,
     quarantine: Quarantine,
     progress: Callable[[int, int], None] | None = None,
@@ -131,20 +136,18 @@ def build_graph(
     enters the ``extract`` and ``forget`` steps.
     """
     extractor.check()  # an unreachable LLM fails here, before anything is written
-    refs = store.chunk_refs()
-    current = {chunk_id for _, chunk_id, _ in refs}
-    known = graph.extracted_chunks()  # read once: what is done, and what is gone
-    done = known
+    upto = store.last_seq()
+    mark = f"{upto}:{store.digest_at(upto)}"  # what the graph will have caught up with
     report = GraphBuildReport(extractor=extractor.name)
     redo = reextracting(store, extractor.version, start=reextract)
     if redo:
         quarantine.release()
-        done = set()
     elif (warning := extractor_warning(store, graph, extractor.version)) is not None:
         report.warnings.append(warning)
     held = quarantine.chunk_ids()
-    report.unchanged = len(current & done)
-    gone = sorted(known - current)
+    work = _work(store, graph, upto, held, redo=redo)
+    refs, done, gone, released = work.refs, work.done, work.gone, work.released
+    report.unchanged = work.unchanged
     pending = pending_chunks(refs, done, held)
     if walk is not None:
         walk(Step.EXTRACT)
@@ -173,12 +176,77 @@ def build_graph(
     if gone:  # chunks an ingest's own cascade did not reach (a crash, a dropped task)
         graph.remove_chunks(gone)
         report.removed = len(gone)
-    quarantine.release(sorted(held - current))
+    quarantine.release(sorted(released))
     if redo and not report.budget_reached:
         record_extractor(store, extractor.version)
+    if not report.budget_reached:
+        graph.set_graph_meta({CAUGHT_UP_META: mark})
     after = extractor.stats.as_dict()
     report.llm = LLMStats(**{k: v - before.as_dict()[k] for k, v in after.items()})
     return report
+
+
+@dataclass
+class _Work:
+    """What a build has to do: the chunks to consider, those done, gone and released."""
+
+    refs: list[tuple[int, str, str]]
+    done: set[str]
+    gone: list[str]
+    released: set[str]
+    unchanged: int
+
+
+def _work(store: Store, graph: GraphStore, upto: int, held: set[str], *, redo: bool) -> _Work:
+    """The chunks written since the last build, or (no usable record, a redo) all of them."""
+    delta = None if redo else changed_since_build(store, graph, upto)
+    if delta is None:  # compare everything: the first build, a re-extraction, an old log
+        refs = store.chunk_refs()
+        current = {chunk_id for _, chunk_id, _ in refs}
+        known = graph.extracted_chunks()  # read once: what is done, and what is gone
+        done = set() if redo else known
+        return _Work(refs, done, sorted(known - current), held - current, len(current & done))
+    refs, deleted = delta
+    done = graph.extracted_among([c for _, c, _ in refs])
+    deleted -= {c for _, c, _ in refs}
+    deleted -= store.row_ids_of_chunk_ids(sorted(deleted)).keys()  # stored again since
+    gone = sorted(graph.extracted_among(sorted(deleted)))
+    released = held - store.row_ids_of_chunk_ids(sorted(held)).keys()
+    pending = len(pending_chunks(refs, done, held))
+    unchanged = store.chunk_count() - pending - len(held - released)
+    return _Work(refs, done, gone, released, unchanged)
+
+
+CAUGHT_UP_META = "store_caught_up"
+"""Graph meta: ``seq:digest`` of the store's change log when the last build completed."""
+
+
+def changed_since_build(
+    store: Store, graph: GraphStore, upto: int
+) -> tuple[list[tuple[int, str, str]], set[str]] | None:
+    """The chunks written (their refs) and deleted since the last completed build.
+
+    Read from the store's change log between the sequence the graph recorded and ``upto``,
+    so a build after a small change reads what changed, not every chunk id of the store
+    and the graph. None, and the build compares everything, when there is no record
+    (the first build, a quarantine released for retry), when the log at the recorded
+    sequence is not the one the graph saw (a store restored or replaced) or when the
+    range holds entries logged before the log named its chunks.
+    """
+    recorded = graph.graph_meta(CAUGHT_UP_META) or ""
+    seq, _, digest = recorded.partition(":")
+    if not seq.isdigit() or int(seq) > upto or store.digest_at(int(seq)) != digest:
+        return None
+    found = store.chunk_changes(int(seq), upto)
+    if found is None:
+        return None
+    upserted, deleted = found
+    return store.chunk_refs_of_rows(upserted), deleted
+
+
+def forget_caught_up(graph: GraphStore) -> None:
+    """Make the next build compare everything (a quarantine was released for retry)."""
+    graph.set_graph_meta({CAUGHT_UP_META: ""})
 
 
 def _document_words(

@@ -81,7 +81,8 @@ CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
     row_id INTEGER NOT NULL,
-    digest TEXT
+    digest TEXT,
+    chunk_id TEXT -- NULL in entries logged before the log named its chunks
 );
 """
 
@@ -161,15 +162,20 @@ class Store(Tables):
                 if "text" not in columns:  # stores made before documents kept their text
                     db.execute("ALTER TABLE documents ADD COLUMN text TEXT")
                 columns = {str(r[1]) for r in db.execute("PRAGMA table_info(changes)")}
-                if "digest" not in columns:  # stores made before the change log was chained
-                    db.execute("ALTER TABLE changes ADD COLUMN digest TEXT")
+                for column in ("digest", "chunk_id"):  # added after the first stores
+                    if column not in columns:
+                        db.execute(f"ALTER TABLE changes ADD COLUMN {column} TEXT")
             else:
-                found = db.execute(  # looked up first: ALTER TABLE waits for every reader
-                    "SELECT 1 FROM information_schema.columns WHERE table_schema = "
-                    "current_schema() AND table_name = 'changes' AND column_name = 'digest'"
-                ).fetchone()
-                if found is None:
-                    db.execute("ALTER TABLE changes ADD COLUMN IF NOT EXISTS digest TEXT")
+                found = {  # looked up first: ALTER TABLE waits for every reader
+                    str(r[0])
+                    for r in db.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_schema "
+                        "= current_schema() AND table_name = 'changes'"
+                    ).fetchall()
+                }
+                for column in ("digest", "chunk_id"):
+                    if column not in found:
+                        db.execute(f"ALTER TABLE changes ADD COLUMN IF NOT EXISTS {column} TEXT")
 
     # -- settings recorded with the data ------------------------------------------------
 
@@ -562,6 +568,40 @@ class Store(Tables):
             row = db.execute("SELECT digest FROM changes WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else str(row[0] or "")
 
+    def chunk_changes(self, after: int, upto: int) -> tuple[list[int], set[str]] | None:
+        """What the change log says happened after ``after`` up to ``upto``.
+
+        (rows upserted, chunk ids deleted), read by the log's primary key: the cost is
+        the entries in that range. None when one of them was logged before the log named
+        its chunks (a caller then compares everything).
+        """
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT op, row_id, chunk_id FROM changes WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (after, upto),
+            ).fetchall()
+        upserted: list[int] = []
+        deleted: set[str] = set()
+        for op, row_id, chunk_id in rows:
+            if chunk_id is None:
+                return None
+            if op == "upsert":
+                upserted.append(int(row_id))
+            else:
+                deleted.add(str(chunk_id))
+        return upserted, deleted
+
+    def chunk_count(self) -> int:
+        """How many chunks are stored (SQLite counts the table's pages, not its rows)."""
+        with self._read() as db:
+            return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def chunk_refs_of_rows(self, row_ids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """(row id, chunk id, document id) of these rows that still exist, by row id."""
+        sql = "SELECT row_id, id, document_id FROM chunks WHERE row_id IN ({marks})"
+        found = self._lookup(sql, sorted(set(row_ids)))
+        return sorted((int(r), str(c), str(d)) for r, c, d in found)
+
     def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
         """Changes after ``seq`` in order, at most ``limit``."""
         with self._read() as db:
@@ -787,11 +827,11 @@ def _log_changes(db: Conn, entries: Sequence[tuple[str, int, str]]) -> None:
         return
     row = db.execute("SELECT digest FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
     digest = "" if row is None or row[0] is None else str(row[0])
-    values: list[tuple[str, int, str]] = []
+    values: list[tuple[str, int, str, str]] = []
     for op, row_id, chunk in entries:
         digest = hashlib.sha256(f"{digest}|{op}|{row_id}|{chunk}".encode()).hexdigest()[:24]
-        values.append((op, row_id, digest))
-    db.executemany("INSERT INTO changes(op, row_id, digest) VALUES (?, ?, ?)", values)
+        values.append((op, row_id, digest, chunk))
+    db.executemany("INSERT INTO changes(op, row_id, digest, chunk_id) VALUES (?, ?, ?, ?)", values)
 
 
 def _document_info(row: Sequence[object]) -> DocumentInfo:

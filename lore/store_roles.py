@@ -194,6 +194,21 @@ class ChunkReader(Sequenced, Protocol):
         """(row id, chunk id, document id) of every stored chunk, by row id."""
         ...
 
+    def chunk_count(self) -> int:
+        """How many chunks are stored."""
+        ...
+
+    def chunk_refs_of_rows(self, row_ids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """(row id, chunk id, document id) of these rows that still exist, by row id."""
+        ...
+
+    def chunk_changes(self, after: int, upto: int) -> tuple[list[int], set[str]] | None:
+        """(rows upserted, chunk ids deleted) logged after ``after`` up to ``upto``.
+
+        None when an entry in that range was logged before the log named its chunks.
+        """
+        ...
+
     def titled_chunks(self) -> list[tuple[str, str, str]]:
         """(chunk id, document id, title) of every chunk of a titled document, in order."""
         ...

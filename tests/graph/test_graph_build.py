@@ -1,12 +1,21 @@
 """Graph building: an extractor change keeps the graph (--reextract redoes it); batches."""
 
+import sqlite3
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from graph.models import EntityMention
 from graph.quarantine import Quarantine
 from graph.stores.local import LocalGraphStore
 from ingest.extraction import ChunkInput, Extraction, OfflineExtractor, Quarantined
-from ingest.graph_build import build_graph, store_extractions
+from ingest.graph_build import (
+    CAUGHT_UP_META,
+    build_graph,
+    changed_since_build,
+    store_extractions,
+)
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests import ops
@@ -95,4 +104,104 @@ def test_a_chunk_is_extracted_with_its_whole_documents_words_by_ingest_and_by_bu
     # a build re-extracts one chunk per batch: the words still come from the whole document
     build_graph(rt.store, graph, OfflineExtractor(), rt.quarantine(), batch=1, reextract=True)
     assert graph.entity_keys() == at_ingest
+    rt.close()
+
+
+def _docs(count: int) -> list[SourceDocument]:
+    """Documents in topics of ten: an entity's degree does not grow with the corpus."""
+    return [
+        SourceDocument(
+            f"d{i}",
+            f"d{i}",
+            f"Service Node{i // 10}x{i % 3} calls Gateway{i // 10} for tenant Acme{i}. "
+            "It retries twice.",
+            f"Doc {i}",
+        )
+        for i in range(count)
+    ]
+
+
+def _steps(runtime: object, work: Callable[[], object]) -> int:
+    """SQLite virtual-machine steps of ``work`` on the store's and the graph's connections."""
+    found = [0]
+    connections = []
+    for owner in (runtime.store, runtime.graph(), runtime.quarantine()):  # type: ignore[attr-defined]
+        connection = getattr(getattr(owner, "database", None), "_db", None)
+        if isinstance(connection, sqlite3.Connection) and connection not in connections:
+            connections.append(connection)
+
+    def step() -> int:
+        found[0] += 10
+        return 0
+
+    for connection in connections:
+        connection.set_progress_handler(step, 10)
+    try:
+        work()
+    finally:
+        for connection in connections:
+            connection.set_progress_handler(None, 0)
+    return found[0]
+
+
+def test_a_build_after_an_edit_reads_the_change_log_not_every_chunk(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    steps = []
+    for count in (30, 120):
+        rt = make_runtime(tmp_path / str(count), local_embedder)
+        ops.ingest(rt, _docs(count), extract_graph=False)
+        assert ops.build_graph(rt)[0].extracted == count  # the first build compares all
+        edited = SourceDocument("d3", "d3", "Service Node3 now calls Vault9 first.", "Doc 3")
+        ops.ingest(rt, [edited], extract_graph=False)
+        graph = rt.graph()
+        report = build_graph(rt.store, graph, OfflineExtractor(), rt.quarantine())
+        assert (report.extracted, report.removed, report.unchanged) == (1, 1, count - 1)
+        ops.ingest(rt, [replace(edited, text=edited.text + " Twice.")], extract_graph=False)
+        build = partial(build_graph, rt.store, graph, OfflineExtractor(), rt.quarantine())
+        steps.append(_steps(rt, build))
+        assert graph.entity("Vault9") is not None
+        rt.close()
+    assert steps[1] <= 1.3 * steps[0], steps
+
+
+def test_a_delta_build_still_finds_chunks_gone_without_their_cascade_and_released_ones(
+    store_url: str | None, tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    on: dict[str, dict[str, object]] = {"store": {"url": store_url}} if store_url else {}
+    rt = make_runtime(tmp_path, local_embedder, **on)
+    ops.ingest(rt, _docs(6), extract_graph=False)
+    ops.build_graph(rt)
+    graph = rt.graph()
+    gone = rt.store.chunk_ids_of_documents(["d2"])
+    rt.store.delete_document("d2")  # the store alone: as if the process died before the cascade
+    assert gone <= graph.extracted_chunks()
+    report = build_graph(rt.store, graph, OfflineExtractor(), rt.quarantine())
+    assert report.removed == len(gone) and not gone & graph.extracted_chunks()
+
+    # a quarantined chunk released for a retry is extracted again, though not in the log
+    held = sorted(rt.store.chunk_ids_of_documents(["d4"]))
+    graph.remove_chunks(held)
+    rt.quarantine().add(held[0], "d4", "offline", "failed once")
+    assert build_graph(rt.store, graph, OfflineExtractor(), rt.quarantine()).extracted == 0
+    report, _ = ops.build_graph(rt, retry_quarantined=True)
+    assert report.extracted == len(held) and set(held) <= graph.extracted_chunks()
+    rt.close()
+
+
+def test_a_restored_store_makes_the_build_compare_everything(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    rt = make_runtime(tmp_path, local_embedder)
+    ops.ingest(rt, _docs(4), extract_graph=False)
+    ops.build_graph(rt)
+    graph = rt.graph()
+    assert changed_since_build(rt.store, graph, rt.store.last_seq()) == ([], set())
+    graph.set_graph_meta({CAUGHT_UP_META: f"{rt.store.last_seq()}:not-this-log"})
+    assert changed_since_build(rt.store, graph, rt.store.last_seq()) is None
+    graph.set_graph_meta({CAUGHT_UP_META: f"{rt.store.last_seq() + 5}:x"})  # a store behind
+    assert changed_since_build(rt.store, graph, rt.store.last_seq()) is None
+    report = build_graph(rt.store, graph, OfflineExtractor(), rt.quarantine())
+    assert report.unchanged == len(rt.store.chunk_refs())  # compared in full
+    assert changed_since_build(rt.store, graph, rt.store.last_seq()) == ([], set())
     rt.close()
