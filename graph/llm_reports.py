@@ -144,7 +144,7 @@ def to_report(
         summary=reply.summary,
         findings=tuple(findings),
         importance=round(reply.rating, 2),
-        fingerprint=report_fingerprint(graph, job.community, job.children),
+        fingerprint=job.fingerprint or report_fingerprint(graph, job.community, job.children),
         chunk_ids=tuple(chunk_ids),
         method="llm",
     )
@@ -199,7 +199,12 @@ class LLMReportWriter:
         self, graph: EntityReader, chunk_texts: ChunkTexts, job: ReportJob
     ) -> CommunityReport:
         fallback = extractive_report(
-            job.community, graph, chunk_texts, largest=job.largest, children=job.children
+            job.community,
+            graph,
+            chunk_texts,
+            largest=job.largest,
+            children=job.children,
+            known_fingerprint=job.fingerprint,
         )
         material = gather_material(job, graph, chunk_texts, self.max_input_tokens)
         prompt = self.prompt_of(material)

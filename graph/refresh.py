@@ -297,10 +297,16 @@ def _drift(
 
 
 def _largest(graph: GraphStore, stale_top: Sequence[Community]) -> int:
-    """Chunks of the largest top-level community: the stale ones counted, others' reports."""
-    counted = [len(community_chunks(graph, c)) for c in stale_top]
-    skip = {c.id for c in stale_top}
-    kept = next((n for cid, n in graph.largest_reports(0, len(skip) + 1) if cid not in skip), 0)
+    """Chunks of the largest top-level community, which a report's importance is relative to.
+
+    From the stored reports' sizes (an index of reports by size); a stale top-level
+    community without a report (new) is counted from its members. A stale one with a
+    report keeps its stored size: a small change moves it by the few chunks it touched,
+    and counting it would read every member of the largest communities on every edit.
+    """
+    reported = {r.community_id for r in graph.reports_by_id([c.id for c in stale_top])}
+    counted = [len(community_chunks(graph, c)) for c in stale_top if c.id not in reported]
+    kept = next(iter(graph.largest_reports(0, 1)), ("", 0))[1]
     return max(1, kept, *counted)
 
 
@@ -339,11 +345,10 @@ def report_jobs(graph: GraphStore, community_ids: Sequence[str], largest: int) -
             continue
         previous = reports.get(community_id)
         held = tuple(material.get(community_id, ()))
-        if previous is not None and previous.fingerprint == report_fingerprint(
-            graph, community, held
-        ):
+        now = report_fingerprint(graph, community, held)
+        if previous is not None and previous.fingerprint == now:
             continue
-        jobs.append(ReportJob(community, held, largest))
+        jobs.append(ReportJob(community, held, largest, now))
     return jobs
 
 

@@ -131,8 +131,12 @@ def extractive_report(
     largest: int,
     children: Sequence[CommunityReport] = (),
     max_chunks: int = MAX_CHUNKS,
+    known_fingerprint: str | None = None,
 ) -> CommunityReport:
-    """An offline report for one community (see the module docstring)."""
+    """An offline report for one community (see the module docstring).
+
+    ``known_fingerprint``: its input fingerprint, when the caller computed it already.
+    """
     if from_children(children, max_chunks):
         return _children_report(community, graph, children, largest)
     members = list(community.members)
@@ -163,7 +167,7 @@ def extractive_report(
         summary=summary,
         findings=tuple(findings[:MAX_FINDINGS]),
         importance=round(10.0 * min(1.0, len(chunk_ids) / max(1, largest)), 2),
-        fingerprint=fingerprint(graph, members),
+        fingerprint=known_fingerprint or fingerprint(graph, members),
         chunk_ids=tuple(chunk_ids),
     )
 
@@ -279,6 +283,8 @@ class ReportJob:
     community: Community
     children: Sequence[CommunityReport]
     largest: int
+    fingerprint: str | None = None
+    """Its input fingerprint when the planner computed it already (None: compute it)."""
 
 
 class ReportWriter(Protocol):
@@ -304,7 +310,12 @@ class ExtractiveWriter:
         """Extractive report of each job."""
         return [
             extractive_report(
-                j.community, graph, chunk_texts, largest=j.largest, children=j.children
+                j.community,
+                graph,
+                chunk_texts,
+                largest=j.largest,
+                children=j.children,
+                known_fingerprint=j.fingerprint,
             )
             for j in jobs
         ]

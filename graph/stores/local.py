@@ -678,13 +678,22 @@ def _write_communities(db: Conn, upserts: Sequence[Community], deletes: Sequence
     for table, column in _BY_COMMUNITY:
         db.executemany(f"DELETE FROM {table} WHERE {column} = ?", gone)
     ordered = sorted(upserts, key=lambda c: c.id)
+    # member rows change by their diff with the stored list: a top-level community of
+    # thousands gaining one member writes one row, not thousands
+    stored = {
+        str(cid): set(json.loads(members))
+        for cid, members in _rows_of(
+            db, "SELECT id, members FROM communities", [c.id for c in ordered]
+        )
+    }
     db.executemany(
-        "DELETE FROM community_members WHERE community_id = ?", [(c.id,) for c in ordered]
+        "DELETE FROM community_members WHERE community_id = ? AND entity_key = ?",
+        [(c.id, k) for c in ordered for k in sorted(stored.get(c.id, set()) - set(c.members))],
     )
     db.executemany(_upsert("communities"), [_community_row(c) for c in ordered])
     db.executemany(
         "INSERT INTO community_members(community_id, entity_key) VALUES (?, ?)",
-        [(c.id, key) for c in ordered for key in sorted(set(c.members))],
+        [(c.id, k) for c in ordered for k in sorted(set(c.members) - stored.get(c.id, set()))],
     )
 
 
