@@ -54,6 +54,7 @@ from lore.settings import load_settings
 from retrieval.ask_contract import AskRequest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+EDITED, DELETED = 13, 7  # positions every size holds (real documents, ops and SciFact)
 QUESTION = "What recurring causes and remedies show up across these documents?"
 
 
@@ -211,7 +212,7 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
     build_s = time.perf_counter() - start
     build_rss = _rss_mb()
 
-    target = docs[len(docs) // 2]
+    target = docs[EDITED]  # the same document at every size: the same change
     edited = SourceDocument(
         target.id,
         target.source,
@@ -225,7 +226,7 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
         edit, _ = refresh_in_process(runtime.graph_services(), rebuild=False)
     edit_s = time.perf_counter() - start
 
-    victim = docs[len(docs) // 3].id
+    victim = docs[DELETED].id
     start = time.perf_counter()
     with sqlite_work(runtime) as delete_work:
         deleted = delete_documents(

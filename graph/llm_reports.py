@@ -19,8 +19,8 @@ from graph.reports import (
     ChunkTexts,
     ReportJob,
     cited_by_children,
-    extractive_report,
     from_children,
+    job_report,
     report_fingerprint,
 )
 from graph.store import EntityReader
@@ -198,14 +198,7 @@ class LLMReportWriter:
     async def _one(
         self, graph: EntityReader, chunk_texts: ChunkTexts, job: ReportJob
     ) -> CommunityReport:
-        fallback = extractive_report(
-            job.community,
-            graph,
-            chunk_texts,
-            largest=job.largest,
-            children=job.children,
-            known_fingerprint=job.fingerprint,
-        )
+        fallback = job_report(job, graph, chunk_texts)
         material = gather_material(job, graph, chunk_texts, self.max_input_tokens)
         prompt = self.prompt_of(material)
         try:

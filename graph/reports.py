@@ -308,17 +308,19 @@ class ExtractiveWriter:
         self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         """Extractive report of each job."""
-        return [
-            extractive_report(
-                j.community,
-                graph,
-                chunk_texts,
-                largest=j.largest,
-                children=j.children,
-                known_fingerprint=j.fingerprint,
-            )
-            for j in jobs
-        ]
+        return [job_report(j, graph, chunk_texts) for j in jobs]
+
+
+def job_report(job: ReportJob, graph: EntityReader, chunk_texts: ChunkTexts) -> CommunityReport:
+    """The extractive report of one job (also an LLM writer's fallback)."""
+    return extractive_report(
+        job.community,
+        graph,
+        chunk_texts,
+        largest=job.largest,
+        children=job.children,
+        known_fingerprint=job.fingerprint,
+    )
 
 
 def community_chunks(graph: EntityReader, community: Community) -> set[str]:
