@@ -146,9 +146,8 @@ def build_graph(
         report.warnings.append(warning)
     held = quarantine.chunk_ids()
     work = _work(store, graph, upto, held, redo=redo)
-    refs, done, gone, released = work.refs, work.done, work.gone, work.released
+    pending, gone, released = work.pending, work.gone, work.released
     report.unchanged = work.unchanged
-    pending = pending_chunks(refs, done, held)
     if walk is not None:
         walk(Step.EXTRACT)
     before = LLMStats(**extractor.stats.as_dict())
@@ -188,10 +187,9 @@ def build_graph(
 
 @dataclass
 class _Work:
-    """What a build has to do: the chunks to consider, those done, gone and released."""
+    """What a build has to do: rows to extract, chunks gone and released, how many kept."""
 
-    refs: list[tuple[int, str, str]]
-    done: set[str]
+    pending: list[int]
     gone: list[str]
     released: set[str]
     unchanged: int
@@ -205,16 +203,17 @@ def _work(store: Store, graph: GraphStore, upto: int, held: set[str], *, redo: b
         current = {chunk_id for _, chunk_id, _ in refs}
         known = graph.extracted_chunks()  # read once: what is done, and what is gone
         done = set() if redo else known
-        return _Work(refs, done, sorted(known - current), held - current, len(current & done))
+        pending = pending_chunks(refs, done, held)
+        return _Work(pending, sorted(known - current), held - current, len(current & done))
     refs, deleted = delta
     done = graph.extracted_among([c for _, c, _ in refs])
     deleted -= {c for _, c, _ in refs}
     deleted -= store.row_ids_of_chunk_ids(sorted(deleted)).keys()  # stored again since
     gone = sorted(graph.extracted_among(sorted(deleted)))
     released = held - store.row_ids_of_chunk_ids(sorted(held)).keys()
-    pending = len(pending_chunks(refs, done, held))
-    unchanged = store.chunk_count() - pending - len(held - released)
-    return _Work(refs, done, gone, released, unchanged)
+    pending = pending_chunks(refs, done, held)
+    unchanged = store.chunk_count() - len(pending) - len(held - released)
+    return _Work(pending, gone, released, unchanged)
 
 
 CAUGHT_UP_META = "store_caught_up"

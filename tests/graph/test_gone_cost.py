@@ -35,7 +35,8 @@ def _document(store: Store, graph: GraphStore, i: int, version: str = "v1") -> N
     graph.put_chunk(chunk.id, doc.id, [], [])
 
 
-def _steps(connections: list[sqlite3.Connection], operation: Callable[[], object]) -> int:
+def vm_steps(connections: list[sqlite3.Connection], operation: Callable[[], object]) -> int:
+    """SQLite virtual-machine steps of ``operation`` on these connections, in tens."""
     steps = [0]
 
     def step() -> int:
@@ -65,8 +66,8 @@ def _measure(tmp_path: Path, size: int) -> tuple[int, int, list[str]]:
         )
         connections = [store.database._db, graph.database._db]  # type: ignore[attr-defined]
         found: list[list[str]] = []
-        scoped = _steps(connections, lambda: found.append(gone_chunks(store, graph, ["d7"])))
-        whole = _steps(connections, lambda: found.append(gone_chunks(store, graph)))
+        scoped = vm_steps(connections, lambda: found.append(gone_chunks(store, graph, ["d7"])))
+        whole = vm_steps(connections, lambda: found.append(gone_chunks(store, graph)))
         assert found[0] == found[1], found  # the same answer, for what the ingest changed
         return scoped, whole, found[0]
     finally:

@@ -20,6 +20,7 @@ from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests import ops
 from tests.conftest import make_runtime
+from tests.graph.test_gone_cost import vm_steps
 from tests.tables import tables_at
 
 
@@ -123,25 +124,12 @@ def _docs(count: int) -> list[SourceDocument]:
 
 def _steps(runtime: object, work: Callable[[], object]) -> int:
     """SQLite virtual-machine steps of ``work`` on the store's and the graph's connections."""
-    found = [0]
-    connections = []
+    connections: list[sqlite3.Connection] = []
     for owner in (runtime.store, runtime.graph(), runtime.quarantine()):  # type: ignore[attr-defined]
         connection = getattr(getattr(owner, "database", None), "_db", None)
         if isinstance(connection, sqlite3.Connection) and connection not in connections:
             connections.append(connection)
-
-    def step() -> int:
-        found[0] += 10
-        return 0
-
-    for connection in connections:
-        connection.set_progress_handler(step, 10)
-    try:
-        work()
-    finally:
-        for connection in connections:
-            connection.set_progress_handler(None, 0)
-    return found[0]
+    return vm_steps(connections, work)
 
 
 def test_a_build_after_an_edit_reads_the_change_log_not_every_chunk(
