@@ -636,6 +636,13 @@ class Store(Tables):
                     )
         return out
 
+    def vectors_of_rows(self, row_ids: Sequence[int]) -> dict[int, Vector]:
+        """The stored vectors of these rows (missing ones are left out), by row id."""
+        sql = "SELECT row_id, embedding FROM chunks WHERE row_id IN ({marks})"
+        return {
+            int(r): np.frombuffer(blob, dtype=np.float32) for r, blob in self._lookup(sql, row_ids)
+        }
+
     def all_row_ids(self) -> list[int]:
         """Row ids of every stored chunk, ascending."""
         with self._read() as db:

@@ -157,6 +157,10 @@ class ChangeLog(Sequenced, Protocol):
         """Text, vector and filter terms of the given chunks that still exist."""
         ...
 
+    def vectors_of_rows(self, row_ids: Sequence[int]) -> dict[int, Vector]:
+        """The stored vectors of these rows (missing ones are left out), by row id."""
+        ...
+
     def all_row_ids(self) -> list[int]:
         """Row ids of every stored chunk, ascending."""
         ...

@@ -128,6 +128,7 @@ class IndexSet:
             ef_search=cfg.ef_search,
             exact_scan_max_rows=cfg.exact_scan_max_rows,
             threads=cfg.build_threads,
+            vector_source=self.store.vectors_of_rows,
         )
 
     def _check_marker(self, sparse: SparseIndex, dense: DenseIndex) -> None:

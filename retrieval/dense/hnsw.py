@@ -7,20 +7,28 @@
   never admits a disallowed id. Either way top-k results come back whenever k chunks
   match.
 * ``ef`` grows with the requested pool so recall does not collapse for large pools.
-* Each vector is on disk twice in all: once in the store (the source of truth the index is
-  rebuilt from) and once in ``index.bin``. The in-memory matrix the exact scans use is
-  read back from ``index.bin`` at open (its element records, no second file); it holds
-  hnswlib's own normalised copy, so exact and graph scores agree and a reopened index
-  scores exactly as the one that wrote it. A ``vectors.npy``/``labels.npy`` pair left by
-  an older version is removed at open (it only duplicated ``index.bin``).
+* Vectors are normalised here (hnswlib's inner-product space holds them as given), so the
+  graph, the exact scans' in-memory matrix and a reopened index all score with the same
+  bits.
+* Given a ``vector_source`` (the store's vectors by row id, as :class:`IndexSet` passes),
+  each live vector is on disk once, in the store: ``index.bin`` holds hnswlib's file
+  without its vectors (the links, labels and header; ~10 % of it at 384 dimensions), plus
+  the vectors of elements marked deleted, which the store no longer has but the graph
+  still routes through. An open reads the live vectors back from the store and hands
+  hnswlib its whole file again. A row the store no longer holds (deleted after the index's
+  last commit) comes back as a zero vector, marked deleted: the catch-up would delete it.
+  Without a source (a standalone index) ``index.bin`` is hnswlib's own whole file, which
+  an open also reads (an index written before the source existed is one).
+* A ``vectors.npy``/``labels.npy`` pair left by an older version is removed at open.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import hnswlib
 import numpy as np
@@ -40,6 +48,18 @@ _INITIAL_CAPACITY = 1024
 # double and a size_t; the element records follow it, one per element.
 _HEADER = struct.Struct("<QQQQQQiIQQQdQ")
 _OLD_FILES = ("vectors.npy", "labels.npy")  # written before the matrix came from index.bin
+_LINKS = b"lore-hnsw-links\x01"  # starts an index.bin whose live vectors are in the store
+_COUNT = struct.Struct("<Q")
+
+VectorSource = Callable[[Sequence[int]], dict[int, npt.NDArray[np.float32]]]
+"""Stored vectors by row id (rows no longer stored are left out)."""
+
+
+def normalised(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Rows scaled to unit length (zero rows stay zero), in float32."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float32))
+    return np.ascontiguousarray(matrix / (norms[:, None] + np.float32(1e-30)), dtype=np.float32)
 
 
 class HnswIndex:
@@ -55,12 +75,14 @@ class HnswIndex:
         ef_search: int = 128,
         exact_scan_max_rows: int = 20_000,
         threads: int = 1,
+        vector_source: VectorSource | None = None,
     ) -> None:
         ensure_dir(directory)
         self._file = directory / "index.bin"
         self._state_path = directory / "state.json"
         self._dim, self._m, self._efc = dimension, m, ef_construction
         self._ef, self._exact_max, self._threads = ef_search, exact_scan_max_rows, threads
+        self._source = vector_source
         self._deleted: set[int] = set()
         # A plain matrix of every vector, for exact scans (hnswlib's get_items is ~70 ms
         # per 1,000 ids); ~1.5 KB a chunk at 384 dims, in memory only.
@@ -72,7 +94,7 @@ class HnswIndex:
                 f"the dense index holds {state.get('dim')}-d vectors, the embedder makes "
                 f"{dimension}-d ones"
             )
-        self._index = hnswlib.Index(space="cosine", dim=dimension)
+        self._index = self._empty()
         self._applied = 0
         self._watch = FileWatch(directory)
         self.repaired: str | None = None
@@ -81,9 +103,8 @@ class HnswIndex:
             self.repaired = f"index.bin missing while state.json records seq {state['applied_seq']}"
         if state and self._file.exists():
             try:
-                self._index.load_index(str(self._file), max_elements=int(state["capacity"]))
-                self._deleted = set(state.get("deleted", []))
-                self._load_matrix()
+                self._deleted = {int(label) for label in state.get("deleted", [])}
+                self._load(int(state["capacity"]))
                 self._applied = int(state["applied_seq"])
                 self._watch.adopt([self._file.name])
             except (RuntimeError, OSError, ValueError, KeyError, TypeError) as exc:
@@ -97,58 +118,86 @@ class HnswIndex:
         for name in _OLD_FILES:  # the caller holds the index lock
             (directory / name).unlink(missing_ok=True)
 
+    def _empty(self) -> hnswlib.Index:
+        return hnswlib.Index(space="ip", dim=self._dim)  # vectors arrive normalised
+
     def _new(self, capacity: int) -> None:
-        self._index = hnswlib.Index(space="cosine", dim=self._dim)
+        self._index = self._empty()
         self._index.init_index(max_elements=capacity, ef_construction=self._efc, M=self._m)
         self._deleted = set()
         self._matrix = np.zeros((0, self._dim), dtype=np.float32)
         self._row_of = {}
         self._watch.forget()
 
-    def _load_matrix(self) -> None:
-        read = self._read_records()
-        if read is None:  # not the layout this reader knows: ask hnswlib (slower)
-            labels = [int(x) for x in self._index.get_ids_list() if int(x) not in self._deleted]
-            matrix = np.asarray(self._index.get_items(labels), dtype=np.float32).reshape(
-                len(labels), self._dim
-            )
-        else:
-            all_labels, all_vectors = read
-            keep = np.fromiter(
-                (int(label) not in self._deleted for label in all_labels),
-                dtype=bool,
-                count=len(all_labels),
-            )
-            labels = [int(x) for x in all_labels[keep]]
-            matrix = all_vectors[keep]
-        self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        self._row_of = {label: row for row, label in enumerate(labels)}
+    def _load(self, capacity: int) -> None:
+        """Load ``index.bin``: hnswlib's whole file, or links-only with the store's vectors."""
+        with self._file.open("rb") as handle:
+            links_only = handle.read(len(_LINKS)) == _LINKS
+        if not links_only:
+            self._index.load_index(str(self._file), max_elements=capacity)
+            read = self._read_records(self._file)
+            if read is None:  # not the layout this reader knows: ask hnswlib (slower)
+                ids = [int(x) for x in self._index.get_ids_list()]
+                labels = np.asarray(ids, dtype=np.int64)
+                vectors = np.asarray(self._index.get_items(ids), dtype=np.float32)
+                read = labels, vectors.reshape(len(ids), self._dim)
+            self._keep_live(*read)
+            return
+        if self._source is None:
+            raise ValueError("index.bin keeps its vectors in the store, and no store was given")
+        whole = self._file.with_suffix(".whole")
+        try:
+            labels, vectors, forgotten = self._rejoin(whole)
+            self._index.load_index(str(whole), max_elements=capacity)
+        finally:
+            whole.unlink(missing_ok=True)
+        for label in forgotten:  # deleted from the store after this index's last commit
+            self._index.mark_deleted(label)
+            self._deleted.add(label)
+        self._keep_live(labels, vectors)
+
+    def _keep_live(self, labels: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """The exact scans' matrix: the vectors of ``labels`` not marked deleted."""
+        live = np.fromiter(
+            (int(label) not in self._deleted for label in labels), dtype=bool, count=len(labels)
+        )
+        self._matrix = np.ascontiguousarray(vectors[live], dtype=np.float32)
+        self._row_of = {int(label): row for row, label in enumerate(labels[live])}
+
+    def _layout(self, data: bytes | np.memmap[Any, Any], at: int) -> tuple[int, int, int, int]:
+        """(element count, bytes per record, label offset, vector offset) of a saved header."""
+        if len(data) < at + _HEADER.size:
+            raise ValueError("index.bin is shorter than its header")
+        header = _HEADER.unpack(bytes(data[at : at + _HEADER.size]))
+        level0, _, count, size, label_at, data_at = header[:6]
+        vector_bytes = 4 * self._dim
+        if level0 != 0 or data_at + vector_bytes > size or label_at + 8 > size:
+            raise ValueError("index.bin's header does not describe this index")
+        if data_at < label_at < data_at + vector_bytes:
+            raise ValueError("index.bin's header does not describe this index")
+        return int(count), int(size), int(label_at), int(data_at)
 
     def _read_records(
-        self,
+        self, path: Path
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
-        """Labels and stored vectors of every element, read from ``index.bin`` directly.
+        """Labels and stored vectors of every element of hnswlib's whole file at ``path``.
 
         None when the header does not describe the loaded index (another hnswlib layout).
         """
-        count = int(self._index.get_current_count())
-        with self._file.open("rb") as handle:
+        with path.open("rb") as handle:
             head = handle.read(_HEADER.size)
-        if len(head) != _HEADER.size:
+        try:
+            count, size, label_at, data_at = self._layout(head, 0)
+        except ValueError:
             return None
-        level0, _, current, size, label_at, data_at = _HEADER.unpack(head)[:6]
-        if (
-            level0 != 0
-            or current != count
-            or data_at + 4 * self._dim > size
-            or label_at + 8 > size
-            or self._file.stat().st_size < _HEADER.size + current * size
-        ):
+        if count != int(self._index.get_current_count()):
+            return None
+        if path.stat().st_size < _HEADER.size + count * size:
             return None
         if count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self._dim), dtype=np.float32)
         records = np.memmap(
-            self._file, dtype=np.uint8, mode="r", offset=_HEADER.size, shape=(current, size)
+            path, dtype=np.uint8, mode="r", offset=_HEADER.size, shape=(count, size)
         )
         try:
             vectors = np.ascontiguousarray(records[:, data_at : data_at + 4 * self._dim])
@@ -159,6 +208,80 @@ class HnswIndex:
             labels.view("<u8").reshape(count).astype(np.int64),
             vectors.view("<f4").reshape(count, self._dim).astype(np.float32),
         )
+
+    def _strip(self, whole: Path) -> bytes:
+        """What ``index.bin`` holds: the file hnswlib saved at ``whole``, live vectors cut."""
+        data = whole.read_bytes()
+        count, size, label_at, data_at = self._layout(data, 0)
+        end = _HEADER.size + count * size
+        if len(data) < end:
+            raise ValueError("hnswlib wrote a short file")
+        records = np.frombuffer(data, dtype=np.uint8, count=count * size, offset=_HEADER.size)
+        records = records.reshape(count, size)
+        vector_end = data_at + 4 * self._dim
+        labels = np.ascontiguousarray(records[:, label_at : label_at + 8]).view("<u8").ravel()
+        dead = np.fromiter((int(x) in self._deleted for x in labels), dtype=bool, count=count)
+        kept = np.ascontiguousarray(records[dead, data_at:vector_end])
+        links = np.concatenate([records[:, :data_at], records[:, vector_end:]], axis=1)
+        return b"".join(
+            (
+                _LINKS,
+                data[: _HEADER.size],
+                _COUNT.pack(int(dead.sum())),
+                np.ascontiguousarray(labels[dead]).tobytes(),
+                kept.tobytes(),
+                np.ascontiguousarray(links).tobytes(),
+                data[end:],
+            )
+        )
+
+    def _rejoin(
+        self, whole: Path
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], list[int]]:
+        """Write hnswlib's whole file to ``whole`` from the links-only ``index.bin``.
+
+        Returns every element's label and vector, and the labels the store no longer holds.
+        """
+        data = self._file.read_bytes()
+        at = len(_LINKS)
+        count, size, label_at, data_at = self._layout(data, at)
+        vector_bytes = 4 * self._dim
+        at += _HEADER.size
+        (dead,) = _COUNT.unpack_from(data, at)
+        at += _COUNT.size
+        link_size = size - vector_bytes
+        end = at + dead * (8 + vector_bytes) + count * link_size
+        if dead > count or len(data) < end:
+            raise ValueError("index.bin is shorter than its header says")
+        dead_labels = np.frombuffer(data, dtype="<u8", count=dead, offset=at).astype(np.int64)
+        at += 8 * dead
+        dead_vectors = np.frombuffer(data, dtype="<f4", count=dead * self._dim, offset=at)
+        at += dead * vector_bytes
+        links = np.frombuffer(data, dtype=np.uint8, count=count * link_size, offset=at)
+        links = links.reshape(count, link_size)
+        shifted = label_at - vector_bytes if label_at > data_at else label_at
+        labels = np.ascontiguousarray(links[:, shifted : shifted + 8]).view("<u8").ravel()
+        labels = labels.astype(np.int64)
+        vectors = np.zeros((count, self._dim), dtype=np.float32)
+        position = {int(label): i for i, label in enumerate(labels)}
+        for label, vector in zip(dead_labels, dead_vectors.reshape(dead, self._dim), strict=True):
+            vectors[position[int(label)]] = vector
+        wanted = [int(x) for x in labels if int(x) not in self._deleted]
+        stored = self._source(wanted) if self._source is not None else {}
+        found = [label for label in wanted if label in stored]
+        if found:
+            rows = np.fromiter((position[label] for label in found), dtype=np.int64)
+            vectors[rows] = normalised(np.vstack([stored[label] for label in found]))
+        forgotten = [label for label in wanted if label not in stored]
+        records = np.empty((count, size), dtype=np.uint8)
+        records[:, :data_at] = links[:, :data_at]
+        records[:, data_at : data_at + vector_bytes] = vectors.view(np.uint8)
+        records[:, data_at + vector_bytes :] = links[:, data_at:]
+        prefix = len(_LINKS)
+        whole.write_bytes(
+            b"".join((data[prefix : prefix + _HEADER.size], records.tobytes(), data[end:]))
+        )
+        return labels, vectors, forgotten
 
     def _remember(self, labels: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
         fresh = [i for i, label in enumerate(labels) if int(label) not in self._row_of]
@@ -193,10 +316,9 @@ class HnswIndex:
             raise EmbeddingMismatchError(
                 f"vector of size {vectors.shape[1]} in a {self._dim}-d index"
             )
-        self._index.add_items(vectors, labels, num_threads=self._threads)
-        # hnswlib's own normalised copy: what index.bin holds and a reopen reads back
-        stored = np.asarray(self._index.get_items(labels), dtype=np.float32)
-        self._remember(labels, stored.reshape(len(labels), self._dim))
+        unit = normalised(vectors)  # what hnswlib holds, index.bin or a reopen gives back
+        self._index.add_items(unit, labels, num_threads=self._threads)
+        self._remember(labels, unit)
         self._deleted.difference_update(int(label) for label in labels)
 
     def delete(self, row_ids: Sequence[int]) -> None:
@@ -217,6 +339,12 @@ class HnswIndex:
         # does not match the file makes the next open rebuild from the store.
         tmp = self._file.with_suffix(".tmp")
         self._index.save_index(str(tmp))
+        if self._source is not None:  # the live vectors are the store's: keep the rest
+            whole, tmp = tmp, self._file.with_suffix(".links")
+            try:
+                tmp.write_bytes(self._strip(whole))
+            finally:
+                whole.unlink(missing_ok=True)
         os.replace(tmp, self._file)
         self._applied = seq
         write_state(
@@ -259,6 +387,7 @@ class HnswIndex:
         live = len(self)
         if limit <= 0 or live <= 0:
             return []
+        vector = normalised(np.asarray(vector, dtype=np.float32).reshape(1, self._dim))[0]
         if flt is not None:
             if len(flt.allowed) <= max(self._exact_max, limit):
                 return self._exact(vector, sorted(flt.allowed), limit)

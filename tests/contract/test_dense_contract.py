@@ -1,6 +1,6 @@
 """One contract for every DenseIndex engine (and both of hnswlib's filter paths)."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +8,7 @@ import pytest
 
 from lore.store import IndexRow
 from retrieval.dense import DenseIndex, open_dense_index
+from retrieval.dense.hnsw import HnswIndex
 from retrieval.filters import ResolvedFilter
 
 DIM = 16
@@ -123,3 +124,95 @@ def test_a_directory_with_the_old_vectors_file_is_migrated(tmp_path: Path) -> No
     assert not (directory / "vectors.npy").exists()
     third = open_dense_index("hnswlib", directory, DIM)
     assert len(third) == N and third.search(VECS[0], 2)[0][0] in (1, N + 1)
+
+
+class Store:
+    """The vectors a store holds by row id: what the links-only index.bin reads at open."""
+
+    def __init__(self, rows: list[IndexRow]) -> None:
+        self.vectors = {r.row_id: np.asarray(r.embedding, dtype=np.float32) for r in rows}
+        self.asked = 0
+
+    def __call__(self, row_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        self.asked += len(row_ids)
+        return {r: self.vectors[r] for r in row_ids if r in self.vectors}
+
+
+def test_with_a_store_index_bin_holds_no_live_vector_and_a_reopen_scores_identically(
+    tmp_path: Path,
+) -> None:
+    scaled = [IndexRow(r.row_id, "", r.embedding * (1 + r.row_id % 7), []) for r in ROWS]
+    store = Store(scaled)
+    for exact_rows in (0, 10_000):
+        directory = tmp_path / f"s{exact_rows}"
+        idx = open_dense_index(
+            "hnswlib", directory, DIM, exact_scan_max_rows=exact_rows, vector_source=store
+        )
+        idx.upsert(scaled)
+        idx.delete([5, 77])
+        idx.upsert([IndexRow(9, "", VECS[300], [])])
+        store.vectors[9] = VECS[300]
+        idx.commit(N + 3)
+        assert sorted(p.name for p in directory.iterdir()) == ["index.bin", "state.json"]
+        whole = open_dense_index("hnswlib", tmp_path / f"w{exact_rows}", DIM)
+        whole.upsert(scaled)
+        whole.commit(1)
+        links, full = (
+            (directory / "index.bin").stat().st_size,
+            (tmp_path / f"w{exact_rows}" / "index.bin").stat().st_size,
+        )
+        # the live vectors (598 of 16 floats) are gone; the two deleted ones stay
+        assert full - links >= (N - 2) * DIM * 4 - 64
+        allowed = ResolvedFilter({"x": ("y",)}, frozenset(range(1, N + 1, 3)))
+        queries = [(VECS[q], None) for q in (0, 8, 41, 300)] + [(VECS[q], allowed) for q in (2, 9)]
+        before = [idx.search(q, 20, f) for q, f in queries]
+        store.asked = 0
+        again = open_dense_index(
+            "hnswlib", directory, DIM, exact_scan_max_rows=exact_rows, vector_source=store
+        )
+        assert store.asked == N - 2  # the live rows, once
+        assert [again.search(q, 20, f) for q, f in queries] == before
+        live = [i for i in range(1, N + 1) if i not in (5, 77)]
+        assert np.array_equal(again.vectors(live), idx.vectors(live))
+        stored = np.asarray(again._index.get_items(live), dtype=np.float32)  # type: ignore[attr-defined]
+        assert np.array_equal(again.vectors(live), stored)
+        with pytest.raises(Exception, match="store"):  # no source: unreadable, not wrong
+            HnswIndex(directory, DIM)._load(4096)
+        assert HnswIndex(directory, DIM).repaired is not None
+
+
+def test_rows_the_store_lost_since_the_commit_come_back_deleted(tmp_path: Path) -> None:
+    store = Store(ROWS)
+    idx = open_dense_index("hnswlib", tmp_path / "d", DIM, vector_source=store)
+    idx.upsert(ROWS)
+    idx.commit(N)
+    for gone in (42, 43, 300):  # deleted in the store; the index has not caught up
+        del store.vectors[gone]
+    again = open_dense_index(
+        "hnswlib", tmp_path / "d", DIM, exact_scan_max_rows=0, vector_source=store
+    )
+    assert len(again) == N - 3
+    found = {r for q in (41, 42, 299) for r, _ in again.search(VECS[q], 10)}
+    assert found and not found & {42, 43, 300}
+    assert again.search(VECS[100], 1)[0][0] == 101
+    again.delete([42, 43, 300])  # the catch-up's deletes are no error
+    again.commit(N + 3)
+    third = open_dense_index("hnswlib", tmp_path / "d", DIM, vector_source=store)
+    assert len(third) == N - 3 and third.search(VECS[41], 1)[0][0] != 42
+
+
+def test_a_whole_index_bin_opens_with_a_store_and_is_written_links_only(tmp_path: Path) -> None:
+    directory = tmp_path / "d"
+    idx = open_dense_index("hnswlib", directory, DIM)
+    idx.upsert(ROWS)
+    idx.commit(N)
+    whole = (directory / "index.bin").stat().st_size
+    store = Store(ROWS)
+    again = open_dense_index("hnswlib", directory, DIM, vector_source=store)
+    assert store.asked == 0 and again.search(VECS[7], 1)[0][0] == 8
+    again.upsert([IndexRow(N + 1, "", VECS[0], [])])
+    store.vectors[N + 1] = VECS[0]
+    again.commit(N + 1)
+    assert (directory / "index.bin").stat().st_size < whole - (N - 10) * DIM * 4  # one more element
+    third = open_dense_index("hnswlib", directory, DIM, vector_source=store)
+    assert len(third) == N + 1 and third.search(VECS[7], 1)[0][0] == 8
