@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 from retrieval.stopwords import ENGLISH_STOPWORDS
@@ -108,6 +109,9 @@ def find_identifiers(text: str) -> list[tuple[str, str]]:
     return found
 
 
+_EXPANDED_MAX = 200_000  # distinct tokens an analyzer remembers the terms of
+
+
 @dataclass(frozen=True)
 class AnalyzerConfig:
     """Analyzer options; recorded with an index so a change triggers a rebuild."""
@@ -126,6 +130,9 @@ class Analyzer:
 
     config: AnalyzerConfig = field(default_factory=AnalyzerConfig)
     _stemmer: Any = field(init=False, default=None, repr=False)
+    # token as written → its terms: a corpus repeats its vocabulary, so most tokens of a
+    # text were expanded before (bounded: emptied when full)
+    _expanded: dict[str, tuple[str, ...]] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.config.stemming:
@@ -135,10 +142,13 @@ class Analyzer:
 
     def tokens(self, text: str) -> list[str]:
         """All terms of ``text`` in order, with repeats (for term frequencies)."""
-        out: list[str] = []
-        for match in _TOKEN.finditer(text):
-            out.extend(self._expand(match.group()))
-        return out
+        found = _TOKEN.findall(text)
+        parts = list(map(self._expanded.get, found))  # most tokens were seen before
+        if None in parts:
+            parts = [
+                p if p is not None else self._expand(r) for p, r in zip(parts, found, strict=True)
+            ]
+        return list(chain.from_iterable(parts))  # type: ignore[arg-type]
 
     def query_terms(self, text: str) -> list[str]:
         """Distinct terms of a query, in first-seen order."""
@@ -164,7 +174,7 @@ class Analyzer:
         alone = _TOKEN.fullmatch(text.strip())
         if alone and pasted_name(alone.group()) and not identifier_kind(alone.group()):
             terms = self._expand(alone.group()[:_MAX_TOKEN_CHARS])
-            return terms[:1], 1.0
+            return list(terms[:1]), 1.0
         for match in _TOKEN.finditer(text):
             raw = match.group()[:_MAX_TOKEN_CHARS]
             pieces = _split_identifier(raw)
@@ -182,9 +192,19 @@ class Analyzer:
                     inside += max(words, 1)
         return list(found), (inside / leaves if leaves else 0.0)
 
-    def _expand(self, raw: str) -> list[str]:
+    def _expand(self, raw: str) -> tuple[str, ...]:
+        raw = raw[:_MAX_TOKEN_CHARS]  # all the terms depend on
+        terms = self._expanded.get(raw)
+        if terms is None:
+            terms = tuple(self._expand_now(raw))
+            if len(self._expanded) >= _EXPANDED_MAX:
+                self._expanded.clear()
+            self._expanded[raw] = terms
+        return terms
+
+    def _expand_now(self, raw: str) -> list[str]:
         out: list[str] = []
-        for piece, is_leaf in _split_identifier(raw[:_MAX_TOKEN_CHARS]):
+        for piece, is_leaf in _split_identifier(raw):
             if not is_leaf:
                 out.append(piece)
             elif not (self.config.stopwords and piece in ENGLISH_STOPWORDS):
@@ -204,6 +224,17 @@ def _split_identifier(raw: str) -> tuple[tuple[str, bool], ...]:
     A leaf is a piece that cannot be split further (a plain word or number); leaves may be
     stemmed or dropped as stopwords, compound pieces never are.
     """
+    if raw.isalnum() and (
+        not raw.isascii()
+        or raw.isdigit()
+        or (raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()))
+    ):  # one plain word or number, the common case: no piece to find
+        return ((raw.lower(), True),)
+    return _pieces(raw)
+
+
+def _pieces(raw: str) -> tuple[tuple[str, bool], ...]:
+    """:func:`_split_identifier` by its general rules (any token)."""
     core = raw.lstrip("-").strip("_")
     if core and core != raw:
         of_core = _split_identifier(core)  # --max-count, __init__: the whole, then the core's

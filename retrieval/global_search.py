@@ -59,6 +59,7 @@ from retrieval.keypoints import (
     TokenCounter,
     document_frequencies,
     reduce_key_points,
+    report_terms,
     report_text,
     report_units,
 )
@@ -274,6 +275,10 @@ def batches(
     return out
 
 
+_Scorer = tuple[HybridScorer, ReportBM25, StatementMatrix]
+"""A view's statement scorer (IDF over the view), report BM25 and stacked statements."""
+
+
 @dataclass
 class GlobalSearcher:
     """Answers corpus-wide questions from the graph's community reports."""
@@ -290,9 +295,7 @@ class GlobalSearcher:
     _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
     # (floor, ceiling) of each report's word pieces, kept across questions (ReportSizes)
     _bounds: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, init=False)
-    _scorers: dict[int, tuple[HybridScorer, ReportBM25, StatementMatrix]] = field(
-        default_factory=dict, init=False
-    )
+    _scorers: dict[int, _Scorer] = field(default_factory=dict, init=False)
     _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
     _view: tuple[object, list[CommunityReport], dict[int, list[CommunityReport]]] | None = field(
         default=None, init=False
@@ -325,19 +328,29 @@ class GlobalSearcher:
             self._tokens[key] = self.counter.count(report_text(report))
         return self._tokens[key]
 
-    def scorer(
-        self, view: Sequence[CommunityReport]
-    ) -> tuple[HybridScorer, ReportBM25, StatementMatrix]:
+    def scorer(self, view: Sequence[CommunityReport]) -> _Scorer:
         """Statement scorer (IDF over the view), BM25, stacked statements: cached per view."""
         key = hash(tuple((r.community_id, r.fingerprint, r.method, r.title) for r in view))
         if key not in self._scorers:
+            memo: dict[str, list[str]] = {}  # a statement is analysed once, not per use
+
+            def tokens(text: str) -> list[str]:
+                found = memo.get(text)
+                if found is None:
+                    found = memo[text] = self.analyzer.tokens(text)
+                return found
+
             texts = (text for r in view for text, _ in report_units(r))
-            df, n = document_frequencies(self.analyzer, texts)
+            df, n = document_frequencies(self.analyzer, texts, tokens)
             known = self.vectors.by_text(view) if self.vectors is not None else {}
             scorer = HybridScorer(
                 self.analyzer, self.embedder, df, n, cache=self._vectors, known=known
             )
-            bm25 = ReportBM25(self.analyzer, [report_text(r) for r in view])
+            bm25 = ReportBM25(
+                self.analyzer,
+                [report_text(r) for r in view],
+                terms=[report_terms(r, tokens) for r in view],
+            )
             matrix = StatementMatrix.of(scorer, view)
             self._scorers = {key: (scorer, bm25, matrix)}  # one view at a time; vectors outlive it
         return self._scorers[key]
@@ -355,6 +368,28 @@ class GlobalSearcher:
         ranked = rank_reports(bm25, matrix.best(query), query, question)
         return [view[i] for i, _ in ranked]
 
+    def _ready(
+        self, budget_tokens: int, level: int | None
+    ) -> tuple[ReportSizes, int, list[CommunityReport], _Scorer] | None:
+        """The reports' sizes, the level to read, its view and scorer (None: no reports).
+
+        Each is cached (per graph generation, per view): a second call costs lookups.
+        """
+        reports, views, changed = self.reports_view()
+        if not reports:
+            return None
+        if level is not None and level not in views:
+            raise InvalidRequestError(
+                f"no community reports at level {level}; levels: {sorted(views)}"
+            )
+        tokens = ReportSizes(reports, self.report_tokens, self._bounds)  # counted when needed
+        view_tokens = {lv: tokens.level_tokens(v, budget_tokens) for lv, v in views.items()}
+        chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
+        view = views[chosen]
+        if self.vectors is not None and changed:
+            self.vectors.catch_up(reports)
+        return tokens, chosen, view, self.scorer(view)
+
     async def search(
         self,
         question: str,
@@ -371,21 +406,11 @@ class GlobalSearcher:
         ``relevance`` (chunk id → relevance in (0, 1], :func:`chunk_relevance`) focuses
         the search on the communities and points resting on those chunks.
         """
-        reports, views, changed = self.reports_view()
-        if not reports:
-            return GlobalResult(None, [], 0, 0, 0, 0, 0, ["the graph has no community reports"])
-        if level is not None and level not in views:
-            raise InvalidRequestError(
-                f"no community reports at level {level}; levels: {sorted(views)}"
-            )
-        tokens = ReportSizes(reports, self.report_tokens, self._bounds)  # counted when needed
-        view_tokens = {lv: tokens.level_tokens(v, budget_tokens) for lv, v in views.items()}
-        chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
-        view = views[chosen]
         loop = asyncio.get_running_loop()
-        if self.vectors is not None and changed:
-            await loop.run_in_executor(self.executor, self.vectors.catch_up, reports)
-        scorer, bm25, matrix = await loop.run_in_executor(self.executor, self.scorer, view)
+        ready = await loop.run_in_executor(self.executor, self._ready, budget_tokens, level)
+        if ready is None:
+            return GlobalResult(None, [], 0, 0, 0, 0, 0, ["the graph has no community reports"])
+        tokens, chosen, view, (scorer, bm25, matrix) = ready
         ranked = await loop.run_in_executor(
             self.executor, self.rank, question, view, scorer, bm25, matrix
         )

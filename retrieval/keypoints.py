@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Protocol
 
 import numpy as np
@@ -83,15 +84,24 @@ def report_text(report: CommunityReport) -> str:
     return "\n".join(lines)
 
 
-def document_frequencies(analyzer: Analyzer, texts: Iterable[str]) -> tuple[dict[str, int], int]:
-    """Term → number of texts holding it, and the number of texts."""
-    df: dict[str, int] = {}
-    n = 0
-    for text in texts:
-        n += 1
-        for term in set(analyzer.tokens(text)):
-            df[term] = df.get(term, 0) + 1
-    return df, n
+def report_terms(report: CommunityReport, tokens: Callable[[str], list[str]]) -> list[str]:
+    """The terms of :func:`report_text`, from its parts' terms (no term spans a line)."""
+    out = [*tokens(report.title), *tokens(report.summary)]
+    for finding in report.findings:
+        out.extend(tokens(finding.text))
+    return out
+
+
+def document_frequencies(
+    analyzer: Analyzer, texts: Iterable[str], tokens: Callable[[str], list[str]] | None = None
+) -> tuple[dict[str, int], int]:
+    """Term → number of texts holding it, and the number of texts.
+
+    ``tokens``: the analyzer's terms of a text, when the caller remembers them.
+    """
+    terms_of = tokens or analyzer.tokens
+    sets = [set(terms_of(text)) for text in texts]
+    return dict(Counter(chain.from_iterable(sets))), len(sets)
 
 
 @dataclass

@@ -26,15 +26,22 @@ DENSE_FLOOR = 0.85  # keep a report without a shared term only this close to the
 
 @dataclass
 class ReportBM25:
-    """BM25 (k1 1.2, b 0.75) over a fixed list of report texts."""
+    """BM25 (k1 1.2, b 0.75) over a fixed list of report texts.
+
+    ``terms``: each text's terms, when the caller has them (else the analyzer's).
+    """
 
     analyzer: Analyzer
     texts: Sequence[str]
     k1: float = 1.2
     b: float = 0.75
+    terms: Sequence[Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
-        self._tf = [Counter(self.analyzer.tokens(t)) for t in self.texts]
+        if self.terms is not None and len(self.terms) != len(self.texts):
+            raise ValueError("one list of terms per text")
+        tokens = self.terms if self.terms is not None else map(self.analyzer.tokens, self.texts)
+        self._tf = [Counter(t) for t in tokens]
         self._len = [sum(tf.values()) for tf in self._tf]
         self._avg = (sum(self._len) / len(self._len)) if self._len else 0.0
         df: Counter[str] = Counter()

@@ -1,6 +1,6 @@
 import pytest
 
-from retrieval.analyzer import Analyzer, AnalyzerConfig
+from retrieval.analyzer import Analyzer, AnalyzerConfig, _pieces, _split_identifier
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,30 @@ def test_identifiers_and_their_share(
     found, share = analyzer.identifiers(query)
     assert found == identifiers
     assert (share >= 0.5) is dominant
+
+
+PLAIN = [
+    "word", "Word", "WORD", "A", "x", "123", "abc123", "123abc", "Abc123", "iPhone", "macOS",
+    "Zürich", "ÅSTRÖM", "Straße", "ΣΑΣ", "aΣ", "İstanbul", "ǅungla", "ﬁle", "Ⅻ", "²", "१२३",
+    "HTTPServer", "ORA", "E11000", "0x8007000E", "ab_cd", "--flag", "__init__", "v1.2.3",
+]
+
+
+@pytest.mark.parametrize("token", PLAIN)
+def test_the_plain_word_shortcut_splits_as_the_general_rules(token: str) -> None:
+    assert _split_identifier(token) == _pieces(token)
+
+
+def test_terms_are_remembered_per_token_and_the_memory_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    analyzer = Analyzer()
+    monkeypatch.setattr("retrieval.analyzer._EXPANDED_MAX", 3)
+    first = analyzer.tokens("Timeouts retried: retry_after_ms, timeouts")
+    assert first == analyzer.tokens("Timeouts retried: retry_after_ms, timeouts")
+    assert len(analyzer._expanded) <= 3
+    many = " ".join(f"word{i}" for i in range(50))
+    assert analyzer.tokens(many) == [f"word{i}" for i in range(50)]
+    assert len(analyzer._expanded) <= 3
+    long = "a" * 500
+    assert analyzer.tokens(long) == analyzer.tokens(long[:120])  # the first 120 characters

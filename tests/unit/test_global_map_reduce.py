@@ -28,6 +28,8 @@ from retrieval.keypoints import (
     KeyPoint,
     document_frequencies,
     reduce_key_points,
+    report_terms,
+    report_text,
     report_units,
 )
 
@@ -273,3 +275,22 @@ def test_report_sizes_count_only_the_reports_a_decision_needs() -> None:
     exact = pick_within_budget(reports, {r.community_id: 45 for r in reports}, 100)
     assert picked == exact
     assert counted == ["0-0", "0-1"]  # the third's floor already passes the budget
+
+
+def test_report_terms_are_the_terms_of_the_report_text() -> None:
+    findings = (
+        Finding("--verbose prints __init__ calls; see pool.idle_timeout_ms.", (), (), ("c1",)),
+        Finding("- a line that starts with a dash\u2028and a separator", (), (), ("c2",)),
+        Finding("Zürich\u2019s E11000 (HTTP 504)", (), (), ("c3",)),
+    )
+    report = CommunityReport(
+        community_id="c",
+        level=0,
+        title="-x title_with_parts",
+        summary=findings[0].text + " " + findings[1].text,
+        findings=findings,
+        importance=1.0,
+        fingerprint="f",
+        chunk_ids=("c1", "c2", "c3"),
+    )
+    assert report_terms(report, ANALYZER.tokens) == ANALYZER.tokens(report_text(report))
