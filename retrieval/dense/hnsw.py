@@ -278,9 +278,10 @@ class HnswIndex:
         records[:, data_at : data_at + vector_bytes] = vectors.view(np.uint8)
         records[:, data_at + vector_bytes :] = links[:, data_at:]
         prefix = len(_LINKS)
-        whole.write_bytes(
-            b"".join((data[prefix : prefix + _HEADER.size], records.tobytes(), data[end:]))
-        )
+        with whole.open("wb") as handle:  # written from the arrays, no joined copy
+            handle.write(data[prefix : prefix + _HEADER.size])
+            handle.write(memoryview(records).cast("B"))
+            handle.write(memoryview(data)[end:])
         return labels, vectors, forgotten
 
     def _remember(self, labels: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
