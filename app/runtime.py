@@ -106,7 +106,9 @@ class Runtime:
                 from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore
 
                 store = ReportVectorStore(database_for(self.settings, "lore"))
-                self._report_vectors = ReportVectorIndex(store, self.embedder)
+                self._report_vectors = ReportVectorIndex(
+                    store, self.embedder, analyzer=self.analyzer
+                )
             return self._report_vectors
 
     def jobs(self) -> JobStore:

@@ -56,12 +56,11 @@ from retrieval.keypoints import (
     HybridScorer,
     KeyPoint,
     KeyPointMapper,
+    ReportTerms,
     TokenCounter,
-    document_frequencies,
+    frequencies_of,
     reduce_key_points,
-    report_terms,
     report_text,
-    report_units,
 )
 from retrieval.report_ranking import ReportBM25, rank_reports
 from retrieval.report_vectors import ReportVectorIndex, statements
@@ -340,16 +339,19 @@ class GlobalSearcher:
                     found = memo[text] = self.analyzer.tokens(text)
                 return found
 
-            texts = (text for r in view for text, _ in report_units(r))
-            df, n = document_frequencies(self.analyzer, texts, tokens)
+            stored: Mapping[str, ReportTerms] = {}
+            if self.vectors is not None:
+                stored = self.vectors.analysed(view, self.analyzer.config.key())
+            analysed = [stored.get(r.community_id) or ReportTerms.of(r, tokens) for r in view]
+            df, n = frequencies_of(
+                u for r, t in zip(view, analysed, strict=True) for u in t.units(r)
+            )
             known = self.vectors.by_text(view) if self.vectors is not None else {}
             scorer = HybridScorer(
                 self.analyzer, self.embedder, df, n, cache=self._vectors, known=known
             )
             bm25 = ReportBM25(
-                self.analyzer,
-                [report_text(r) for r in view],
-                terms=[report_terms(r, tokens) for r in view],
+                self.analyzer, [report_text(r) for r in view], terms=[t.all() for t in analysed]
             )
             matrix = StatementMatrix.of(scorer, view)
             self._scorers = {key: (scorer, bm25, matrix)}  # one view at a time; vectors outlive it

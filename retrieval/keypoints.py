@@ -72,9 +72,55 @@ def report_units(report: CommunityReport) -> list[tuple[str, tuple[str, ...]]]:
     summary. (Reports written before findings were whole sentences paired two entities,
     "A and B (together in 3 sentences): …"; such a line is a statistic, never a point.)
     """
-    units = [(f.text, f.chunks) for f in report.findings if "(together in " not in f.text]
-    units = units or [(report.summary, report.chunk_ids[:5])]
-    return [(" ".join(text.split()), chunks) for text, chunks in units if text.strip()]
+    return [(text, chunks) for _, text, chunks in _units(report)]
+
+
+def _units(report: CommunityReport) -> list[tuple[int, str, tuple[str, ...]]]:
+    """:func:`report_units` with where each comes from: a finding's index, -1 the summary."""
+    units = [
+        (i, f.text, f.chunks)
+        for i, f in enumerate(report.findings)
+        if "(together in " not in f.text
+    ]
+    units = units or [(-1, report.summary, report.chunk_ids[:5])]
+    return [(i, " ".join(text.split()), chunks) for i, text, chunks in units if text.strip()]
+
+
+@dataclass(frozen=True)
+class ReportTerms:
+    """A report's analysed parts: the terms of its title, summary and each finding.
+
+    Each part is analysed with its whitespace collapsed (as :func:`report_units` gives
+    it), so a statement's terms serve both its document frequency and its report's BM25
+    text. Kept with the report vectors, so a new process need not analyse them again.
+    """
+
+    title: tuple[str, ...]
+    summary: tuple[str, ...]
+    findings: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def of(cls, report: CommunityReport, tokens: Callable[[str], list[str]]) -> ReportTerms:
+        """Analyse ``report`` with ``tokens`` (an analyzer's, or a memo of it)."""
+
+        def terms(text: str) -> tuple[str, ...]:
+            return tuple(tokens(" ".join(text.split())))
+
+        return cls(
+            terms(report.title),
+            terms(report.summary),
+            tuple(terms(f.text) for f in report.findings),
+        )
+
+    def all(self) -> list[str]:
+        """The terms of :func:`report_text` (title, summary, findings), in order."""
+        return [*self.title, *self.summary, *chain.from_iterable(self.findings)]
+
+    def units(self, report: CommunityReport) -> list[tuple[str, ...]]:
+        """The terms of each of ``report``'s :func:`report_units`, in order."""
+        if len(self.findings) != len(report.findings):
+            raise ValueError("these terms are another report's")
+        return [self.findings[i] if i >= 0 else self.summary for i, _, _ in _units(report)]
 
 
 def report_text(report: CommunityReport) -> str:
@@ -82,14 +128,6 @@ def report_text(report: CommunityReport) -> str:
     lines = [f"# {report.title}", report.summary]
     lines.extend(f"- {f.text}" for f in report.findings)
     return "\n".join(lines)
-
-
-def report_terms(report: CommunityReport, tokens: Callable[[str], list[str]]) -> list[str]:
-    """The terms of :func:`report_text`, from its parts' terms (no term spans a line)."""
-    out = [*tokens(report.title), *tokens(report.summary)]
-    for finding in report.findings:
-        out.extend(tokens(finding.text))
-    return out
 
 
 def document_frequencies(
@@ -100,7 +138,12 @@ def document_frequencies(
     ``tokens``: the analyzer's terms of a text, when the caller remembers them.
     """
     terms_of = tokens or analyzer.tokens
-    sets = [set(terms_of(text)) for text in texts]
+    return frequencies_of(terms_of(text) for text in texts)
+
+
+def frequencies_of(texts: Iterable[Sequence[str]]) -> tuple[dict[str, int], int]:
+    """:func:`document_frequencies` of texts given by their terms."""
+    sets = [set(terms) for terms in texts]
     return dict(Counter(chain.from_iterable(sets))), len(sets)
 
 

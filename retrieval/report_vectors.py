@@ -32,15 +32,44 @@ import numpy as np
 from graph.models import CommunityReport
 from lore.db import Conn, Database, Tables, upsert_sql
 from lore.embedders import Embedder, Matrix
-from retrieval.keypoints import report_units
+from retrieval.analyzer import Analyzer
+from retrieval.keypoints import ReportTerms, report_units
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS report_vectors (
     community_id TEXT PRIMARY KEY, content_hash TEXT NOT NULL, model TEXT NOT NULL,
     dimension INTEGER NOT NULL, rows INTEGER NOT NULL, vectors BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS report_terms (
+    community_id TEXT PRIMARY KEY, text_hash TEXT NOT NULL, terms TEXT NOT NULL
+);
 """
 _COLUMNS = ("community_id", "content_hash", "model", "dimension", "rows", "vectors")
+_TERM_COLUMNS = ("community_id", "text_hash", "terms")
+_SEP = "\n"  # between a part's terms: no term holds a line break
+
+
+def text_hash(report: CommunityReport, analyzer_key: str) -> str:
+    """Hash of what a report's analysed terms come from: its texts and the analyzer."""
+    parts = [analyzer_key, report.title, report.summary, *(f.text for f in report.findings)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
+
+
+def encode_terms(terms: ReportTerms) -> str:
+    """A report's analysed terms as stored (JSON: title, summary, findings)."""
+    return json.dumps(
+        [_SEP.join(terms.title), _SEP.join(terms.summary), [_SEP.join(f) for f in terms.findings]]
+    )
+
+
+def decode_terms(raw: str) -> ReportTerms:
+    """What :func:`encode_terms` stored."""
+
+    def split(part: str) -> tuple[str, ...]:
+        return tuple(part.split(_SEP)) if part else ()
+
+    title, summary, findings = json.loads(raw)
+    return ReportTerms(split(title), split(summary), tuple(split(f) for f in findings))
 
 
 def statements(report: CommunityReport) -> list[str]:
@@ -106,6 +135,20 @@ class ReportVectorStore(Tables):
             out[str(cid)] = (str(digest), matrix)
         return out
 
+    def load_terms(self) -> dict[str, tuple[str, str]]:
+        """Community id → (text hash, encoded terms) for every analysed report."""
+        with self._read() as db:
+            rows = db.execute("SELECT community_id, text_hash, terms FROM report_terms").fetchall()
+        return {str(cid): (str(digest), str(raw)) for cid, digest, raw in rows}
+
+    def put_terms(self, rows: Sequence[tuple[str, str, str]], gone: Sequence[str]) -> None:
+        """Store (community id, text hash, encoded terms) rows; drop ``gone`` ids."""
+        if not rows and not gone:
+            return
+        with self._write() as db:
+            db.executemany("DELETE FROM report_terms WHERE community_id = ?", [(c,) for c in gone])
+            db.executemany(upsert_sql("report_terms", _TERM_COLUMNS, ("community_id",)), rows)
+
     def put(self, rows: Sequence[tuple[str, str, str, Matrix]], gone: Sequence[str]) -> None:
         """Store (community id, hash, model, vectors) rows; drop ``gone`` ids."""
         if not rows and not gone:
@@ -130,7 +173,9 @@ class ReportVectorIndex:
     store: ReportVectorStore
     embedder: Embedder
     reports_per_write: int = 256  # progress is stored every this many reports
+    analyzer: Analyzer | None = None  # given: each report's analysed terms are kept too
     _vectors: dict[str, tuple[str, Matrix]] = field(default_factory=dict, init=False)
+    _terms: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
     _generation: tuple[int, int] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -141,6 +186,7 @@ class ReportVectorIndex:
 
     def _catch_up(self, reports: Sequence[CommunityReport]) -> int:
         self._reload()
+        self._analyse(reports, sorted(set(self._terms) - {r.community_id for r in reports}))
         model = self.embedder.name
         wanted = {r.community_id: statements(r) for r in reports}
         digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
@@ -173,6 +219,7 @@ class ReportVectorIndex:
         :meth:`catch_up`.
         """
         with self._lock:
+            self._analyse(written, gone)
             model = self.embedder.name
             wanted = {r.community_id: statements(r) for r in written}
             digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
@@ -217,7 +264,41 @@ class ReportVectorIndex:
         generation = self.store.generation()
         if generation != self._generation:
             self._vectors = self.store.load()
+            self._terms = self.store.load_terms() if self.analyzer is not None else {}
             self._generation = generation
+
+    def _analyse(self, reports: Sequence[CommunityReport], gone: Sequence[str]) -> None:
+        """Analyse and store the terms of ``reports`` whose stored terms are not current."""
+        if self.analyzer is None:
+            return
+        key = self.analyzer.config.key()
+        rows = []
+        for report in reports:
+            digest = text_hash(report, key)
+            found = self._terms.get(report.community_id)
+            if found is None or found[0] != digest:
+                terms = encode_terms(ReportTerms.of(report, self.analyzer.tokens))
+                rows.append((report.community_id, digest, terms))
+        self.store.put_terms(rows, list(gone))
+        for cid, digest, terms in rows:
+            self._terms[cid] = (digest, terms)
+        for cid in gone:
+            self._terms.pop(cid, None)
+        if rows or gone:
+            self._generation = self.store.generation()
+
+    def analysed(
+        self, reports: Sequence[CommunityReport], analyzer_key: str
+    ) -> dict[str, ReportTerms]:
+        """Community id → stored terms of those of ``reports`` analysed as they are now."""
+        if self.analyzer is None or self.analyzer.config.key() != analyzer_key:
+            return {}
+        out: dict[str, ReportTerms] = {}
+        for report in reports:
+            found = self._terms.get(report.community_id)
+            if found is not None and found[0] == text_hash(report, analyzer_key):
+                out[report.community_id] = decode_terms(found[1])
+        return out
 
     def vectors(self, report: CommunityReport) -> Matrix | None:
         """The report's statement vectors (in :func:`statements` order), if current."""

@@ -280,7 +280,7 @@ class HnswIndex:
         prefix = len(_LINKS)
         with whole.open("wb") as handle:  # written from the arrays, no joined copy
             handle.write(data[prefix : prefix + _HEADER.size])
-            handle.write(memoryview(records).cast("B"))
+            handle.write(records.data)
             handle.write(memoryview(data)[end:])
         return labels, vectors, forgotten
 

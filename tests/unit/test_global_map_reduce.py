@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from graph.communities import Community
 from graph.models import CommunityReport, Finding
@@ -26,9 +27,9 @@ from retrieval.keypoints import (
     ExtractiveKeyPointMapper,
     HybridScorer,
     KeyPoint,
+    ReportTerms,
     document_frequencies,
     reduce_key_points,
-    report_terms,
     report_text,
     report_units,
 )
@@ -277,7 +278,7 @@ def test_report_sizes_count_only_the_reports_a_decision_needs() -> None:
     assert counted == ["0-0", "0-1"]  # the third's floor already passes the budget
 
 
-def test_report_terms_are_the_terms_of_the_report_text() -> None:
+def test_a_report_s_terms_are_those_of_its_text_and_of_its_statements() -> None:
     findings = (
         Finding("--verbose prints __init__ calls; see pool.idle_timeout_ms.", (), (), ("c1",)),
         Finding("- a line that starts with a dash\u2028and a separator", (), (), ("c2",)),
@@ -293,4 +294,8 @@ def test_report_terms_are_the_terms_of_the_report_text() -> None:
         fingerprint="f",
         chunk_ids=("c1", "c2", "c3"),
     )
-    assert report_terms(report, ANALYZER.tokens) == ANALYZER.tokens(report_text(report))
+    terms = ReportTerms.of(report, ANALYZER.tokens)
+    assert terms.all() == ANALYZER.tokens(" ".join(report_text(report).split()))
+    assert terms.units(report) == [tuple(ANALYZER.tokens(t)) for t, _ in report_units(report)]
+    with pytest.raises(ValueError, match="another report"):
+        terms.units(replace(report, findings=findings[:2]))

@@ -1,13 +1,22 @@
 """Report vectors: written once per report text, reloaded without embedding, pruned."""
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from graph.models import CommunityReport, Finding
 from lore.embedders import Matrix
-from retrieval.report_vectors import ReportVectorIndex, ReportVectorStore, statements
+from retrieval.analyzer import Analyzer, AnalyzerConfig
+from retrieval.keypoints import ReportTerms
+from retrieval.report_vectors import (
+    ReportVectorIndex,
+    ReportVectorStore,
+    decode_terms,
+    encode_terms,
+    statements,
+)
 from tests.tables import another_process, tables_at
 from tests.unit.test_global_map_reduce import BagOfWords
 
@@ -115,3 +124,58 @@ def test_a_stopped_catch_up_keeps_the_reports_it_stored(tmp_path: Path) -> None:
     assert resumed.embedded == len(statements(reports[4]))
     store.close()
     again.store.close()
+
+
+class CountingAnalyzer(Analyzer):
+    """The analyzer, counting the texts it analyses."""
+
+    def __init__(self, config: AnalyzerConfig | None = None) -> None:
+        super().__init__(config or AnalyzerConfig())
+        self.texts = 0
+
+    def tokens(self, text: str) -> list[str]:
+        self.texts += 1
+        return super().tokens(text)
+
+
+def test_analysed_terms_are_kept_with_the_vectors_and_read_back_by_another_process(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    analyzer = CountingAnalyzer()
+    key = analyzer.config.key()
+    store = ReportVectorStore(tables_at(store_url, tmp_path / "s.sqlite3"))
+    index = ReportVectorIndex(store, Counting(), analyzer=analyzer)
+    odd = report("0-2", "Zürich\u2019s E11000 -- see pool.idle_timeout_ms\u3000and   __init__.")
+    reports = [report("0-0", "The pool ran dry."), report("0-1", "Retries doubled."), odd]
+    index.catch_up(reports)
+    expected = {r.community_id: ReportTerms.of(r, Analyzer().tokens) for r in reports}
+    assert index.analysed(reports, key) == expected
+    assert index.analysed(reports, AnalyzerConfig(stemming=False).key()) == {}
+
+    with another_process(store_url, tmp_path / "s.sqlite3") as elsewhere:
+        fresh = CountingAnalyzer()
+        again = ReportVectorIndex(ReportVectorStore(elsewhere), Counting(), analyzer=fresh)
+        again.catch_up(reports)
+        assert again.analysed(reports, key) == expected and fresh.texts == 0  # read, not analysed
+
+        # a report whose text changed is analysed again; a vanished one is dropped
+        retitled = replace(reports[0], title="a new title")
+        assert again.analysed([retitled], key) == {}  # stale terms are never served
+        again.catch_up([retitled, reports[1]])
+        assert again.analysed([retitled], key) == {
+            "0-0": ReportTerms.of(retitled, Analyzer().tokens)
+        }
+        assert set(again.store.load_terms()) == {"0-0", "0-1"}
+        # a refresh's update stores the rewritten report's terms and drops the gone ones
+        again.update([reports[0]], ["0-1"])
+        assert set(again.store.load_terms()) == {"0-0"}
+        assert again.analysed([reports[0]], key) == {"0-0": expected["0-0"]}
+        again.store.close()
+    store.close()
+
+
+def test_terms_survive_encoding_whatever_they_hold() -> None:
+    terms = ReportTerms(("a", "zürich\u3000x", "e11000"), (), ((), ("pool.idle", "b"), ("",)))
+    assert decode_terms(encode_terms(terms)) == ReportTerms(
+        terms.title, (), ((), ("pool.idle", "b"), ())
+    )
