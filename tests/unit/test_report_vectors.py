@@ -179,3 +179,23 @@ def test_terms_survive_encoding_whatever_they_hold() -> None:
     assert decode_terms(encode_terms(terms)) == ReportTerms(
         terms.title, (), ((), ("pool.idle", "b"), ())
     )
+
+
+def test_unreadable_stored_terms_are_analysed_again(tmp_path: Path) -> None:
+    analyzer = CountingAnalyzer()
+    store = ReportVectorStore(tmp_path / "s.sqlite3")
+    index = ReportVectorIndex(store, Counting(), analyzer=analyzer)
+    reports = [report("0-0", "The pool ran dry.")]
+    index.catch_up(reports)
+    digest = store.load_terms()["0-0"][0]
+    store.put_terms([("0-0", digest, b"not compressed json")], [])
+    again = ReportVectorIndex(
+        ReportVectorStore(tmp_path / "s.sqlite3"), Counting(), analyzer=analyzer
+    )
+    again.catch_up(reports)
+    assert again.analysed(reports, analyzer.config.key()) == {}  # never a failed question
+    again.catch_up(reports)  # the next question's catch-up stores them again
+    assert again.analysed(reports, analyzer.config.key()) == {
+        "0-0": ReportTerms.of(reports[0], Analyzer().tokens)
+    }
+    store.close()
