@@ -75,8 +75,26 @@ def report_units(report: CommunityReport) -> list[tuple[str, tuple[str, ...]]]:
     return [(text, chunks) for _, text, chunks in _units(report)]
 
 
-def _units(report: CommunityReport) -> list[tuple[int, str, tuple[str, ...]]]:
+_Unit = tuple[int, str, tuple[str, ...]]
+# report → its units, by identity: a question asks for the same view's units several times
+# (vectors, frequencies, matrix); a report is immutable, and the entry holds it alive
+_UNITS: dict[int, tuple[CommunityReport, list[_Unit]]] = {}
+_UNITS_MAX = 50_000
+
+
+def _units(report: CommunityReport) -> list[_Unit]:
     """:func:`report_units` with where each comes from: a finding's index, -1 the summary."""
+    found = _UNITS.get(id(report))
+    if found is not None and found[0] is report:
+        return found[1]
+    units = _units_now(report)
+    if len(_UNITS) >= _UNITS_MAX:
+        _UNITS.clear()
+    _UNITS[id(report)] = (report, units)
+    return units
+
+
+def _units_now(report: CommunityReport) -> list[_Unit]:
     units = [
         (i, f.text, f.chunks)
         for i, f in enumerate(report.findings)
