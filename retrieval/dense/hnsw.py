@@ -137,7 +137,7 @@ class HnswIndex:
             self._index.load_index(str(self._file), max_elements=capacity)
             read = self._read_records(self._file)
             if read is None:  # not the layout this reader knows: ask hnswlib (slower)
-                ids = [int(x) for x in self._index.get_ids_list()]
+                ids = [int(x) for x in self._index.get_ids_list() if int(x) not in self._deleted]
                 labels = np.asarray(ids, dtype=np.int64)
                 vectors = np.asarray(self._index.get_items(ids), dtype=np.float32)
                 read = labels, vectors.reshape(len(ids), self._dim)
