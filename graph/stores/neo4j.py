@@ -130,6 +130,10 @@ def _member_rows(communities: Sequence[Community]) -> Rows:
     return [{"community": c.id, "key": k} for c in communities for k in sorted(set(c.members))]
 
 
+def _pairs(pairs: set[tuple[str, str]]) -> Rows:
+    return [{"community": c, "key": k} for c, k in sorted(pairs)]
+
+
 class Neo4jGraphStore:
     """GraphStore on a Neo4j 5 server (or newer), through the official driver."""
 
@@ -429,11 +433,17 @@ class Neo4jGraphStore:
             existing = {
                 str(r["id"]) for r in self._run_batched(tx, q.CURRENT_COMMUNITIES, "ids", asked)
             }
+            held = {
+                (str(r["community"]), str(r["key"]))
+                for r in self._run_batched(tx, q.MEMBERS_OF, "ids", asked)
+            }
+            wanted = {(row["community"], row["key"]) for row in _member_rows(ordered)}
             self._run_batched(tx, q.DELETE_COMMUNITIES_BY_ID, "ids", gone)
             self._run_batched(tx, q.DELETE_REPORTS_OF, "ids", gone)
-            self._run_batched(tx, q.DELETE_MEMBERS_OF, "ids", asked)
+            # member rows as a diff: a changed community's unchanged members stay put
+            self._run_batched(tx, q.DELETE_MEMBER_ROWS, "rows", _pairs(held - wanted))
             self._run_batched(tx, q.UPSERT_COMMUNITIES, "rows", [asdict(c) for c in ordered])
-            self._run_batched(tx, q.CREATE_MEMBERS, "rows", _member_rows(ordered))
+            self._run_batched(tx, q.CREATE_MEMBERS, "rows", _pairs(wanted - held))
             count += len({c.id for c in ordered} - existing) - len(existing.intersection(gone))
             top = max([top, *(c.cluster for c in ordered)])
             self._set_meta(tx, {_COUNT_META: str(count), _MAX_CLUSTER_META: str(top)})

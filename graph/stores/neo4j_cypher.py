@@ -292,13 +292,19 @@ MATCH (c:LoreCommunity {ns: $ns, id: community_id})
 DETACH DELETE c
 """
 
-DELETE_MEMBERS_OF: Final = """
+DELETE_ALL_MEMBERS: Final = "MATCH (m:LoreMember {ns: $ns}) DELETE m"
+
+MEMBERS_OF: Final = """
 UNWIND $ids AS community_id
 MATCH (m:LoreMember {ns: $ns, community: community_id})
-DELETE m
+RETURN m.community AS community, m.key AS key
 """
 
-DELETE_ALL_MEMBERS: Final = "MATCH (m:LoreMember {ns: $ns}) DELETE m"
+DELETE_MEMBER_ROWS: Final = """
+UNWIND $rows AS row
+MATCH (m:LoreMember {ns: $ns, community: row.community, key: row.key})
+DELETE m
+"""
 
 CREATE_MEMBERS: Final = """
 UNWIND $rows AS row

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -514,6 +515,33 @@ def test_updating_the_hierarchy_by_a_diff_keeps_the_rest_and_its_counters(
     assert store.counts()["communities"] == 4
     store.update_communities([], [])
     assert store.hierarchy_stats() == (4, 7)
+
+
+@pytest.mark.parametrize("backend", [neo4j_param()], indirect=True)
+def test_neo4j_writes_a_changed_community_s_member_rows_as_a_diff(
+    store: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graph.stores import neo4j_cypher as q
+    from graph.stores.neo4j import Neo4jGraphStore
+
+    assert isinstance(store, Neo4jGraphStore)
+    big = Community("0-0", 0, 0, None, tuple(f"k{i:02d}" for i in range(40)))
+    store.replace_communities([big])
+    sent: dict[str, list[object]] = {}
+    run = Neo4jGraphStore._run_batched
+
+    def recording(self: Neo4jGraphStore, tx: Any, query: str, name: str, values: Any) -> Any:
+        sent.setdefault(query, []).extend(values)
+        return run(self, tx, query, name, values)
+
+    monkeypatch.setattr(Neo4jGraphStore, "_run_batched", recording)
+    grown = replace(big, members=(*big.members[1:], "new"))  # one member out, one in
+    store.update_communities([grown], [])
+    assert sent[q.CREATE_MEMBERS] == [{"community": "0-0", "key": "new"}]
+    assert sent[q.DELETE_MEMBER_ROWS] == [{"community": "0-0", "key": "k00"}]
+    assert [c.id for c in store.communities_holding(["new", "k39"])] == ["0-0"]
+    assert store.communities_holding(["k00"]) == []
+    assert store.communities() == [grown]
 
 
 def test_communities_holding_keys_and_edges_of_keys(store: GraphStore) -> None:
