@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -145,9 +145,11 @@ class StatementMatrix:
         if not len(filled):
             return out
         cosines = self.rows @ query
-        # sorted by report, then by cosine descending: each report's first row is its best
-        order = np.lexsort((-cosines, self.segment))
-        out[filled] = self.rows[order[self.starts[filled]]]
+        # each report's best row: the first of its rows holding its largest cosine
+        best = np.maximum.reduceat(cosines, self.starts[filled])
+        at_best = np.flatnonzero(cosines == np.repeat(best, self.counts[filled]))
+        _, first = np.unique(self.segment[at_best], return_index=True)
+        out[filled] = self.rows[at_best[first]]
         return out
 
 
@@ -274,6 +276,14 @@ def batches(
     return out
 
 
+@dataclass(frozen=True)
+class _Positions:
+    """A view's reports by id (their index in it), and by the chunks they hold."""
+
+    index: dict[str, int]
+    holders: dict[str, list[int]]
+
+
 _Scorer = tuple[HybridScorer, ReportBM25, StatementMatrix]
 """A view's statement scorer (IDF over the view), report BM25 and stacked statements."""
 
@@ -300,6 +310,13 @@ class GlobalSearcher:
         default=None, init=False
     )
     _view_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    # per view (by identity: a view is replaced, never changed): the sizes for a budget
+    # (views, budget, sizes, tokens per level, floors), the scorer's key, the positions
+    _sized: tuple[object, int, ReportSizes, dict[int, int], dict[str, int]] | None = field(
+        default=None, init=False
+    )
+    _keyed: tuple[object, int] | None = field(default=None, init=False)
+    _positions_of: tuple[object, _Positions] | None = field(default=None, init=False)
 
     def reports_view(self) -> tuple[list[CommunityReport], dict[int, list[CommunityReport]], bool]:
         """Every report and the level views, read once per graph generation.
@@ -329,7 +346,12 @@ class GlobalSearcher:
 
     def scorer(self, view: Sequence[CommunityReport]) -> _Scorer:
         """Statement scorer (IDF over the view), BM25, stacked statements: cached per view."""
-        key = hash(tuple((r.community_id, r.fingerprint, r.method, r.title) for r in view))
+        keyed = self._keyed
+        if keyed is not None and keyed[0] is view:
+            key = keyed[1]
+        else:
+            key = hash(tuple((r.community_id, r.fingerprint, r.method, r.title) for r in view))
+            self._keyed = (view, key)
         if key not in self._scorers:
             memo: dict[str, list[str]] = {}  # a statement is analysed once, not per use
 
@@ -384,13 +406,35 @@ class GlobalSearcher:
             raise InvalidRequestError(
                 f"no community reports at level {level}; levels: {sorted(views)}"
             )
-        tokens = ReportSizes(reports, self.report_tokens, self._bounds)  # counted when needed
-        view_tokens = {lv: tokens.level_tokens(v, budget_tokens) for lv, v in views.items()}
+        sized = self._sized
+        if sized is None or sized[0] is not views or sized[1] != budget_tokens:
+            tokens = ReportSizes(reports, self.report_tokens, self._bounds)  # counted when needed
+            view_tokens = {lv: tokens.level_tokens(v, budget_tokens) for lv, v in views.items()}
+            sized = self._sized = (views, budget_tokens, tokens, view_tokens, tokens.floors())
+        tokens, view_tokens = sized[2], sized[3]
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
         if self.vectors is not None and changed:
             self.vectors.catch_up(reports)
         return tokens, chosen, view, self.scorer(view)
+
+    def _floors(self, tokens: ReportSizes) -> dict[str, int]:
+        """Every report's floor (as :meth:`ReportSizes.floors`), kept with the sizes."""
+        sized = self._sized
+        return sized[4] if sized is not None and sized[2] is tokens else tokens.floors()
+
+    def _positions(self, view: list[CommunityReport]) -> _Positions:
+        """Each report's index in ``view``, and the indices of the reports holding a chunk."""
+        found = self._positions_of
+        if found is not None and found[0] is view:
+            return found[1]
+        holders: dict[str, list[int]] = {}
+        for index, report in enumerate(view):
+            for chunk in report.chunk_ids:
+                holders.setdefault(chunk, []).append(index)
+        positions = _Positions({r.community_id: i for i, r in enumerate(view)}, holders)
+        self._positions_of = (view, positions)
+        return positions
 
     async def search(
         self,
@@ -417,12 +461,13 @@ class GlobalSearcher:
             self.executor, self.rank, question, view, scorer, bm25, matrix
         )
         if relevance:
-            index = {r.community_id: i for i, r in enumerate(view)}
+            positions = self._positions(view)
             order = focused_order(
-                [index[r.community_id] for r in ranked], content_order(view, relevance)
+                [positions.index[r.community_id] for r in ranked],
+                content_order(view, relevance, positions.holders),
             )
             ranked = [view[i] for i in order]
-        picked = pick_within_budget(ranked, tokens, budget_tokens, tokens.floors())
+        picked = pick_within_budget(ranked, tokens, budget_tokens, self._floors(tokens))
         if self.upgrade is not None:  # a thread of its own: the LLM may take seconds
             picked = await loop.run_in_executor(None, self.upgrade, picked)
             tokens = ReportSizes(picked, self.report_tokens)  # the upgraded reports' own
@@ -484,15 +529,23 @@ def chunk_relevance(
 
 
 def content_order(
-    view: Sequence[CommunityReport], relevance: Mapping[str, float]
+    view: Sequence[CommunityReport],
+    relevance: Mapping[str, float],
+    holders: Mapping[str, Sequence[int]] | None = None,
 ) -> list[tuple[int, float]]:
     """(index into ``view``, relevance of the chunks it covers), for reports holding any.
 
     A community's content answers the question as well as the relevant passages it
-    covers: the sum of their relevance, best first.
+    covers: the sum of their relevance, best first. ``holders`` (chunk id → indices of
+    the reports holding it) limits the work to the reports holding a relevant chunk.
     """
     scored = []
-    for index, report in enumerate(view):
+    if holders is None:
+        candidates: Iterable[int] = range(len(view))
+    else:
+        candidates = sorted({i for chunk in relevance for i in holders.get(chunk, ())})
+    for index in candidates:
+        report = view[index]
         mass = sum(relevance.get(chunk, 0.0) for chunk in report.chunk_ids)
         if mass > 0:
             scored.append((index, mass))

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from lore.embedders import Matrix
 from retrieval.analyzer import Analyzer
-from retrieval.fusion import weighted_rrf
 
+RRF_K = 60  # as in local search
 DENSE_FLOOR = 0.85  # keep a report without a shared term only this close to the best cosine
 
 
@@ -41,46 +42,65 @@ class ReportBM25:
         if self.terms is not None and len(self.terms) != len(self.texts):
             raise ValueError("one list of terms per text")
         tokens = self.terms if self.terms is not None else map(self.analyzer.tokens, self.texts)
-        self._tf = [Counter(t) for t in tokens]
-        self._len = [sum(tf.values()) for tf in self._tf]
-        self._avg = (sum(self._len) / len(self._len)) if self._len else 0.0
-        df: Counter[str] = Counter()
-        for tf in self._tf:
-            df.update(tf.keys())
-        n = len(self._tf)
-        self._idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+        tfs = [Counter(t) for t in tokens]
+        lengths = [sum(tf.values()) for tf in tfs]
+        self._avg = (sum(lengths) / len(lengths)) if lengths else 0.0
+        # postings: term → (texts holding it, its count in each), so a question touches
+        # only the texts that hold its terms
+        held: dict[str, tuple[list[int], list[int]]] = {}
+        for index, tf in enumerate(tfs):
+            for term, count in tf.items():
+                texts, counts = held.setdefault(term, ([], []))
+                texts.append(index)
+                counts.append(count)
+        n = len(tfs)
+        self._idf = {
+            t: math.log(1.0 + (n - len(d) + 0.5) / (len(d) + 0.5)) for t, (d, _) in held.items()
+        }
+        self._postings = {
+            t: (np.asarray(d, dtype=np.int64), np.asarray(c, dtype=np.float64))
+            for t, (d, c) in held.items()
+        }
+        length = np.asarray(lengths, dtype=np.float64)
+        self._norm = self.k1 * (1 - self.b + self.b * length / (self._avg or 1.0))
 
-    def scores(self, question: str) -> list[float]:
+    def scores(self, question: str) -> npt.NDArray[np.float64]:
         """BM25 score of every text (0 when it holds no question term)."""
-        terms = [t for t in self.analyzer.query_terms(question) if t in self._idf]
-        out = []
-        for tf, length in zip(self._tf, self._len, strict=True):
-            score = 0.0
-            norm = self.k1 * (1 - self.b + self.b * length / (self._avg or 1.0))
-            for term in terms:
-                f = tf.get(term, 0)
-                if f:
-                    score += self._idf[term] * f * (self.k1 + 1) / (f + norm)
-            out.append(score)
+        out = np.zeros(len(self._norm), dtype=np.float64)
+        for term in self.analyzer.query_terms(question):
+            if term in self._postings:
+                texts, counts = self._postings[term]
+                out[texts] += (
+                    self._idf[term] * counts * (self.k1 + 1) / (counts + self._norm[texts])
+                )
         return out
 
 
 def rank_reports(
     bm25: ReportBM25, matrix: Matrix, query_vector: Matrix, question: str
 ) -> list[tuple[int, float]]:
-    """(index into the view, fused score), most relevant first (see the module docstring)."""
-    if matrix.shape[0] == 0:
+    """(index into the view, fused score), most relevant first (see the module docstring).
+
+    Weighted RRF (:func:`~retrieval.fusion.weighted_rrf`, k 60, weights 1) of the keyword
+    order (reports holding a question term, by BM25) and the dense order (every report,
+    by its best statement's cosine), worked out on arrays: a question costs sorts in
+    numpy over the view, and Python only over the reports it keeps.
+    """
+    count = matrix.shape[0]
+    if count == 0:
         return []
     keyword = bm25.scores(question)
     cosines = np.asarray(matrix @ query_vector, dtype=np.float64)
-    kw_order = sorted(
-        (i for i in range(len(keyword)) if keyword[i] > 0), key=lambda i: (-keyword[i], i)
-    )
-    dense_order = sorted(range(len(cosines)), key=lambda i: (-float(cosines[i]), i))
+    index = np.arange(count)
+    holding = np.flatnonzero(keyword > 0)
+    kw_order = holding[np.lexsort((holding, -keyword[holding]))]
+    dense_order = np.lexsort((index, -cosines))
+    fused = np.zeros(count, dtype=np.float64)
+    fused[kw_order] = 1.0 / (RRF_K + np.arange(1, len(kw_order) + 1, dtype=np.float64))
+    dense_rank = np.empty(count, dtype=np.float64)
+    dense_rank[dense_order] = np.arange(1, count + 1, dtype=np.float64)
+    fused = fused + 1.0 / (RRF_K + dense_rank)
     best = float(cosines[dense_order[0]])
-    fused = weighted_rrf({"keyword": kw_order, "dense": dense_order}, {})
-    return [
-        (i, score)
-        for i, score in fused
-        if keyword[i] > 0 or float(cosines[i]) >= DENSE_FLOOR * best
-    ]
+    kept = np.flatnonzero((keyword > 0) | (cosines >= DENSE_FLOOR * best))
+    # weighted_rrf's order: score descending, ties by the key's repr
+    return sorted(((int(i), float(fused[i])) for i in kept), key=lambda x: (-x[1], repr(x[0])))
