@@ -196,7 +196,8 @@ class ReportVectorIndex:
 
     def _catch_up(self, reports: Sequence[CommunityReport]) -> int:
         self._reload()
-        self._analyse(reports, sorted(set(self._terms) - {r.community_id for r in reports}))
+        if self._analyse(reports, sorted(set(self._terms) - {r.community_id for r in reports})):
+            self._generation = self.store.generation()  # our write: nothing to reload
         model = self.embedder.name
         wanted = {r.community_id: statements(r) for r in reports}
         digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
@@ -277,10 +278,14 @@ class ReportVectorIndex:
             self._terms = self.store.load_terms() if self.analyzer is not None else {}
             self._generation = generation
 
-    def _analyse(self, reports: Sequence[CommunityReport], gone: Sequence[str]) -> None:
-        """Analyse and store the terms of ``reports`` whose stored terms are not current."""
+    def _analyse(self, reports: Sequence[CommunityReport], gone: Sequence[str]) -> bool:
+        """Analyse and store the terms of ``reports`` whose stored terms are not current.
+
+        Whether it wrote. (The caller decides whether the write leaves it current: a
+        refresh's :meth:`update` does not, so another process's writes are still read.)
+        """
         if self.analyzer is None:
-            return
+            return False
         key = self.analyzer.config.key()
         rows = []
         for report in reports:
@@ -294,8 +299,7 @@ class ReportVectorIndex:
             self._terms[cid] = (digest, terms)
         for cid in gone:
             self._terms.pop(cid, None)
-        if rows or gone:
-            self._generation = self.store.generation()
+        return bool(rows or gone)
 
     def analysed(
         self, reports: Sequence[CommunityReport], analyzer_key: str

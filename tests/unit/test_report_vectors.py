@@ -199,3 +199,23 @@ def test_unreadable_stored_terms_are_analysed_again(tmp_path: Path) -> None:
         "0-0": ReportTerms.of(reports[0], Analyzer().tokens)
     }
     store.close()
+
+
+def test_a_refresh_that_only_stores_terms_still_reads_what_another_process_wrote(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    store = ReportVectorStore(tables_at(store_url, tmp_path / "s.sqlite3"))
+    index = ReportVectorIndex(store, Counting(), analyzer=Analyzer())
+    first = report("0-0", "The pool ran dry.")
+    index.catch_up([first])
+    with another_process(store_url, tmp_path / "s.sqlite3") as elsewhere:
+        other = ReportVectorIndex(ReportVectorStore(elsewhere), Counting(), analyzer=Analyzer())
+        second = report("0-1", "Retries doubled.")
+        other.update([second], [])  # another process's refresh
+        retitled = replace(first, title="a new title")  # same statements: no new vectors
+        index.update([retitled], [])  # only its terms are stored
+        index.catch_up([retitled, second])
+        assert index.vectors(second) is not None  # read back, not embedded here
+        assert isinstance(index.embedder, Counting) and index.embedder.embedded == 1
+        other.store.close()
+    store.close()
