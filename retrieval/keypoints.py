@@ -148,15 +148,9 @@ def report_text(report: CommunityReport) -> str:
     return "\n".join(lines)
 
 
-def document_frequencies(
-    analyzer: Analyzer, texts: Iterable[str], tokens: Callable[[str], list[str]] | None = None
-) -> tuple[dict[str, int], int]:
-    """Term → number of texts holding it, and the number of texts.
-
-    ``tokens``: the analyzer's terms of a text, when the caller remembers them.
-    """
-    terms_of = tokens or analyzer.tokens
-    return frequencies_of(terms_of(text) for text in texts)
+def document_frequencies(analyzer: Analyzer, texts: Iterable[str]) -> tuple[dict[str, int], int]:
+    """Term → number of texts holding it, and the number of texts."""
+    return frequencies_of(analyzer.tokens(text) for text in texts)
 
 
 def frequencies_of(texts: Iterable[Sequence[str]]) -> tuple[dict[str, int], int]:

@@ -437,7 +437,7 @@ class Neo4jGraphStore:
                 (str(r["community"]), str(r["key"]))
                 for r in self._run_batched(tx, q.MEMBERS_OF, "ids", asked)
             }
-            wanted = {(row["community"], row["key"]) for row in _member_rows(ordered)}
+            wanted = {(c.id, key) for c in ordered for key in c.members}
             self._run_batched(tx, q.DELETE_COMMUNITIES_BY_ID, "ids", gone)
             self._run_batched(tx, q.DELETE_REPORTS_OF, "ids", gone)
             # member rows as a diff: a changed community's unchanged members stay put

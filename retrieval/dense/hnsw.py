@@ -209,8 +209,8 @@ class HnswIndex:
             vectors.view("<f4").reshape(count, self._dim).astype(np.float32),
         )
 
-    def _strip(self, whole: Path) -> bytes:
-        """What ``index.bin`` holds: the file hnswlib saved at ``whole``, live vectors cut."""
+    def _strip(self, whole: Path, links: Path) -> None:
+        """Write to ``links`` the file hnswlib saved at ``whole`` with its live vectors cut."""
         data = whole.read_bytes()
         count, size, label_at, data_at = self._layout(data, 0)
         end = _HEADER.size + count * size
@@ -222,18 +222,15 @@ class HnswIndex:
         labels = np.ascontiguousarray(records[:, label_at : label_at + 8]).view("<u8").ravel()
         dead = np.fromiter((int(x) in self._deleted for x in labels), dtype=bool, count=count)
         kept = np.ascontiguousarray(records[dead, data_at:vector_end])
-        links = np.concatenate([records[:, :data_at], records[:, vector_end:]], axis=1)
-        return b"".join(
-            (
-                _LINKS,
-                data[: _HEADER.size],
-                _COUNT.pack(int(dead.sum())),
-                np.ascontiguousarray(labels[dead]).tobytes(),
-                kept.tobytes(),
-                np.ascontiguousarray(links).tobytes(),
-                data[end:],
-            )
-        )
+        rest = np.concatenate([records[:, :data_at], records[:, vector_end:]], axis=1)
+        with links.open("wb") as handle:  # in pieces, no joined copy of the file
+            handle.write(_LINKS)
+            handle.write(data[: _HEADER.size])
+            handle.write(_COUNT.pack(int(dead.sum())))
+            handle.write(np.ascontiguousarray(labels[dead]).data)
+            handle.write(kept.data)
+            handle.write(rest.data)
+            handle.write(memoryview(data)[end:])
 
     def _rejoin(
         self, whole: Path
@@ -343,7 +340,7 @@ class HnswIndex:
         if self._source is not None:  # the live vectors are the store's: keep the rest
             whole, tmp = tmp, self._file.with_suffix(".links")
             try:
-                tmp.write_bytes(self._strip(whole))
+                self._strip(whole, tmp)
             finally:
                 whole.unlink(missing_ok=True)
         os.replace(tmp, self._file)
