@@ -140,6 +140,7 @@ def print_build(
             "communities and reports left as they were"
             if report.budget_reached
             else f"{report.reports_written} {report.report_writer} reports written"
+            + (f", {report.reports_recovered} re-covered" if report.reports_recovered else "")
         )
         out.print(
             f"extracted {report.extracted} chunks with the {report.extractor} extractor "

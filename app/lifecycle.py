@@ -85,7 +85,7 @@ def delete_documents(
         indexes.catch_up()
     cascade = forget(services, lost)
     report = DeletionReport(ids, removed, cascade)
-    forget_text(services, jobs, ids, lost, cascade.refresh.written if cascade.refresh else ())
+    forget_text(services, jobs, ids, lost, cascade.refresh.rewritten if cascade.refresh else ())
     return report
 
 
@@ -99,9 +99,11 @@ def forget_text(
     """Remove deleted documents' text from the tables beside the store.
 
     The LLM replies whose prompts held the chunks, or held reports the cascade rewrote
-    (``rewritten``: community ids) or removed; the text staged in job records; then each
-    embedded SQLite file's WAL is checkpointed (every connection deletes with
-    ``secure_delete``), so the deleted text is in no file of the data directory.
+    (``rewritten``: community ids whose text changed; a re-covered report says what it
+    said, so a prompt that showed it shows nothing deleted) or removed; the text staged
+    in job records; then each embedded SQLite file's WAL is checkpointed (every
+    connection deletes with ``secure_delete``), so the deleted text is in no file of the
+    data directory.
     """
     cache_at = database_for(services.settings, "llm-cache")
     if not isinstance(cache_at, Path) or cache_at.exists():  # never create an unused cache
@@ -169,7 +171,7 @@ def forget_gone(
     gone = gone_chunks(services.store, services.graph, document_ids)
     report = forget(services, gone)
     if gone:
-        forget_text(services, jobs, (), gone, report.refresh.written if report.refresh else ())
+        forget_text(services, jobs, (), gone, report.refresh.rewritten if report.refresh else ())
     return report
 
 

@@ -193,6 +193,7 @@ def refresh_in_process(
             services.report_vectors.update(graph.reports_by_id(refreshed.written), plan.gone)
     built.steps = steps
     built.reports_written = refreshed.refreshed
+    built.reports_recovered = refreshed.recovered
     built.report_writer = roles.summarizer.name
     built.llm = roles.llm
     built.clustering = refreshed.clustering.as_dict()

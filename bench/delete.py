@@ -6,7 +6,9 @@ Ingests the first ``--docs`` records, builds the graph (offline extractor, extra
 reports), then deletes ``--share`` of the documents (rounded up, seeded sample) in one
 ``app.lifecycle.delete_documents`` call — the path behind ``lore delete`` and
 ``DELETE /v1/documents/{id}`` — and prints JSON: entities and relations removed,
-community reports refreshed (and their share of all communities), seconds. Then it
+community reports refreshed (their words new; and their share of all communities) and
+re-covered (stored again with the same words: only chunk ids and importance moved),
+seconds. Then it
 checks that no removed chunk id and no *unique* sentence of the deleted documents (one
 no remaining document contains) comes back from any read route, called as the routes
 call them: hybrid search (each sampled sentence as a query), ask in local and global
@@ -181,8 +183,8 @@ def _run(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     cascade = report.graph.as_dict()
-    written = report.graph.refresh.written if report.graph.refresh is not None else []
-    by_level = Counter(int(cid.split("-", 1)[0]) for cid in written)
+    rewritten = report.graph.refresh.rewritten if report.graph.refresh is not None else []
+    by_level = Counter(int(cid.split("-", 1)[0]) for cid in rewritten)
     print(
         json.dumps(
             {
@@ -205,6 +207,8 @@ def _run(
                     cascade["reports_refreshed"] / max(1, cascade["communities"]), 4
                 ),
                 "reports_refreshed_by_level": dict(sorted(by_level.items())),
+                # stored again with the same words: only their chunk ids and importance moved
+                "reports_recovered": cascade["reports_recovered"],
                 "entities_changed": cascade["entities_changed"],
                 "report_calls": delete_calls,
                 "report_calls_share": round(delete_calls / max(1, cascade["communities"]), 4),

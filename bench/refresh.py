@@ -6,9 +6,11 @@
 Ingests the corpus, builds the graph, communities and every report, then edits 1% of
 the documents (rounded up; each gets one appended sentence naming a new identifier and
 an existing service), ingests them again and refreshes. Prints JSON with
-{"communities", "stale", "refreshed", "unchanged", "llm_calls"} and the share of
-communities re-summarised. ``--reports llm`` has an LLM write the reports (the scripted
-test server, ``bench.common.report_writer``) and counts its calls (``report_calls``).
+{"communities", "stale", "refreshed", "recovered", "unchanged", "llm_calls"} and the
+share of communities re-summarised (``refreshed``: words new; ``recovered``: stored again
+with the same words, only their chunk ids and importance moved). ``--reports llm`` has
+an LLM write the reports (the scripted test server, ``bench.common.report_writer``) and
+counts its calls (``report_calls``).
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ def _run(
         runtime.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    keys = ("communities", "stale", "refreshed", "unchanged", "llm_calls")
+    keys = ("communities", "stale", "refreshed", "recovered", "unchanged", "llm_calls")
     return {
         "documents": len(docs),
         "edited": len(edited),

@@ -62,6 +62,7 @@ class CascadeReport:
             "communities": refresh.communities,
             "communities_stale": refresh.stale,
             "reports_refreshed": refresh.refreshed,
+            "reports_recovered": refresh.recovered,
             "llm_calls": refresh.llm_calls,
         }
 
@@ -80,6 +81,7 @@ def describe(counts: Mapping[str, int]) -> str:
         f"{counts['relation_mentions_removed']} relation mentions from {counts['chunks']} "
         f"chunks), {counts['reports_refreshed']} of {counts['communities']} community "
         "reports refreshed"
+        + (f", {n} re-covered" if (n := counts.get("reports_recovered", 0)) else "")
     )
 
 

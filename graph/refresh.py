@@ -37,6 +37,7 @@ from graph.reports import (
     ReportWriter,
     community_chunks,
     report_fingerprint,
+    same_text,
 )
 from graph.store import CommunityReader, EntityReader, GraphStore, StalenessStore
 from lore.llm import LLMStats
@@ -116,11 +117,16 @@ class RefreshReport:
     communities: int = 0
     stale: int = 0
     refreshed: int = 0
+    recovered: int = 0
+    """Reports stored again with the same text (:func:`graph.reports.same_text`): only
+    their chunk ids, importance and fingerprint changed."""
     unchanged: int = 0
     llm_calls: int = 0
     clustering: Clustering = field(default_factory=lambda: Clustering("incremental"))
     written: list[str] = field(default_factory=list)
-    """Ids of the communities whose reports were (re)written."""
+    """Ids of the communities whose reports were stored (rewritten or re-covered)."""
+    rewritten: list[str] = field(default_factory=list)
+    """Ids of those whose text is new (a report of a new community, or words that changed)."""
     gone: list[str] = field(default_factory=list)
     """Ids of the communities the re-clustering removed (the plan's)."""
 
@@ -130,6 +136,7 @@ class RefreshReport:
             "communities": self.communities,
             "stale": self.stale,
             "refreshed": self.refreshed,
+            "recovered": self.recovered,
             "unchanged": self.unchanged,
             "llm_calls": self.llm_calls,
         }
@@ -348,16 +355,22 @@ def report_jobs(graph: GraphStore, community_ids: Sequence[str], largest: int) -
         now = report_fingerprint(graph, community, held)
         if previous is not None and previous.fingerprint == now:
             continue
-        jobs.append(ReportJob(community, held, largest, now))
+        jobs.append(ReportJob(community, held, largest, now, previous))
     return jobs
 
 
 def summarize_community(
     graph: GraphStore, summarizer: Summarizer, community_id: str, largest: int
-) -> CommunityReport | None:
-    """A new report for one stale community (a worker's step), or None if it is current."""
+) -> tuple[CommunityReport, bool] | None:
+    """A new report for one stale community (a worker's step), or None if it is current.
+
+    With it, whether its text is new (False: it only re-covers the stored one).
+    """
     job = report_job(graph, community_id, largest)
-    return summarizer.write_level(graph, [job])[0] if job is not None else None
+    if job is None:
+        return None
+    report = summarizer.write_level(graph, [job])[0]
+    return report, not same_text(job.previous, report)
 
 
 def store_reports(
@@ -397,22 +410,30 @@ def run_plan(
         jobs = report_jobs(graph, level, plan.largest)
         written = summarizer.write_level(graph, jobs)
         store_reports(graph, written, level)
-        report.refreshed += len(written)
+        pairs = zip(written, jobs, strict=True)
+        new = [r.community_id for r, j in pairs if not same_text(j.previous, r)]
+        report.refreshed += len(new)
+        report.recovered += len(written) - len(new)
         report.written += [r.community_id for r in written]
+        report.rewritten += new
         if progress is not None:
-            progress(report.refreshed, max(plan.stale, report.refreshed))
-    report.unchanged = report.communities - report.refreshed
+            done = report.refreshed + report.recovered
+            progress(done, max(plan.stale, done))
+    report.unchanged = report.communities - report.refreshed - report.recovered
     report.llm_calls = summarizer.llm_calls - calls_before
     return report
 
 
-def report_from(plan: RefreshPlan, refreshed: int, llm_calls: int) -> dict[str, Any]:
+def report_from(
+    plan: RefreshPlan, refreshed: int, llm_calls: int, recovered: int = 0
+) -> dict[str, Any]:
     """The refresh report of a fanned-out run, from its plan and the level results."""
     return RefreshReport(
         communities=plan.communities,
         stale=plan.stale,
         refreshed=refreshed,
-        unchanged=plan.communities - refreshed,
+        recovered=recovered,
+        unchanged=plan.communities - refreshed - recovered,
         llm_calls=llm_calls,
     ).as_dict()
 

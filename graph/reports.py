@@ -285,6 +285,8 @@ class ReportJob:
     largest: int
     fingerprint: str | None = None
     """Its input fingerprint when the planner computed it already (None: compute it)."""
+    previous: CommunityReport | None = None
+    """Its stored report, when it has one (a new one that says the same only re-covers it)."""
 
 
 class ReportWriter(Protocol):
@@ -321,6 +323,21 @@ def job_report(job: ReportJob, graph: EntityReader, chunk_texts: ChunkTexts) -> 
         children=job.children,
         known_fingerprint=job.fingerprint,
     )
+
+
+def same_text(before: CommunityReport | None, after: CommunityReport) -> bool:
+    """Whether ``after`` says what ``before`` said: title, summary, findings and method.
+
+    A report rewritten to the same text only *re-covers* its community: its chunk ids,
+    importance and fingerprint follow the change, its words (and so its report vector,
+    and the replies of prompts that showed it) stay.
+    """
+    return before is not None and (
+        before.title,
+        before.summary,
+        before.findings,
+        before.method,
+    ) == (after.title, after.summary, after.findings, after.method)
 
 
 def community_chunks(graph: EntityReader, community: Community) -> set[str]:

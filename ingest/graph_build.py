@@ -59,6 +59,9 @@ class GraphBuildReport:
     removed: int = 0
     unchanged: int = 0
     reports_written: int = 0
+    """Reports whose text is new (a new community's, or words that changed)."""
+    reports_recovered: int = 0
+    """Reports stored again with the same text: only their chunk ids and importance moved."""
     report_writer: str = "extractive"
     not_done: int = 0
     """Chunks left for the next build because the token budget was reached."""

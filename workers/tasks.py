@@ -389,11 +389,12 @@ def _next_level(
     refreshed: int,
     calls: int,
     namespace: str | None,
+    recovered: int = 0,
 ) -> None:
     levels = plan["levels"]
     settings, _, jobs = worker_state(namespace)
     if index >= len(levels):
-        counts = report_from(plan_from_dict(plan), refreshed, calls)
+        counts = report_from(plan_from_dict(plan), refreshed, calls, recovered)
         jobs.update_job(job_id, state="done", detail=counts)
         _release_refresh(settings, namespace, job_id)
         return
@@ -404,7 +405,9 @@ def _next_level(
         summarize_community_task.si(cid, plan["largest"], job_id=job_id, **kwargs)
         for cid in levels[index]
     )
-    chord(header)(store_level.s(job_id, plan, index, refreshed, calls, **kwargs))
+    chord(header)(
+        store_level.s(job_id, plan, index, refreshed, calls, recovered=recovered, **kwargs)
+    )
 
 
 @_task("lore.summarize_community", bind=True, keep_result=True)
@@ -422,18 +425,18 @@ def summarize_community_task(
     _, runtime, _ = worker_state(namespace)
     summarizer = summarizer_for(runtime.settings, runtime.store)
     failed: list[str] = []
+    written: tuple[CommunityReport, bool] | None = None
     try:
-        report = summarize_community(runtime.graph(), summarizer, community_id, largest)
+        written = summarize_community(runtime.graph(), summarizer, community_id, largest)
     except RETRYABLE as exc:
         _retry(self, exc, failed.append)
-        report = None
     except Exception as exc:  # the community stays stale; the next refresh tries it again
         log.exception("summarising community %s failed", community_id)
         _give_up(f"summarising community {community_id}", exc, failed.append)
-        report = None
     return {
         "id": community_id,
-        "report": report.to_json() if report else None,
+        "report": written[0].to_json() if written else None,
+        "rewritten": written[1] if written else False,
         "llm_calls": summarizer.llm_calls,
         "failed": failed[0] if failed else None,
     }
@@ -448,6 +451,7 @@ def store_level(
     refreshed: int,
     calls: int,
     namespace: str | None = None,
+    recovered: int = 0,
 ) -> int:
     """Store one level's reports (children are stored before parents are summarised)."""
     settings, runtime, jobs = worker_state(namespace)
@@ -460,7 +464,16 @@ def store_level(
         # this level's reports only (and, with the first level, those of vanished communities)
         runtime.report_vectors().update(written, plan.get("gone", []) if index == 0 else [])
         used = sum(int(r["llm_calls"]) for r in results)
-        _next_level(job_id, plan, index + 1, refreshed + len(written), calls + used, namespace)
+        new = sum(1 for r in results if r["report"] and r.get("rewritten", True))
+        _next_level(
+            job_id,
+            plan,
+            index + 1,
+            refreshed + new,
+            calls + used,
+            namespace,
+            recovered + len(written) - new,
+        )
     except Exception as exc:
         _give_up("storing community reports", exc, _refresh_failed(settings, namespace, job_id))
         raise

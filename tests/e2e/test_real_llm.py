@@ -213,9 +213,11 @@ def test_the_dry_run_names_the_calls_the_build_makes(llm_built: Run) -> None:
     spent_again = rebuilt["llm"]
     counted_again = spent_again["prompt_tokens"] + spent_again["completion_tokens"]
     print(f"after one more document: dry run {again}; counted {counted_again} ({spent_again})")
-    # every report it rewrites, by a call or (an unchanged prompt) from the reply cache
-    assert again["communities"] == rebuilt["reports_written"] > 0, (again, rebuilt)
-    assert again["report_calls"] + again["report_cache_hits"] == rebuilt["reports_written"]
+    # every report it rewrites, by a call or (an unchanged prompt) from the reply cache:
+    # a cached reply gives the same words, so that report is counted as re-covered
+    stored = rebuilt["reports_written"] + rebuilt["reports_recovered"]
+    assert again["communities"] == stored > 0, (again, rebuilt)
+    assert again["report_calls"] + again["report_cache_hits"] == stored
     _within_unless_reprompts_differ(again, spent_again)
 
 

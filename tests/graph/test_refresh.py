@@ -18,7 +18,7 @@ from graph.communities import Community, Edge, hierarchical_communities
 from graph.incremental import place_touched
 from graph.models import ChunkMentions, EntityMention, RelationMention, entity_key
 from graph.refresh import Summarizer, plan_refresh, report_job, report_jobs, run_plan
-from graph.reports import ExtractiveWriter, from_children, report_fingerprint
+from graph.reports import ExtractiveWriter, from_children, report_fingerprint, same_text
 from graph.stores import open_graph_store
 from ingest.loaders import load_paths
 from ingest.roots import known_roots, plan_targets
@@ -176,7 +176,14 @@ def test_a_refresh_writes_only_the_reports_it_rewrote_and_drops_those_of_vanishe
     assert group_3 and group_3 <= vanished
     assert "g3-" not in json.dumps([r.to_json() for r in after.values()])
     rewritten = {k for k, r in after.items() if before.get(k) != r}
-    assert 0 < len(rewritten) == refreshed.refreshed < len(after) // 2
+    assert 0 < len(rewritten) == refreshed.refreshed + refreshed.recovered < len(after) // 2
+    assert set(refreshed.written) == rewritten
+    # "refreshed" counts the reports whose words changed; the rest only re-cover their chunks
+    words = {k for k in rewritten if k not in before or not same_text(before[k], after[k])}
+    assert set(refreshed.rewritten) == words and refreshed.refreshed == len(words)
+    recovered = rewritten - words  # here: an ancestor whose chunks changed, not its words
+    assert len(recovered) == refreshed.recovered > 0
+    assert all(after[k].fingerprint != before[k].fingerprint for k in recovered)
     # each rewritten report's row written once, each vanished one deleted once, no other row
     assert sorted(cid for op, cid in writes if op != "DELETE") == sorted(rewritten)
     assert sorted(cid for op, cid in writes if op == "DELETE") == sorted(vanished)
@@ -337,7 +344,8 @@ def test_a_small_edit_refreshes_few_summaries_and_they_show_the_edit(
     # chains (one community per level each); on a small graph that can exceed 5 %
     levels = len({c.level for c in runtime.graph().communities()})
     assert refreshed["refreshed"] <= max(0.05 * refreshed["communities"], 2 * levels)
-    assert refreshed["unchanged"] == refreshed["communities"] - refreshed["refreshed"]
+    kept = refreshed["communities"] - refreshed["refreshed"] - refreshed["recovered"]
+    assert refreshed["unchanged"] == kept
 
     graph = runtime.graph()
     canary = graph.entity("E_REFRESH_CANARY")
