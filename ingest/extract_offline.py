@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "14"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "15"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character

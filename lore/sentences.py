@@ -28,6 +28,11 @@ Kind = Literal["prose", "item", "heading", "table", "field", "value", "code"]
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
 _ITEM = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+(?=\S)")
+_DEFINITION_MARK = re.compile(r"^:[ \t]+(?=\S)")  # a definition's description, under its term
+# what opens a block of its own, so a less indented line is no paragraph's lazy continuation
+_BLOCK_START = re.compile(
+    r"^[ \t]*(?:[-*+•][ \t]|\d{1,3}[.)][ \t]|:[ \t]|#{1,6}[ \t]|\||`{3,}|~{3,})"
+)
 _TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _TABLE_RULE = re.compile(r"^[ \t|:\-]+$")
 # "Severity: critical", "**Impact**: ...", "Summary -" at line start: a field, not prose
@@ -106,7 +111,14 @@ def blocks(text: str) -> list[Segment]:
 
 
 class _BlockReader:
-    """Line-by-line state of :func:`blocks`: the open paragraph, item or fence."""
+    """Line-by-line state of :func:`blocks`: the open paragraph, item or fence.
+
+    ``containers`` are the content columns of the list items and definitions (``:   …``)
+    a line may belong to, innermost last. As in CommonMark, a line indented to an open
+    container's column is read without that indentation: a paragraph indented under a
+    definition or an item goes on with it (prose, not an indented code block), and a
+    fence indented there is a fence; only four more columns make indented code.
+    """
 
     def __init__(self) -> None:
         self.out: list[Segment] = []
@@ -114,6 +126,8 @@ class _BlockReader:
         self.kind: Kind = "prose"
         self.fence: str | None = None
         self.code: list[str] = []
+        self.containers: list[int] = []
+        self.dedented = False
 
     def flush(self) -> None:
         for piece in _unwrap(self.lines):
@@ -122,6 +136,7 @@ class _BlockReader:
         self.kind = "prose"
 
     def read(self, line: str) -> None:
+        line = self._within(line)
         opening = _FENCE.match(line)
         if self.fence is not None:
             self._in_fence(line, opening)
@@ -132,6 +147,25 @@ class _BlockReader:
             self.flush()
         elif not self._layout(line):
             self._text(line)
+
+    def _within(self, line: str) -> str:
+        """``line`` without the indentation of the containers it belongs to (see above)."""
+        if not line.strip():
+            return line
+        indent = len(line) - len(line.lstrip(" "))
+        if self.fence is None:
+            lazy = bool(self.lines) and not _BLOCK_START.match(line)  # a paragraph goes on
+            while self.containers and indent < self.containers[-1] and not lazy:
+                self.containers.pop()
+        offset = self.containers[-1] if self.containers else 0
+        cut = min(offset, indent)
+        self.dedented = cut > 0
+        line = line[cut:]
+        if self.fence is None:
+            marker = _ITEM.match(line) or _DEFINITION_MARK.match(line)
+            if marker:
+                self.containers.append(cut + len(marker.group()))
+        return line
 
     def _in_fence(self, line: str, opening: re.Match[str] | None) -> None:
         assert self.fence is not None
@@ -181,7 +215,7 @@ class _BlockReader:
             if not line.strip():
                 return
         field = _FIELD.match(line)
-        indented_item = self.kind == "item" and line[:1].isspace()
+        indented_item = self.kind == "item" and (line[:1].isspace() or self.dedented)
         if field and not indented_item and "://" not in line[:12]:
             self.flush()  # "Label: value" -- the label stands alone, the value reads as prose
             self.out.append(Segment(field.group(1), "field"))

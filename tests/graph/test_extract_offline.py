@@ -229,3 +229,16 @@ def test_a_sentence_opener_the_document_mostly_writes_in_lower_case_is_dropped()
     page[1] = "How Git stores it, as Git does, is why Git and Git tools last. Git Wire Protocol."
     names = {e.name for e in extract(page[1], words=document_words(page))[0]}
     assert "Git Wire Protocol" in names
+
+
+def test_a_definitions_later_paragraphs_are_prose_to_the_extractor() -> None:
+    # read as code they made English compounds entities ("special-purpose"): a code
+    # block's kebab-case words are names of things, a sentence's are not
+    text = (
+        "HEAD\n"
+        ":   names the commit on which you based the changes.\n"
+        "\n"
+        "    There are a few special-purpose refs that do not begin with `refs/`.\n"
+    )
+    entities, _ = extract(text, "gitrevisions(7)")
+    assert "special-purpose" not in {e.name for e in entities}

@@ -75,3 +75,42 @@ def test_cut_points_keep_line_structure_of_lists_and_split_prose() -> None:
         "First one is wrapped.",
         "Second one.",
     ]
+
+
+def test_paragraphs_indented_under_a_definition_or_item_go_on_with_it_not_as_code() -> None:
+    # a converted definition list (``<dd>`` with several paragraphs and a ``<pre>``): its
+    # later paragraphs are indented to the description's column, as CommonMark reads them
+    text = (
+        "HEAD\n"
+        ":   names the commit on which you based the changes.\n"
+        "\n"
+        "    There are a few special-purpose refs that do not begin with `refs/`.\n"
+        "\n"
+        "    ```\n"
+        "      staged     unstaged path\n"
+        "    ```\n"
+        "\n"
+        "        four more columns: indented code\n"
+        "\n"
+        "Plain paragraph.\n"
+        "\n"
+        "    indented code at the top\n"
+        "- item one\n"
+        "\n"
+        "  A second paragraph of item one.\n"
+        "\n"
+        "      code in the item\n"
+    )
+    kinds = [(s.kind, s.text) for s in segments(text)]
+    assert (
+        "prose",
+        "There are a few special-purpose refs that do not begin with `refs/`.",
+    ) in kinds
+    assert ("code", "  staged     unstaged path") in kinds  # the indented fence is a fence
+    assert ("code", "four more columns: indented code") in kinds
+    assert ("code", "indented code at the top") in kinds  # no container: code, as before
+    assert ("prose", "A second paragraph of item one.") in kinds
+    assert ("code", "code in the item") in kinds
+    assert ("prose", "Plain paragraph.") in kinds
+    code = [t for k, t in kinds if k == "code"]
+    assert not any("special-purpose" in t or "second paragraph" in t for t in code)
