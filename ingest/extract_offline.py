@@ -72,6 +72,7 @@ _MARKUP = re.compile(
     r"|\[[A-Z][A-Za-z ]{0,30}\](?!\()|\([A-Z][a-z]+\)"  # [MUSIC], (Laughter): directions
 )
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+_MANUAL_SECTION = re.compile(r"\([1-9][a-z]{0,3}\)")  # git-log(1), crontab(5), printf(3p)
 _ONE_IDENTIFIER = re.compile(r"`?[\w.\-/:]+`?(?:\(\d*\))?")
 # English prefixes: "non-linear", "re-read", "pre-built" are words, not names with a short part
 _PREFIXES = frozenset({"non", "re", "pre", "co", "sub", "un", "anti", "semi", "self", "multi"})
@@ -475,7 +476,9 @@ def _identifiers(
     clean = _MARKUP.sub(" ", text)
     for match in _TOKEN.finditer(clean):
         token = match.group().rstrip(".:")
-        is_code = code or token in marked or f"{token}()" in marked
+        # a manual page's reference, ``git-for-each-ref(1)``: a command's name, not English
+        manual = _MANUAL_SECTION.match(clean, match.end()) is not None
+        is_code = code or manual or token in marked or f"{token}()" in marked
         kind = classify(token, clean, code=is_code, words=words)
         if kind is not None and len(token) >= 3:
             found.setdefault(entity_key(token), (token.rstrip("()"), kind))

@@ -242,3 +242,10 @@ def test_a_definitions_later_paragraphs_are_prose_to_the_extractor() -> None:
     )
     entities, _ = extract(text, "gitrevisions(7)")
     assert "special-purpose" not in {e.name for e in entities}
+
+
+def test_a_manual_page_reference_names_a_command_even_of_function_words() -> None:
+    text = "For the options, see git-for-each-ref(1); the changes land one-by-one."
+    names = {e.name: e.type for e in extract(text, "git-branch(1)")[0]}
+    assert names.get("git-for-each-ref") == "identifier"
+    assert "one-by-one" not in names  # an English compound stays none
