@@ -36,6 +36,9 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
 _FENCE = re.compile(r"^(?:[ \t]*|:[ \t]+)(`{3,}|~{3,})")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
+_CONTINUED = re.compile(
+    r"^ {4}\S"
+)  # a paragraph indented under a definition, as ingest.html writes
 _MIN_BUDGET = 32
 _TINY = 24
 _DEFINITION = re.compile(r"^:[ \t]{1,4}\S")
@@ -313,9 +316,15 @@ def _pack(units: list[_Unit], budget: int, overlap: int) -> list[str]:
 def _join(units: list[_Unit]) -> str:
     parts: list[str] = []
     for index, unit in enumerate(units):
-        if index and units[index - 1].block == unit.block:
+        text = unit.text
+        if index and units[index - 1].block < 0 and _CONTINUED.match(text):
+            # a definition's later paragraph under its repeated term: it opens the
+            # description again (":   …"), or it would read as an indented code block
+            parts.append("\n")
+            text = ":   " + text[4:]
+        elif index and units[index - 1].block == unit.block:
             parts.append(unit.joiner)
         elif index:
             parts.append("\n\n")
-        parts.append(unit.text)
+        parts.append(text)
     return "".join(parts)

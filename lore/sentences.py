@@ -165,6 +165,8 @@ class _BlockReader:
             marker = _ITEM.match(line) or _DEFINITION_MARK.match(line)
             if marker:
                 self.containers.append(cut + len(marker.group()))
+                if line[:1] == ":" and _FENCE.match(line[marker.end() :]):
+                    return line[marker.end() :]  # ":   ```": a description opening with code
         return line
 
     def _in_fence(self, line: str, opening: re.Match[str] | None) -> None:

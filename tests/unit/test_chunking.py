@@ -1,6 +1,7 @@
 import pytest
 
 from ingest.chunking import chunk_text, sections
+from lore.sentences import segments
 from lore.tokens import WordPieceCounter, counter_for, packaged_model_dir
 
 
@@ -174,3 +175,17 @@ def test_an_entry_with_too_many_names_to_repeat_carries_its_last(counter: WordPi
     chunks = chunk_text(doc, counter, size=64, overlap=8)
     later = [c.text for c in chunks if "Point 3" in c.text or "Point 39" in c.text]
     assert later and all(t.startswith(names[-1]) for t in later[1:]), later
+
+
+def test_a_definitions_later_paragraph_under_its_repeated_term_reads_as_its_description(
+    counter: WordPieceCounter,
+) -> None:
+    body = " ".join(f"Sentence {i} explains how the value is read and applied." for i in range(9))
+    later = "    Another paragraph of the same entry: set it to\n    true on Windows."
+    doc = f"# Options\n\ncore.autocrlf\n:   {body}\n\n{later}\n"
+    chunks = chunk_text(doc, counter, size=64, overlap=0)
+    (last,) = [c for c in chunks if "Another paragraph" in c.text]
+    assert last.text.startswith("core.autocrlf\n:   Another paragraph"), last.text
+    assert "\n    true on Windows." in last.text  # its next line stays indented under it
+    # so the shared splitter reads it as prose under the term, not as indented code
+    assert all(s.kind != "code" for s in segments(last.text)), segments(last.text)

@@ -114,3 +114,10 @@ def test_paragraphs_indented_under_a_definition_or_item_go_on_with_it_not_as_cod
     assert ("prose", "Plain paragraph.") in kinds
     code = [t for k, t in kinds if k == "code"]
     assert not any("special-purpose" in t or "second paragraph" in t for t in code)
+
+
+def test_a_description_that_opens_with_a_fence_is_code() -> None:
+    text = "git-status(1)\n:   ```\n    git status --short\n    ```\n\n    It shows the state.\n"
+    kinds = [(s.kind, s.text) for s in segments(text)]
+    assert ("code", "git status --short") in kinds
+    assert ("prose", "It shows the state.") in kinds
