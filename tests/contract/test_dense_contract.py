@@ -216,3 +216,17 @@ def test_a_whole_index_bin_opens_with_a_store_and_is_written_links_only(tmp_path
     assert (directory / "index.bin").stat().st_size < whole - (N - 10) * DIM * 4  # one more element
     third = open_dense_index("hnswlib", directory, DIM, vector_source=store)
     assert len(third) == N + 1 and third.search(VECS[7], 1)[0][0] == 8
+
+
+def test_an_index_within_the_exact_scan_size_is_searched_exactly(tmp_path: Path) -> None:
+    # a deliberately poor graph (two links a node, a beam of one) misses true neighbours;
+    # an index no larger than exact_scan_max_rows scores every vector, so it never does
+    loose = {"m": 2, "ef_construction": 4, "ef_search": 1}
+    graph = HnswIndex(tmp_path / "g", DIM, exact_scan_max_rows=0, **loose)
+    exact = HnswIndex(tmp_path / "e", DIM, exact_scan_max_rows=N, **loose)
+    for idx in (graph, exact):
+        idx.upsert(ROWS)
+    queries = vectors(40, seed=7)
+    truth = [exact_top(q, list(range(1, N + 1)), 5) for q in queries]
+    assert [[r for r, _ in exact.search(q, 5)] for q in queries] == truth
+    assert [[r for r, _ in graph.search(q, 5)] for q in queries] != truth  # the graph misses
