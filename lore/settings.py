@@ -150,7 +150,10 @@ class DenseSettings(Section):
     )
     build_threads: int = Field(2, ge=1, le=256, description="threads for adding vectors")
     exact_scan_max_rows: int = Field(
-        20_000, ge=0, description="filters matching at most this many chunks are scanned exactly"
+        20_000,
+        ge=0,
+        description="an index of at most this many vectors, and a filter matching at most "
+        "this many chunks, is scanned exactly",
     )
 
 
