@@ -36,9 +36,8 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
 _FENCE = re.compile(r"^(?:[ \t]*|:[ \t]+)(`{3,}|~{3,})")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
-_CONTINUED = re.compile(
-    r"^ {4}\S"
-)  # a paragraph indented under a definition, as ingest.html writes
+# a paragraph indented under a definition, as ingest.html writes it
+_CONTINUED = re.compile(r"^ {4}\S")
 _MIN_BUDGET = 32
 _TINY = 24
 _DEFINITION = re.compile(r"^:[ \t]{1,4}\S")
