@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS job_documents (
     PRIMARY KEY (job_id, document_id)
 );
 CREATE INDEX IF NOT EXISTS job_documents_by_status ON job_documents(job_id, status);
+CREATE INDEX IF NOT EXISTS job_documents_by_document ON job_documents(document_id);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, epoch);
 """
 

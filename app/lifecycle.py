@@ -14,7 +14,6 @@ of a graph build.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.builders import (
@@ -46,7 +45,7 @@ from lore.errors import (
     NotFoundError,
     PermanentError,
 )
-from lore.llm import ReplyCache
+from lore.llm import forget_replies
 
 if TYPE_CHECKING:
     from app.jobs import JobStore
@@ -85,7 +84,7 @@ def delete_documents(
         indexes.catch_up()
     cascade = forget(services, lost)
     report = DeletionReport(ids, removed, cascade)
-    forget_text(services, jobs, ids, lost, cascade.refresh.rewritten if cascade.refresh else ())
+    forget_text(services, jobs, ids, lost, _changed_reports(cascade))
     return report
 
 
@@ -94,34 +93,29 @@ def forget_text(
     jobs: JobStore,
     document_ids: Sequence[str],
     chunk_ids: Sequence[str],
-    rewritten: Sequence[str] = (),
+    reports: Sequence[str] = (),
 ) -> None:
     """Remove deleted documents' text from the tables beside the store.
 
-    The LLM replies whose prompts held the chunks, or held reports the cascade rewrote
-    (``rewritten``: community ids whose text changed; a re-covered report says what it
-    said, so a prompt that showed it shows nothing deleted) or removed; the text staged
-    in job records; then each embedded SQLite file's WAL is checkpointed (every
+    The LLM replies whose prompts held the chunks, or held reports the cascade rewrote or
+    removed (``reports``: community ids whose text changed or that are gone; a re-covered
+    report says what it said, so a prompt that showed it shows nothing deleted); the text
+    staged in job records; then each embedded SQLite file's WAL is checkpointed (every
     connection deletes with ``secure_delete``), so the deleted text is in no file of the
-    data directory.
+    data directory. Every step reads by key what the delete touched, never a whole table.
     """
-    cache_at = database_for(services.settings, "llm-cache")
-    if not isinstance(cache_at, Path) or cache_at.exists():  # never create an unused cache
-        cache = ReplyCache(cache_at)
-        try:
-            cache.forget_chunks(chunk_ids)
-            held = cache.reports_held()
-            if held:
-                current = {r.community_id for r in services.graph.reports_by_id(sorted(held))}
-                cache.forget_reports(sorted((held & set(rewritten)) | (held - current)))
-            checkpoint(cache.database)
-        finally:
-            cache.close()
+    forget_replies(database_for(services.settings, "llm-cache"), chunk_ids, reports)
     jobs.forget_documents(document_ids)
     graph = services.graph
     for database in (services.store.database, jobs.database, getattr(graph, "database", None)):
         if database is not None:
             checkpoint(database)
+
+
+def _changed_reports(cascade: CascadeReport) -> list[str]:
+    """The communities whose report text a cascade changed or removed."""
+    done = cascade.refresh
+    return [] if done is None else [*done.rewritten, *done.gone]
 
 
 def forget(services: GraphServices, chunk_ids: Sequence[str]) -> CascadeReport:
@@ -171,7 +165,7 @@ def forget_gone(
     gone = gone_chunks(services.store, services.graph, document_ids)
     report = forget(services, gone)
     if gone:
-        forget_text(services, jobs, (), gone, report.refresh.rewritten if report.refresh else ())
+        forget_text(services, jobs, (), gone, _changed_reports(report))
     return report
 
 

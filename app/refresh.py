@@ -22,15 +22,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.builders import build_extractor, build_llm_client, build_report_writer
+from app.builders import (
+    build_extractor,
+    build_llm_client,
+    build_report_writer,
+    database_for,
+)
 from app.jobs import JobStore
 from app.ratelimit import build_rate_limiter
 from graph.refresh import RefreshPlan, RefreshReport, Summarizer, plan_refresh, run_plan
 from graph.upkeep_lock import upkeep_lock
 from ingest.extraction import Extractor
 from ingest.graph_build import GraphBuildReport, build_graph, forget_caught_up
+from lore.db import Database, refresh_statistics
 from lore.flow import Step, Walk
-from lore.llm import LLMClient, LLMStats
+from lore.llm import LLMClient, LLMStats, forget_replies
 
 if TYPE_CHECKING:
     from app.services import GraphServices
@@ -115,7 +121,7 @@ def catch_up(
     # LLM chunks go in batches of the calls in flight: progress (and the budget) is
     # checked after each, not after 64 chunks that take minutes on a local model
     small = budget is not None or extractor.name == "llm"
-    return build_graph(
+    built = build_graph(
         services.store,
         services.graph,
         extractor,
@@ -126,6 +132,19 @@ def catch_up(
         budget_tokens=budget,
         walk=walk,
     )
+    if built.extracted >= BULK_CHUNKS:  # PostgreSQL plans the upkeep from fresh row counts
+        for database in {id(d): d for d in _databases(services)}.values():
+            refresh_statistics(database)
+    return built
+
+
+BULK_CHUNKS = 500
+"""A build that extracted this many chunks refreshes PostgreSQL's planner statistics."""
+
+
+def _databases(services: GraphServices) -> list[Database]:
+    found = [services.store.database, getattr(services.graph, "database", None)]
+    return [d for d in found if d is not None]
 
 
 def _plan(settings: Settings, graph: GraphStore, *, rebuild: bool) -> RefreshPlan:
@@ -191,6 +210,7 @@ def refresh_in_process(
             refreshed = run_plan(graph, roles.summarizer, plan, report_progress)
             enter(Step.EMBED_REPORTS)  # for the reports just written only
             services.report_vectors.update(graph.reports_by_id(refreshed.written), plan.gone)
+            forget_replies(database_for(services.settings, "llm-cache"), reports=plan.gone)
     built.steps = steps
     built.reports_written = refreshed.refreshed
     built.reports_recovered = refreshed.recovered

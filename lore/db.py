@@ -528,6 +528,26 @@ def checkpoint(database: Database) -> None:
         database.checkpoint()
 
 
+def refresh_statistics(database: Database) -> None:
+    """Have PostgreSQL's planner count the rows of this schema's tables again (SQLite: no-op).
+
+    Run after a bulk load (a build that extracted many chunks): until autovacuum's next
+    analyze, tables filled since the last one look empty to the planner, which then
+    scans a whole table where an index reads a few rows.
+    """
+    if not isinstance(database, PostgresDatabase):
+        return
+    with database.read() as conn:
+        tables = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchall()
+        ]
+        if tables:
+            conn.execute("ANALYZE " + ", ".join(f'"{t}"' for t in sorted(tables)))
+
+
 def close_all_postgres() -> None:
     """Close every pool this process opened (tests dropping their database; shutdown)."""
     with _PG_LOCK:

@@ -30,6 +30,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from app.builders import database_for
 from app.jobs import JobStore
 from app.lifecycle import run_delete
 from app.namespaces import Namespaces
@@ -47,6 +48,7 @@ from graph.refresh import (
 )
 from lore.errors import PermanentError, TransientError
 from lore.flow import Step
+from lore.llm import forget_replies
 from lore.settings import Settings, load_settings
 from workers.celery_app import app, broker_epoch
 from workers.heartbeat import Heartbeat, Resend, resend_of
@@ -462,7 +464,9 @@ def store_level(
         if index == 0:
             jobs.walked(job_id, Step.EMBED_REPORTS)
         # this level's reports only (and, with the first level, those of vanished communities)
-        runtime.report_vectors().update(written, plan.get("gone", []) if index == 0 else [])
+        gone = plan.get("gone", []) if index == 0 else []
+        runtime.report_vectors().update(written, gone)
+        forget_replies(database_for(settings, "llm-cache"), reports=gone)
         used = sum(int(r["llm_calls"]) for r in results)
         new = sum(1 for r in results if r["report"] and r.get("rewritten", True))
         _next_level(

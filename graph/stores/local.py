@@ -124,9 +124,13 @@ _KEYS = {
 }
 
 
-# a mention's description: its numbered text, or (rows written before) its own column
-_DESCRIPTION = "COALESCE(t.text, m.description)"
-_TEXTS = "LEFT JOIN mention_texts t ON t.chunk_id = m.chunk_id AND t.n = m.text_n"
+# a mention's description: its numbered text, or (rows written before) its own column; a
+# correlated lookup, so each mention read probes the key of its text (a join lets
+# PostgreSQL hash the whole table for a few mentions)
+_DESCRIPTION = (
+    "COALESCE((SELECT t.text FROM mention_texts t"
+    " WHERE t.chunk_id = m.chunk_id AND t.n = m.text_n), m.description)"
+)
 
 
 def _number(numbers: dict[str, int], text: str) -> int | None:
@@ -301,7 +305,7 @@ class LocalGraphStore(Tables):
                 marks = ",".join("?" * len(batch))
                 for key, chunk, name, kind, text, count in db.execute(
                     f"SELECT m.entity_key, m.chunk_id, m.name, m.type, {_DESCRIPTION}, m.count "
-                    f"FROM entity_mentions m {_TEXTS} WHERE m.entity_key IN ({marks})",
+                    f"FROM entity_mentions m WHERE m.entity_key IN ({marks})",
                     batch,
                 ):
                     row = (str(chunk), str(name), str(kind), str(text), int(count))
@@ -334,7 +338,7 @@ class LocalGraphStore(Tables):
         inside = set(wanted)
         select = (
             f"SELECT m.source_key, m.target_key, m.weight, {_DESCRIPTION}, m.chunk_id "
-            f"FROM relation_mentions m {_TEXTS}"
+            "FROM relation_mentions m"
         )
         with self._read() as db:  # by source only: the keys' degrees, not len(keys) squared
             found = _rows_of(db, select, wanted, "m.source_key")

@@ -27,7 +27,7 @@ a wrong URL or key fails in seconds with a message naming the setting to fix, be
 anything is written.
 """
 
-from lore.llm.cache import ReplyCache
+from lore.llm.cache import ReplyCache, forget_replies
 from lore.llm.client import (
     GRAMMAR_OMIT,
     REPROMPT,
@@ -50,6 +50,7 @@ __all__ = [
     "RateLimiter",
     "ReplyCache",
     "chat_tokens",
+    "forget_replies",
     "parse_reply",
     "prompt_key",
     "repair_json",

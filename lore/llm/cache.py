@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from lore.db import Database, Tables, upsert_sql
+from lore.db import Database, Tables, checkpoint, upsert_sql
 
 _REPLIES = (
     "CREATE TABLE IF NOT EXISTS llm_replies (id INTEGER PRIMARY KEY AUTOINCREMENT, "
@@ -198,3 +198,24 @@ class ReplyCache(Tables):
                     db.execute("DELETE FROM llm_reply_chunks WHERE key = ?", (key,))
                     db.execute("DELETE FROM llm_reply_reports WHERE key = ?", (key,))
         return removed
+
+
+def forget_replies(
+    where: Path | Database, chunk_ids: Sequence[str] = (), reports: Sequence[str] = ()
+) -> None:
+    """Drop the cached replies whose prompts held these chunks or communities' reports.
+
+    Called by a delete (its chunks, and the reports it rewrote or removed) and by every
+    refresh that removes communities: a reply that showed a vanished report is never asked
+    for again, and its text (which may quote a chunk deleted later) must not stay behind.
+    Reads by key only. A cache file that does not exist is not created.
+    """
+    if (not chunk_ids and not reports) or (isinstance(where, Path) and not where.exists()):
+        return
+    cache = ReplyCache(where)
+    try:
+        cache.forget_chunks(chunk_ids)
+        cache.forget_reports(sorted(set(reports)))
+        checkpoint(cache.database)
+    finally:
+        cache.close()

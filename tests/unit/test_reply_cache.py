@@ -3,7 +3,7 @@
 import sqlite3
 from pathlib import Path
 
-from lore.llm import ReplyCache
+from lore.llm import ReplyCache, forget_replies
 from tests.tables import tables_at
 
 
@@ -72,3 +72,19 @@ def test_replies_are_forgotten_by_the_chunks_and_the_reports_their_prompts_held(
     assert cache.reports_held() == set() and cache.get("extract") == "x"
     assert cache.forget_chunks(["c3"]) == 0  # the answer went already
     cache.close()
+
+
+def test_forget_replies_drops_by_key_and_never_creates_a_cache(tmp_path: Path) -> None:
+    where = tmp_path / "llm-cache.sqlite3"
+    forget_replies(where, ["c1"], ["0-1"])
+    assert not where.exists()  # no cache, nothing to forget: no file made
+    cache = ReplyCache(where)
+    cache.put("map", "m", "answer_global_map", "p", report_ids=["0-1"])
+    cache.put("kept", "m", "answer_global_map", "q", report_ids=["0-2"])
+    cache.put("extract", "m", "extract_graph", "x", chunk_ids=["c1"])
+    cache.close()
+    forget_replies(where, ["c1"], ["0-1", "0-1"])  # a refresh's gone communities, a delete's chunks
+    again = ReplyCache(where)
+    assert again.get("map") is None and again.get("extract") is None
+    assert again.get("kept") == "q" and again.reports_held() == {"0-2"}
+    again.close()
