@@ -198,6 +198,26 @@ def sqlite_work(runtime: Any) -> Iterator[dict[str, int]]:
             connection.set_trace_callback(None)
 
 
+def reach(runtime: Any, document_id: str) -> dict[str, int]:
+    """How far a document's change reaches in the graph before it is made.
+
+    Its entities, the chunks that mention them (any document's) and the members of the
+    communities holding them: what an edit or a delete of it has to read again. When
+    these grow with the corpus, the same document is not the same change.
+    """
+    graph = runtime.graph()
+    chunk_ids = sorted(runtime.store.chunk_ids_of_documents([document_id]))
+    keys = sorted({k for ks in graph.entities_of_chunks(chunk_ids).values() for k in ks})
+    mentions = graph.chunks_of_entities(keys)
+    holding = graph.communities_holding(keys)
+    return {
+        "entities": len(keys),
+        "chunks_mentioning_them": len({c for cs in mentions.values() for c in cs}),
+        "communities_holding_them": len(holding),
+        "members_of_those_communities": sum(len(c.members) for c in holding),
+    }
+
+
 def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, Any]:
     """Every figure for one size (run in its own process)."""
     docs = corpus(count)
@@ -217,6 +237,8 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
     build_s = time.perf_counter() - start
     build_rss = _rss_mb()
 
+    edit_reach = reach(runtime, docs[EDITED].id)
+    delete_reach = reach(runtime, docs[DELETED].id)
     target = docs[EDITED]  # the same document at every size: the same change
     edited = SourceDocument(
         target.id,
@@ -265,6 +287,8 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
         "build_peak_rss_mb": build_rss,
         "communities": communities,
         "build_reports_written": built.reports_written,
+        "edit_reach": edit_reach,
+        "delete_reach": delete_reach,
         "edit_s": round(edit_s, 2),
         "edit_reports_written": edit.reports_written,
         "edit_reports_recovered": edit.reports_recovered,
