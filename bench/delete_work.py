@@ -244,21 +244,23 @@ def main() -> None:
     )
     args = parser.parse_args()
     backends = [b for b in args.backends.split(",") if b]
-    out: dict[str, Any] = {"machine": machine(), "sizes": [args.base, 4 * args.base]}
-    with tempfile.TemporaryDirectory(prefix="lore-delete-work-") as tmp, ExitStack() as stack:
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "dataset": "ops_runbooks docs.jsonl + scifact corpus.jsonl (bench.scale.corpus)",
+        "sizes": [args.base, 4 * args.base],
+    }
+    with tempfile.TemporaryDirectory(prefix="lore-delete-work-") as tmp:
         scratch = Path(tmp)
         cache = args.embed_cache or scratch / "vectors.sqlite"
-        env: dict[str, str] = {"admin_url": args.postgres}
-        if "neo4j" in backends:
-            bolt = stack.enter_context(bolt_server())
-            env.update(bolt)
-            out["neo4j_server"] = bolt.get("NEO4J_STAND_IN") or bolt["NEO4J_URI"]
         for backend in backends:
-            rows = [one_delete(backend, n, scratch, cache, env) for n in out["sizes"]]
-            out[backend] = {
-                "sizes": rows,
-                "larger_over_smaller": _ratios(rows[0], rows[1]),
-            }
+            with ExitStack() as stack:
+                env: dict[str, str] = {"admin_url": args.postgres}
+                if backend == "neo4j":  # the stand-in sends fd 1 to its log while it runs
+                    bolt = stack.enter_context(bolt_server())
+                    env.update(bolt)
+                    out["neo4j_server"] = bolt.get("NEO4J_STAND_IN") or bolt["NEO4J_URI"]
+                rows = [one_delete(backend, n, scratch, cache, env) for n in out["sizes"]]
+            out[backend] = {"sizes": rows, "larger_over_smaller": _ratios(rows[0], rows[1])}
             print(json.dumps({backend: out[backend]}), flush=True)
     print(json.dumps(out))
 
