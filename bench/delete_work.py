@@ -22,7 +22,9 @@ own counters say what the delete read:
   the store's SQLite steps.
 
 A delete whose change is the same should read the same at both sizes: the JSON gives
-each figure at both sizes and the larger over the smaller. Vectors are kept by text in a
+each figure at both sizes and the larger over the smaller, with the deleted document's
+``reach`` (:func:`bench.scale.reach`: its entities, the chunks mentioning them, the
+members of their communities), which says whether the change itself grew. Vectors are kept by text in a
 SQLite file (``--embed-cache``, default in the scratch directory) so each text is embedded
 once for all backends.
 """
@@ -44,7 +46,7 @@ from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
 from app.runtime import Runtime, open_runtime
 from bench.common import machine, runtime_for
-from bench.scale import DELETED, CachedEmbedder, corpus, sqlite_work
+from bench.scale import DELETED, CachedEmbedder, corpus, reach, sqlite_work
 from lore.settings import Settings, load_settings
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -186,6 +188,7 @@ def one_delete(backend: str, count: int, scratch: Path, cache: Path, env: dict[s
             refresh_in_process(runtime.graph_services(), rebuild=False)
             chunks = len(list(runtime.store.chunk_refs()))
             communities = len(runtime.graph().communities())
+            reached = reach(runtime, docs[DELETED].id)
             with ExitStack() as counters:
                 lite = counters.enter_context(sqlite_work(runtime))
                 pg = counters.enter_context(postgres_work(url)) if url else {}
@@ -205,6 +208,7 @@ def one_delete(backend: str, count: int, scratch: Path, cache: Path, env: dict[s
         "documents": count,
         "chunks": chunks,
         "communities": communities,
+        "reach": reached,
         "delete_s": round(seconds, 3),
         "reports_refreshed": graph["reports_refreshed"],
         "reports_recovered": graph["reports_recovered"],
