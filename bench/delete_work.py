@@ -24,9 +24,9 @@ own counters say what the delete read:
 A delete whose change is the same should read the same at both sizes: the JSON gives
 each figure at both sizes and the larger over the smaller, with the deleted document's
 ``reach`` (:func:`bench.scale.reach`: its entities, the chunks mentioning them, the
-members of their communities), which says whether the change itself grew. Vectors are kept by text in a
-SQLite file (``--embed-cache``, default in the scratch directory) so each text is embedded
-once for all backends.
+members of their communities), which says whether the change itself grew. Vectors are
+kept by text in a SQLite file (``--embed-cache``, default in the scratch directory) so
+each text is embedded once for all backends.
 """
 
 from __future__ import annotations
