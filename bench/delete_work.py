@@ -46,29 +46,12 @@ from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
 from app.runtime import Runtime, open_runtime
 from bench.common import machine, runtime_for
+from bench.processes import database as postgres_database
 from bench.scale import DELETED, CachedEmbedder, corpus, reach, sqlite_work
 from lore.settings import Settings, load_settings
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BIG_TABLE = 1_000  # rows sequential scans read in a table this large are named per table
-
-
-@contextmanager
-def postgres_database(admin_url: str) -> Iterator[str]:
-    """A fresh database on the server, dropped afterwards."""
-    import psycopg
-
-    from lore.db import close_all_postgres
-
-    name = f"lore_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin_url.rsplit("/", 1)[0] + "/" + name
-    finally:
-        close_all_postgres()
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _flush_pools() -> None:
