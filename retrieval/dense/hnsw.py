@@ -436,6 +436,23 @@ class HnswIndex:
             rows = np.fromiter((self._row_of[int(r)] for r in labels), dtype=np.int64)
             self._live = labels, rows
         labels, rows = self._live
+        return self._top(vector, labels, rows, limit)
+
+    def _exact(self, vector: npt.NDArray[np.float32], row_ids: list[int], limit: int) -> Hits:
+        found = [r for r in row_ids if r not in self._deleted and r in self._row_of]
+        if not found:
+            return []
+        rows = np.fromiter((self._row_of[r] for r in found), dtype=np.int64, count=len(found))
+        return self._top(vector, np.asarray(found, dtype=np.int64), rows, limit)
+
+    def _top(
+        self,
+        vector: npt.NDArray[np.float32],
+        labels: npt.NDArray[np.int64],
+        rows: npt.NDArray[np.int64],
+        limit: int,
+    ) -> Hits:
+        """The ``limit`` best of these labels (their vectors at ``rows``), ties by label."""
         if not len(labels):
             return []
         sims = self._matrix[rows] @ np.asarray(vector, dtype=np.float32)
@@ -443,14 +460,3 @@ class HnswIndex:
         part = np.argpartition(-sims, top - 1)[:top]
         order = part[np.lexsort((labels[part], -sims[part]))]
         return [(int(labels[i]), float(sims[i])) for i in order]
-
-    def _exact(self, vector: npt.NDArray[np.float32], row_ids: list[int], limit: int) -> Hits:
-        found = [r for r in row_ids if r not in self._deleted and r in self._row_of]
-        if not found:
-            return []
-        rows = np.fromiter((self._row_of[r] for r in found), dtype=np.int64, count=len(found))
-        sims = self._matrix[rows] @ np.asarray(vector, dtype=np.float32)
-        top = min(limit, len(found))
-        part = np.argpartition(-sims, top - 1)[:top]
-        order = part[np.lexsort((np.asarray(found)[part], -sims[part]))]
-        return [(found[i], float(sims[i])) for i in order]
