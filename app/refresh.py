@@ -40,7 +40,6 @@ from lore.llm import LLMClient, LLMStats, forget_replies
 
 if TYPE_CHECKING:
     from app.services import GraphServices
-    from graph.store import GraphStore
     from lore.settings import Settings
     from lore.store import Store
 
@@ -102,7 +101,7 @@ def prepare_refresh(
     with upkeep_lock(services.store.database):
         if walk is not None:
             walk(Step.CLUSTER)
-        plan = _plan(services.settings, services.graph, rebuild=rebuild)
+        plan = _plan(services, rebuild=rebuild)
     return plan, caught_up
 
 
@@ -132,14 +131,21 @@ def catch_up(
         budget_tokens=budget,
         walk=walk,
     )
-    if built.extracted >= BULK_CHUNKS:  # PostgreSQL plans the upkeep from fresh row counts
-        for database in {id(d): d for d in _databases(services)}.values():
-            refresh_statistics(database)
+    if built.extracted >= BULK_ROWS:  # PostgreSQL plans the upkeep from fresh row counts
+        _refresh_statistics(services)
     return built
 
 
-BULK_CHUNKS = 500
-"""A build that extracted this many chunks refreshes PostgreSQL's planner statistics."""
+BULK_ROWS = 500
+"""A build that extracted this many chunks, or a clustering that rewrote this many
+communities, refreshes PostgreSQL's planner statistics: the tables it filled looked
+empty to the planner until then (``community_members`` after a first build, so a later
+delete read all of it to find the communities of a few entities)."""
+
+
+def _refresh_statistics(services: GraphServices) -> None:
+    for database in {id(d): d for d in _databases(services)}.values():
+        refresh_statistics(database)
 
 
 def _databases(services: GraphServices) -> list[Database]:
@@ -147,16 +153,23 @@ def _databases(services: GraphServices) -> list[Database]:
     return [d for d in found if d is not None]
 
 
-def _plan(settings: Settings, graph: GraphStore, *, rebuild: bool) -> RefreshPlan:
-    """Re-cluster (pinned, or afresh when asked or on drift) and plan; hold the lock."""
-    cfg = settings.graph
-    return plan_refresh(
-        graph,
+def _plan(services: GraphServices, *, rebuild: bool) -> RefreshPlan:
+    """Re-cluster (pinned, or afresh when asked or on drift) and plan; hold the lock.
+
+    A clustering that rewrote :data:`BULK_ROWS` communities or more refreshes the
+    planner's statistics before their reports are written (every path plans here).
+    """
+    cfg = services.settings.graph
+    plan = plan_refresh(
+        services.graph,
         max_cluster_size=cfg.max_cluster_size,
         seed=cfg.seed,
         rebuild=rebuild,
         drift_margin=cfg.recluster_margin,
     )
+    if plan.stale + len(plan.gone) >= BULK_ROWS:
+        _refresh_statistics(services)
+    return plan
 
 
 def refresh_in_process(
@@ -205,7 +218,7 @@ def refresh_in_process(
     else:
         with upkeep_lock(services.store.database):  # one upkeep at a time (graph.upkeep_lock)
             enter(Step.CLUSTER)
-            plan = _plan(services.settings, graph, rebuild=rebuild)
+            plan = _plan(services, rebuild=rebuild)
             enter(Step.SUMMARISE)
             refreshed = run_plan(graph, roles.summarizer, plan, report_progress)
             enter(Step.EMBED_REPORTS)  # for the reports just written only

@@ -6,6 +6,9 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from pytest import MonkeyPatch
+
+import app.refresh
 from graph.models import EntityMention
 from graph.quarantine import Quarantine
 from graph.stores.local import LocalGraphStore
@@ -16,6 +19,7 @@ from ingest.graph_build import (
     changed_since_build,
     store_extractions,
 )
+from lore.db import as_database
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from tests import ops
@@ -193,3 +197,26 @@ def test_a_restored_store_makes_the_build_compare_everything(
     assert report.unchanged == len(rt.store.chunk_refs())  # compared in full
     assert changed_since_build(rt.store, graph, rt.store.last_seq()) == ([], set())
     rt.close()
+
+
+def test_a_clustering_that_rewrote_many_communities_counts_them_for_the_planner(
+    postgres_url: str, tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: MonkeyPatch
+) -> None:
+    # a build whose chunks were all extracted at ingest analyses nothing after catching
+    # up; its clustering writes every community, which PostgreSQL's planner must count,
+    # or a later delete scans all of community_members for the communities of a few keys
+    monkeypatch.setattr(app.refresh, "BULK_ROWS", 1)  # 6 documents stand for a bulk load
+    rt = make_runtime(tmp_path, local_embedder, store={"url": postgres_url})
+    ops.ingest(rt, _docs(6))
+    report, communities = ops.build_graph(rt)
+    assert report.extracted == 0 and communities > 0
+    with as_database(rt.store.database).read() as conn:
+        rows = dict(
+            conn.execute(
+                "SELECT c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+                "AND c.relname IN ('communities', 'community_members')"
+            ).fetchall()
+        )
+    rt.close()
+    assert rows["communities"] == communities and rows["community_members"] > 0, rows
