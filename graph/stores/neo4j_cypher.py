@@ -138,7 +138,7 @@ EXTRACTED_CHUNKS: Final = "MATCH (c:LoreChunk {ns: $ns}) RETURN c.id AS id"
 
 ENTITY_MENTIONS: Final = """
 UNWIND $keys AS key
-MATCH (c:LoreChunk)-[m:MENTIONS]->(e:LoreEntity {ns: $ns, key: key})
+MATCH (e:LoreEntity {ns: $ns, key: key})<-[m:MENTIONS]-(c:LoreChunk)
 RETURN e.key AS key, c.id AS chunk_id, m.name AS name, m.type AS type,
        m.description AS description, m.occurrences AS occurrences
 """
@@ -176,7 +176,7 @@ RETURN c.id AS k, e.key AS v
 
 CHUNKS_OF_ENTITIES: Final = """
 UNWIND $values AS key
-MATCH (c:LoreChunk)-[:MENTIONS]->(e:LoreEntity {ns: $ns, key: key})
+MATCH (e:LoreEntity {ns: $ns, key: key})<-[:MENTIONS]-(c:LoreChunk)
 RETURN e.key AS k, c.id AS v
 """
 
@@ -326,7 +326,7 @@ RETURN a.key AS source, b.key AS target, r.chunk_id AS chunk_id,
 
 RELATIONS_TO: Final = """
 UNWIND $keys AS key
-MATCH (a:LoreEntity)-[r:RELATED]->(b:LoreEntity {ns: $ns, key: key})
+MATCH (b:LoreEntity {ns: $ns, key: key})<-[r:RELATED]-(a:LoreEntity)
 RETURN a.key AS source, b.key AS target, r.chunk_id AS chunk_id,
        r.weight AS weight, r.description AS description
 """
