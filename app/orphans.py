@@ -29,6 +29,9 @@ from retrieval.index_set import IndexSet
 
 log = logging.getLogger(__name__)
 
+FLUSH_AFTER_S = 60.0
+"""A sweep saves index changes left unsaved this long (``IndexSet.flush``)."""
+
 _GUARD = threading.Lock()
 _SWEEPING: dict[str, threading.Lock] = {}  # by the job tables' label: one store, one lock
 
@@ -74,10 +77,15 @@ class OrphanSweep(Periodic):
                 self._launch()
 
     def step(self) -> bool:
-        """One sweep (and index files removed under this process rebuilt from the store)."""
+        """One sweep: orphaned jobs end, damaged index files are rebuilt, old changes saved.
+
+        Index files removed or damaged under this process are rebuilt from the store;
+        index changes left unsaved for ``FLUSH_AFTER_S`` are saved.
+        """
         ended = end_orphaned_jobs(self._store, self._jobs)
         if ended:
             log.info("ended %d job(s) whose process is gone: %s", len(ended), ", ".join(ended))
         for name, why in self._indexes.heal().items():
             log.warning("rebuilt the %s index from the store: %s", name, why)
+        self._indexes.flush(unsaved_for_s=FLUSH_AFTER_S)
         return True

@@ -199,8 +199,9 @@ class Runtime:
         )
 
     def close(self) -> None:
-        """Stop the search threads and release the stores."""
+        """Stop the search threads, save what the indexes left unsaved, release the stores."""
         self.indexes.wait_rebuilt()
+        self.indexes.flush()
         if self._queries is not None:
             self._queries.close()
         for opened in (self._graph, self._quarantine, self._jobs):

@@ -176,11 +176,16 @@ class IndexSet:
         return loaded if isinstance(loaded, dict) else {}
 
     def _write_watermark(self, indexes: dict[str, DerivedIndex]) -> None:
-        """Record each index's applied seq and the store's digest there (under the lock)."""
-        marks = {
-            name: [i.applied_seq, self.store.digest_at(i.applied_seq)]
-            for name, i in indexes.items()
-        }
+        """Record each saved index's seq and the store's digest there (under the lock).
+
+        An index that left its last changes to a later checkpoint (the dense one) keeps
+        the mark of the last save, by whichever process made it: its files on disk are
+        those, and an open checks them and replays from there.
+        """
+        marks = self._read_watermark()
+        for name, i in indexes.items():
+            if i.saved_seq == i.applied_seq:
+                marks[name] = [i.applied_seq, self.store.digest_at(i.applied_seq)]
         path = self.data_dir / WATERMARK
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(marks))
@@ -285,6 +290,29 @@ class IndexSet:
         self._blind_at = now
         why = f"its engine failed on its files ({str(exc)[:200]}) (damaged while serving)"
         return {"sparse": why}
+
+    def flush(self, unsaved_for_s: float = 0.0) -> bool:
+        """Save the changes an index applied but left to a later checkpoint.
+
+        Only when the oldest of them is ``unsaved_for_s`` seconds old or older (0: any);
+        the process closing flushes them all, the periodic sweep those a minute old.
+        True when something was saved. Nothing is done while a rebuild runs (it saves).
+        """
+        dense = self._dense
+        if dense is None or self._rebuilding:
+            return False
+        age = dense.unsaved_for()
+        if dense.saved_seq == dense.applied_seq and age is None:
+            return False
+        if age is not None and age < unsaved_for_s:
+            return False
+        with index_lock(self.data_dir / LOCK), self.guard.write():
+            if self._damaged() or self._vanished():
+                return False  # the sweep's heal rebuilds them (and saves)
+            dense.flush()
+            if self._sparse is not None:
+                self._write_watermark({"sparse": self._sparse, "dense": dense})
+        return True
 
     def wait_rebuilt(self, timeout_s: float | None = None) -> bool:
         """Wait for a background rebuild to end; False when it is still running."""

@@ -3,7 +3,9 @@
 An index records the last change sequence it applied. Catching up replays the changes
 after it (net effect per chunk: the last operation wins; rows deleted since are skipped).
 A new or reset index is built from the stored chunks directly. Replaying is idempotent,
-so a crash between the store write and the index commit only means more replay later.
+so a crash between the store write and the index commit only means more replay later;
+so does an index that left its save to a later checkpoint (the dense index: a save
+writes its whole file), which records only the sequence it saved (``saved_seq``).
 """
 
 from __future__ import annotations
@@ -37,8 +39,17 @@ class DerivedIndex(Protocol):
         """Remove chunks."""
         ...
 
+    @property
+    def saved_seq(self) -> int:
+        """The change sequence its files reflect (``applied_seq`` once all is saved)."""
+        ...
+
     def commit(self, seq: int) -> None:
-        """Persist, recording ``seq``."""
+        """Record ``seq`` as applied and persist (an index may leave that to :meth:`flush`)."""
+        ...
+
+    def flush(self) -> None:
+        """Persist what was applied and not saved yet."""
         ...
 
     def reset(self) -> None:
@@ -104,6 +115,7 @@ def _rebuild(store: ChangeLog, index: DerivedIndex, head: int, progress: Progres
         if progress is not None:
             progress(min(start + BATCH, len(row_ids)), len(row_ids))
     index.commit(head)
+    index.flush()  # a rebuild is saved whole, however it compares with a checkpoint
     return len(row_ids)
 
 

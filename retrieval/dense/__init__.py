@@ -29,6 +29,10 @@ class DenseIndex(DerivedIndex, Protocol):
         """The stored unit vectors of ``row_ids`` (zeros for unknown ids), one per row."""
         ...
 
+    def unsaved_for(self) -> float | None:
+        """Seconds since the oldest change left unsaved (None: everything is saved)."""
+        ...
+
 
 ENGINES = {"hnswlib": "retrieval.dense.hnsw:HnswIndex"}
 

@@ -24,12 +24,22 @@
   Without a source (a standalone index) ``index.bin`` is hnswlib's own whole file, which
   an open also reads (an index written before the source existed is one).
 * A ``vectors.npy``/``labels.npy`` pair left by an older version is removed at open.
+* hnswlib can only save its whole file, so a save costs what the index holds, not what
+  changed. An index of ``defer_saves_from`` live vectors or more (20,000 by default) saves
+  once ``CHECKPOINT_SHARE`` of it (at least ``CHECKPOINT_MIN_CHANGES`` vectors) changed
+  since the last save, or when told to (:meth:`HnswIndex.flush`: the process closes, or
+  the periodic sweep finds changes a minute old); until then its changes live in memory
+  and in the store's change log, which a new process replays from :attr:`saved_seq`, as
+  after a crash. A single-document write then costs what it changed, and a restart
+  replays at most a few percent of the index. A smaller index saves at every commit (a
+  fraction of a second).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +64,12 @@ _HEADER = struct.Struct("<QQQQQQiIQQQdQ")
 _OLD_FILES = ("vectors.npy", "labels.npy")  # written before the matrix came from index.bin
 _LINKS = b"lore-hnsw-links\x01"  # starts an index.bin whose live vectors are in the store
 _COUNT = struct.Struct("<Q")
+DEFER_SAVES_FROM = 20_000
+"""Live vectors from which a commit may leave the save to a later checkpoint."""
+CHECKPOINT_SHARE = 0.01
+"""Share of the live vectors changed since the last save that makes a commit save."""
+CHECKPOINT_MIN_CHANGES = 200
+"""Vectors changed since the last save that make a commit save, at the least."""
 
 VectorSource = Callable[[Sequence[int]], dict[int, npt.NDArray[np.float32]]]
 """Stored vectors by row id (rows no longer stored are left out)."""
@@ -80,8 +96,13 @@ class HnswIndex:
         exact_scan_max_rows: int = 20_000,
         threads: int = 1,
         vector_source: VectorSource | None = None,
+        defer_saves_from: int | None = None,
     ) -> None:
         ensure_dir(directory)
+        self._defer_from = DEFER_SAVES_FROM if defer_saves_from is None else defer_saves_from
+        self._saved = 0
+        self._unsaved = 0  # vectors added or deleted since the last save
+        self._unsaved_since: float | None = None
         self._file = directory / "index.bin"
         self._state_path = directory / "state.json"
         self._dim, self._m, self._efc = dimension, m, ef_construction
@@ -112,7 +133,7 @@ class HnswIndex:
                 self._deleted = {int(label) for label in state.get("deleted", [])}
                 self._live = None
                 self._load(int(state["capacity"]))
-                self._applied = int(state["applied_seq"])
+                self._applied = self._saved = int(state["applied_seq"])
                 self._watch.adopt([self._file.name])
             except (RuntimeError, OSError, ValueError, KeyError, TypeError) as exc:
                 # Damaged or written by another version: start empty; the next catch-up
@@ -292,6 +313,7 @@ class HnswIndex:
         return labels, vectors, forgotten
 
     def _remember(self, labels: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Keep the vectors of ``labels`` in the exact scans' matrix (later rows: room)."""
         fresh = [i for i, label in enumerate(labels) if int(label) not in self._row_of]
         for i, label in enumerate(labels):
             row = self._row_of.get(int(label))
@@ -299,15 +321,37 @@ class HnswIndex:
                 self._matrix[row] = vectors[i]
         if fresh:
             start = len(self._row_of)
-            self._matrix = np.concatenate([self._matrix[:start], vectors[fresh]])
+            end = start + len(fresh)
+            if end > len(self._matrix):  # grown by a quarter: a write copies no whole matrix
+                rows = max(end, len(self._matrix) * 5 // 4 + 1024)
+                grown = np.zeros((rows, self._dim), dtype=np.float32)
+                grown[:start] = self._matrix[:start]
+                self._matrix = grown
+            self._matrix[start:end] = vectors[fresh]
             for offset, i in enumerate(fresh):
                 self._row_of[int(labels[i])] = start + offset
             self._live = None
 
     @property
     def applied_seq(self) -> int:
-        """Last applied change sequence number."""
+        """Last applied change sequence number (in memory)."""
         return self._applied
+
+    @property
+    def saved_seq(self) -> int:
+        """The change sequence ``index.bin`` and ``state.json`` reflect."""
+        return self._saved
+
+    def unsaved_for(self) -> float | None:
+        """Seconds since the oldest change not saved yet (None: everything is saved)."""
+        since = self._unsaved_since
+        return None if since is None else time.monotonic() - since
+
+    def _changed(self, count: int) -> None:
+        if count:
+            self._unsaved += count
+            if self._unsaved_since is None:
+                self._unsaved_since = time.monotonic()
 
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         """Add vectors, growing the index as needed."""
@@ -328,6 +372,7 @@ class HnswIndex:
         unit = normalised(vectors)  # what hnswlib holds, index.bin or a reopen gives back
         self._index.add_items(unit, labels, num_threads=self._threads)
         self._remember(labels, unit)
+        self._changed(len(labels))
         self._deleted.difference_update(int(label) for label in labels)
         self._live = None
 
@@ -343,8 +388,29 @@ class HnswIndex:
                     continue  # never added: nothing to delete
             self._deleted.add(int(row_id))
             self._live = None
+            self._changed(1)
 
     def commit(self, seq: int) -> None:
+        """Record ``seq`` as applied; save unless the save can wait for a checkpoint.
+
+        It waits while the index holds ``defer_saves_from`` live vectors or more and fewer
+        vectors changed since the last save than ``CHECKPOINT_SHARE`` of them (or than
+        ``CHECKPOINT_MIN_CHANGES``, when that is more); a rebuild, a reset or a large
+        catch-up saves.
+        """
+        self._applied = seq
+        live = len(self)
+        wait = live >= self._defer_from and seq >= self._saved
+        if wait and self._unsaved < max(CHECKPOINT_MIN_CHANGES, CHECKPOINT_SHARE * live):
+            return
+        self._save(seq)
+
+    def flush(self) -> None:
+        """Save what was applied and not saved yet (nothing to do when all is saved)."""
+        if self._saved != self._applied or self._unsaved:
+            self._save(self._applied)
+
+    def _save(self, seq: int) -> None:
         """Save the index file, then the state that vouches for it."""
         # Replaced whole: a crash leaves the old file or the new one, and a state that
         # does not match the file makes the next open rebuild from the store.
@@ -357,7 +423,8 @@ class HnswIndex:
             finally:
                 whole.unlink(missing_ok=True)
         os.replace(tmp, self._file)
-        self._applied = seq
+        self._applied = self._saved = seq
+        self._unsaved, self._unsaved_since = 0, None
         write_state(
             self._state_path,
             {

@@ -37,6 +37,14 @@ class InMemorySparseIndex(ABC):
         """Last applied change sequence number (in memory)."""
         return self._applied
 
+    @property
+    def saved_seq(self) -> int:
+        """Nothing is on disk to lag behind: the applied sequence."""
+        return self._applied
+
+    def flush(self) -> None:  # noqa: B027 - an in-memory model has nothing to save
+        """Nothing to save (the model lives in memory)."""
+
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         """Queue rows for the next rebuild."""
         for row in rows:

@@ -85,6 +85,14 @@ class TantivyIndex:
         """Last applied change sequence number."""
         return self._applied
 
+    @property
+    def saved_seq(self) -> int:
+        """Every commit is saved: the applied sequence."""
+        return self._applied
+
+    def flush(self) -> None:
+        """Nothing to save: every commit was."""
+
     def _w(self) -> tantivy.IndexWriter:
         if self._writer is None:
             self._writer = self._index.writer(_HEAP_BYTES, 1)

@@ -8,8 +8,9 @@ import pytest
 
 from lore.store import IndexRow
 from retrieval.dense import DenseIndex, open_dense_index
-from retrieval.dense.hnsw import HnswIndex
+from retrieval.dense.hnsw import CHECKPOINT_MIN_CHANGES, HnswIndex
 from retrieval.filters import ResolvedFilter
+from retrieval.state import read_state
 
 DIM = 16
 N = 600
@@ -230,3 +231,59 @@ def test_an_index_within_the_exact_scan_size_is_searched_exactly(tmp_path: Path)
     truth = [exact_top(q, list(range(1, N + 1)), 5) for q in queries]
     assert [[r for r, _ in exact.search(q, 5)] for q in queries] == truth
     assert [[r for r, _ in graph.search(q, 5)] for q in queries] != truth  # the graph misses
+
+
+def test_a_large_index_saves_at_checkpoints_and_a_reopen_replays_from_its_save(
+    tmp_path: Path,
+) -> None:
+    # ``defer_saves_from=1``: this 600-vector index behaves as one of 20,000 and more
+    store = Store(ROWS)
+    directory = tmp_path / "d"
+    idx = HnswIndex(directory, DIM, exact_scan_max_rows=0, vector_source=store, defer_saves_from=1)
+    idx.upsert(ROWS)
+    idx.commit(N)  # 600 changes: over the checkpoint's share, saved
+    assert idx.saved_seq == N and idx.unsaved_for() is None
+    written = (directory / "index.bin").stat().st_mtime_ns, read_state(directory / "state.json")
+
+    idx.delete([42])
+    del store.vectors[42]
+    idx.upsert([IndexRow(N + 1, "", VECS[7], [])])
+    store.vectors[N + 1] = VECS[7]
+    idx.commit(N + 2)  # two changes: left to a checkpoint, nothing written
+    assert (idx.applied_seq, idx.saved_seq) == (N + 2, N)
+    assert (
+        (directory / "index.bin").stat().st_mtime_ns,
+        read_state(directory / "state.json"),
+    ) == written
+    assert (age := idx.unsaved_for()) is not None and age >= 0
+    assert 42 not in {r for r, _ in idx.search(VECS[41], 5)}  # in memory: applied
+    assert idx.search(VECS[7], 2)[0][0] in (8, N + 1)
+
+    other = HnswIndex(directory, DIM, exact_scan_max_rows=0, vector_source=store)
+    assert other.applied_seq == N  # another process opens the save and replays from it
+    assert N + 1 not in {r for r, _ in other.search(VECS[7], 5)}
+
+    idx.flush()
+    assert (idx.saved_seq, read_state(directory / "state.json")["applied_seq"]) == (N + 2, N + 2)
+    again = HnswIndex(directory, DIM, exact_scan_max_rows=0, vector_source=store)
+    assert again.applied_seq == N + 2 and len(again) == N
+    assert 42 not in {r for r, _ in again.search(VECS[41], 5)}
+    assert N + 1 in {r for r, _ in again.search(VECS[7], 2)}
+
+    many = [IndexRow(N + 2 + i, "", VECS[i], []) for i in range(1, CHECKPOINT_MIN_CHANGES + 1)]
+    for row in many:
+        store.vectors[row.row_id] = row.embedding
+    again.upsert(many)
+    again.commit(N + 3)  # as many changes as a checkpoint waits for: saved
+    assert again.saved_seq == N + 3
+
+
+def test_a_small_index_saves_at_every_commit(tmp_path: Path) -> None:
+    idx = HnswIndex(tmp_path / "d", DIM)  # 600 vectors, under DEFER_SAVES_FROM
+    idx.upsert(ROWS)
+    idx.commit(N)
+    idx.delete([3])
+    idx.commit(N + 1)
+    assert (
+        idx.saved_seq == N + 1 and read_state(tmp_path / "d" / "state.json")["applied_seq"] == N + 1
+    )
