@@ -302,9 +302,8 @@ class IndexSet:
         if dense is None or self._rebuilding:
             return False
         age = dense.unsaved_for()
-        if dense.saved_seq == dense.applied_seq and age is None:
-            return False
-        if age is not None and age < unsaved_for_s:
+        pending = dense.saved_seq != dense.applied_seq or age is not None
+        if not pending or (age is not None and age < unsaved_for_s):
             return False
         with index_lock(self.data_dir / LOCK), self.guard.write():
             if self._damaged() or self._vanished():
