@@ -50,9 +50,11 @@ def end_orphaned_jobs(store: Store, jobs: JobStore) -> list[str]:
             from app.steps import fail_documents  # ingestion's modules: only with an orphan
 
             waiting = sorted(jobs.unfinished(info.id))
+            # the job ends with its reason first: failing its last documents ends it too
+            # (``finish_if_complete``), which would show it failed without a reason
+            jobs.update_job(info.id, state="failed", detail={"error": reason})
             fail_documents(store, jobs, info.id, waiting, reason)  # the staged ones
             jobs.advance(info.id, waiting, JobStatus.FAILED, error=reason)  # statuses only
-            jobs.update_job(info.id, state="failed", detail={"error": reason})
             ended.append(info.id)
         return ended
 
