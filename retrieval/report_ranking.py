@@ -11,7 +11,6 @@ is close to the best one's, so an off-topic community never fills the budget.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,37 +41,44 @@ class ReportBM25:
         if self.terms is not None and len(self.terms) != len(self.texts):
             raise ValueError("one list of terms per text")
         tokens = self.terms if self.terms is not None else map(self.analyzer.tokens, self.texts)
-        tfs = [Counter(t) for t in tokens]
-        lengths = [sum(tf.values()) for tf in tfs]
-        self._avg = (sum(lengths) / len(lengths)) if lengths else 0.0
-        # postings: term → (texts holding it, its count in each), so a question touches
-        # only the texts that hold its terms
-        held: dict[str, tuple[list[int], list[int]]] = {}
-        for index, tf in enumerate(tfs):
-            for term, count in tf.items():
-                texts, counts = held.setdefault(term, ([], []))
-                texts.append(index)
-                counts.append(count)
-        n = len(tfs)
-        self._idf = {
-            t: math.log(1.0 + (n - len(d) + 0.5) / (len(d) + 0.5)) for t, (d, _) in held.items()
-        }
-        self._postings = {
-            t: (np.asarray(d, dtype=np.int64), np.asarray(c, dtype=np.float64))
-            for t, (d, c) in held.items()
-        }
+        # postings built on arrays: every (term, text) pair once, grouped by term, so a
+        # question touches only the texts that hold its terms. A view of thousands of
+        # reports is built in one pass over its terms, not one dict entry per pair.
+        vocabulary: dict[str, int] = {}
+        ids: list[int] = []
+        lengths: list[int] = []
+        for terms in tokens:
+            ids.extend([vocabulary.setdefault(t, len(vocabulary)) for t in terms])
+            lengths.append(len(terms))
+        n = len(lengths)
         length = np.asarray(lengths, dtype=np.float64)
+        self._avg = float(length.sum()) / n if n else 0.0
+        texts = np.repeat(np.arange(n, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+        pairs, counts = np.unique(
+            np.asarray(ids, dtype=np.int64) * max(n, 1) + texts, return_counts=True
+        )
+        self._terms = vocabulary
+        self._texts = pairs % max(n, 1)  # sorted by term, then by text
+        self._counts = counts.astype(np.float64)
+        held = np.bincount(pairs // max(n, 1), minlength=len(vocabulary))
+        self._starts = np.concatenate(([0], np.cumsum(held))).astype(np.int64)
+        self._n = n
         self._norm = self.k1 * (1 - self.b + self.b * length / (self._avg or 1.0))
+
+    def _idf(self, term: int) -> float:
+        held = int(self._starts[term + 1] - self._starts[term])
+        return math.log(1.0 + (self._n - held + 0.5) / (held + 0.5))
 
     def scores(self, question: str) -> npt.NDArray[np.float64]:
         """BM25 score of every text (0 when it holds no question term)."""
         out = np.zeros(len(self._norm), dtype=np.float64)
-        for term in self.analyzer.query_terms(question):
-            if term in self._postings:
-                texts, counts = self._postings[term]
-                out[texts] += (
-                    self._idf[term] * counts * (self.k1 + 1) / (counts + self._norm[texts])
-                )
+        for word in self.analyzer.query_terms(question):
+            term = self._terms.get(word)
+            if term is None:
+                continue
+            start, end = self._starts[term], self._starts[term + 1]
+            texts, counts = self._texts[start:end], self._counts[start:end]
+            out[texts] += self._idf(term) * counts * (self.k1 + 1) / (counts + self._norm[texts])
         return out
 
 

@@ -188,6 +188,11 @@ class ReportVectorIndex:
     _terms: dict[str, tuple[str, bytes]] = field(default_factory=dict, init=False)
     _generation: tuple[int, int] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    # community id → (report, [analyzer key,] its hash): the statement and text hashes of
+    # the reports a catch-up checked, so the question that follows does not hash them
+    # again (by the report's identity: a report is immutable, a rewritten one another object)
+    _content: dict[str, tuple[CommunityReport, str]] = field(default_factory=dict, init=False)
+    _texts: dict[str, tuple[CommunityReport, str, str]] = field(default_factory=dict, init=False)
 
     def catch_up(self, reports: Sequence[CommunityReport]) -> int:
         """Embed reports whose texts changed, drop vanished ones; return reports embedded."""
@@ -201,6 +206,7 @@ class ReportVectorIndex:
         model = self.embedder.name
         wanted = {r.community_id: statements(r) for r in reports}
         digests = {cid: content_hash(texts, model) for cid, texts in wanted.items()}
+        self._content = {r.community_id: (r, digests[r.community_id]) for r in reports}
         stale = [cid for cid in sorted(wanted) if self._digest(cid) != digests[cid]]
         gone = sorted(set(self._vectors) - set(wanted))
         if not stale and not gone:
@@ -289,7 +295,7 @@ class ReportVectorIndex:
         key = self.analyzer.config.key()
         rows = []
         for report in reports:
-            digest = text_hash(report, key)
+            digest = self._text_hash(report, key)
             found = self._terms.get(report.community_id)
             if found is None or found[0] != digest:
                 terms = encode_terms(ReportTerms.of(report, self.analyzer.tokens))
@@ -299,6 +305,7 @@ class ReportVectorIndex:
             self._terms[cid] = (digest, terms)
         for cid in gone:
             self._terms.pop(cid, None)
+            self._texts.pop(cid, None)
         return bool(rows or gone)
 
     def analysed(
@@ -310,7 +317,7 @@ class ReportVectorIndex:
         out: dict[str, ReportTerms] = {}
         for report in reports:
             found = self._terms.get(report.community_id)
-            if found is None or found[0] != text_hash(report, analyzer_key):
+            if found is None or found[0] != self._text_hash(report, analyzer_key):
                 continue
             try:
                 out[report.community_id] = decode_terms(found[1])
@@ -322,9 +329,23 @@ class ReportVectorIndex:
     def vectors(self, report: CommunityReport) -> Matrix | None:
         """The report's statement vectors (in :func:`statements` order), if current."""
         found = self._vectors.get(report.community_id)
-        if found is None or found[0] != content_hash(statements(report), self.embedder.name):
+        if found is None:
             return None
-        return found[1]
+        checked = self._content.get(report.community_id)
+        if checked is not None and checked[0] is report:
+            digest = checked[1]
+        else:
+            digest = content_hash(statements(report), self.embedder.name)
+        return found[1] if found[0] == digest else None
+
+    def _text_hash(self, report: CommunityReport, analyzer_key: str) -> str:
+        """:func:`text_hash`, once per report object and analyzer."""
+        checked = self._texts.get(report.community_id)
+        if checked is not None and checked[0] is report and checked[1] == analyzer_key:
+            return checked[2]
+        digest = text_hash(report, analyzer_key)
+        self._texts[report.community_id] = (report, analyzer_key, digest)
+        return digest
 
     def by_text(self, reports: Sequence[CommunityReport]) -> dict[str, Matrix]:
         """Text → vector for every embedded text of these reports (current ones only)."""
