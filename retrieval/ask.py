@@ -121,6 +121,11 @@ class Asker:
         """Answer one question (see the module docstring)."""
         flt = self.searcher.resolve_filter(request.filters)  # bad filters fail early
         mode = request.mode or self.settings.mode
+        budget = request.budget or self.settings.budget_tokens
+        # a global question's reports are read while the local engines search
+        preparing = (
+            self.global_searcher.prepare(budget, request.level) if mode == "global" else None
+        )
         # auto: search locally first; the router weighs the results, a local route reuses them
         searched = (
             await self.searcher.search(self.local_request(request)) if mode == "auto" else None
@@ -128,7 +133,6 @@ class Asker:
         route = await self.route(
             request.question, mode, flt is not None, searched.results if searched else None
         )
-        budget = request.budget or self.settings.budget_tokens
         warnings: list[str] = []
         chunks: list[QueryResult] = []
         local_tokens = 0
@@ -141,7 +145,10 @@ class Asker:
             allowed = None
             if flt is not None:  # the filter's chunks, read by row: not the whole corpus
                 allowed = self.store.chunk_ids_of_rows(flt.allowed)
+            if preparing is None:
+                preparing = self.global_searcher.prepare(budget, request.level)
             focus = await self.focus(request)
+            await preparing
             found = await self.global_searcher.search(
                 request.question,
                 budget_tokens=budget,

@@ -310,6 +310,9 @@ class GlobalSearcher:
         default=None, init=False
     )
     _view_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    # one reader of the view at a time: a question that arrives while another (or its
+    # own :meth:`prepare`) reads it waits for that read and finds it cached
+    _ready_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # per view (by identity: a view is replaced, never changed): the sizes for a budget
     # (views, budget, sizes, tokens per level, floors), the scorer's key, the positions
     _sized: tuple[object, int, ReportSizes, dict[int, int], dict[str, int]] | None = field(
@@ -392,6 +395,23 @@ class GlobalSearcher:
         ranked = rank_reports(bm25, matrix.best(query), query, question)
         return [view[i] for i, _ in ranked]
 
+    def prepare(self, budget_tokens: int, level: int | None = None) -> asyncio.Future[None]:
+        """Start reading the view a question will need, in a thread of its own.
+
+        A fresh process reads every report once (see :meth:`reports_view`); started when
+        a question is known to go global, the read runs while the local engines find the
+        passages that focus it (model load included), and :meth:`search` finds it done
+        or waits for it. A failure here is left for :meth:`search` to raise.
+        """
+
+        def read() -> None:
+            try:
+                self._ready(budget_tokens, level)
+            except Exception:  # search reads again and raises it to its caller
+                return
+
+        return asyncio.get_running_loop().run_in_executor(None, read)
+
     def _ready(
         self, budget_tokens: int, level: int | None
     ) -> tuple[ReportSizes, int, list[CommunityReport], _Scorer] | None:
@@ -399,6 +419,12 @@ class GlobalSearcher:
 
         Each is cached (per graph generation, per view): a second call costs lookups.
         """
+        with self._ready_lock:
+            return self._ready_now(budget_tokens, level)
+
+    def _ready_now(
+        self, budget_tokens: int, level: int | None
+    ) -> tuple[ReportSizes, int, list[CommunityReport], _Scorer] | None:
         reports, views, changed = self.reports_view()
         if not reports:
             return None

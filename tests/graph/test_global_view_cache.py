@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
+
+import pytest
 
 from app.runtime import Runtime
+from graph.models import CommunityReport
 from retrieval.ask_contract import AskRequest
 
 
@@ -46,5 +50,41 @@ def test_the_second_global_question_does_not_read_every_report(
         seen.clear()
         asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
         assert _reads_of_reports(seen) >= 1
+    finally:
+        runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
+
+
+def test_questions_that_arrive_together_read_the_view_once(
+    demo_graph_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two cold global questions at once read the view once.
+
+    Each starts reading the reports while the local engines search; the second waits
+    for the first one's read instead of making its own.
+    """
+    runtime = demo_graph_runtime
+    runtime.graph().clear_touched(["no-such-entity"])  # a write: the next question is cold
+    graph = runtime.graph()
+    read = graph.reports
+
+    def slow_read(level: int | None = None) -> list[CommunityReport]:
+        time.sleep(0.5)  # a large graph's read: the second question arrives during it
+        return read(level)
+
+    monkeypatch.setattr(graph, "reports", slow_read)
+    seen = _statements(runtime)
+    whole = "SELECT report, level, community_id FROM community_reports"
+
+    async def both() -> list[str]:
+        asked = await asyncio.gather(
+            runtime.queries().ask(AskRequest(question="database timeouts", mode="global")),
+            runtime.queries().ask(AskRequest(question="token renewal", mode="global")),
+        )
+        return [a.answer for a in asked]
+
+    try:
+        answers = asyncio.run(both())
+        assert all(answers)
+        assert sum(1 for s in seen if s.strip().startswith(whole) and "WHERE" not in s) == 1, seen
     finally:
         runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
