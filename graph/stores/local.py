@@ -207,18 +207,30 @@ class LocalGraphStore(Tables):
                     db.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS text_n BIGINT")
 
     def generation(self) -> tuple[int, int]:
-        """Changes whenever the graph (or anything else in its database) was written.
+        """Changes whenever communities or reports were written, by any process.
 
-        Readers that cache a view of the reports (global search) re-read only when it
-        changed, by this or another process.
+        What a global question reads (every report, the hierarchy) is read again only
+        after it changed: one indexed read per question. Only the writes of communities
+        and reports bump it, so an ingest (its documents, its extraction) leaves a
+        cached view current.
         """
-        return self._generation()
+        return int(self.graph_meta(_VIEW_GENERATION) or 0), 0
 
     @contextmanager
-    def _write(self) -> Iterator[Conn]:
-        """A write transaction that :meth:`counts` (and other processes' caches) notice."""
+    def _write(self, *, view: bool = False) -> Iterator[Conn]:
+        """A write transaction that :meth:`counts` (and other processes' caches) notice.
+
+        ``view``: it writes communities or reports, and bumps :meth:`generation` in the
+        same transaction.
+        """
         with self._transaction() as db:
             yield db
+            if view:
+                db.execute(
+                    "INSERT INTO graph_meta(name, value) VALUES (?, '1') ON CONFLICT(name) DO "
+                    "UPDATE SET value = CAST(CAST(graph_meta.value AS INTEGER) + 1 AS TEXT)",
+                    (_VIEW_GENERATION,),
+                )
             self.database.bump_generation(db)
 
     def put_chunk(
@@ -423,7 +435,7 @@ class LocalGraphStore(Tables):
         Reads every stored community (a rebuild's cost); writes only the rows that differ.
         """
         rows = {c.id: _community_row(c) for c in communities}
-        with self._write() as db:
+        with self._write(view=True) as db:
             stored = {
                 str(row[0]): tuple(row)
                 for row in db.execute("SELECT id, level, cluster, parent, members FROM communities")
@@ -442,7 +454,7 @@ class LocalGraphStore(Tables):
         """Store these communities and drop those ids (and their reports), atomically."""
         required_ids([c.id for c in upserts], "a community id")
         gone = sorted(set(deletes) - {c.id for c in upserts})
-        with self._write() as db:
+        with self._write(view=True) as db:
             count, top = _hierarchy_stats(db)
             asked = sorted({c.id for c in upserts} | set(gone))
             existing = {str(r[0]) for r in _rows_of(db, "SELECT id FROM communities", asked)}
@@ -541,7 +553,7 @@ class LocalGraphStore(Tables):
             return set()
         ids = [r.community_id for r in todo]
         stored: set[str] = set()
-        with self._write() as db:
+        with self._write(view=True) as db:
             current = {str(r[0]) for r in _rows_of(db, "SELECT id FROM communities", ids)}
             raw: dict[str, str] = {}
             if expected is not None:
@@ -646,6 +658,7 @@ def _community(row: Sequence[Any]) -> Community:
 
 
 _COUNT_META = "communities"
+_VIEW_GENERATION = "view_generation"  # bumped by every write of communities or reports
 _MAX_CLUSTER_META = "max_cluster"
 
 

@@ -619,4 +619,12 @@ def test_the_generation_changes_when_communities_or_reports_are_written(
     second = generation()
     assert second != first
     store.update_communities([Community("0-2", 0, 2, None, ("d",))], ["0-1"])
-    assert generation() != second
+    third = generation()
+    assert third != second
+    # extraction and staleness marks leave the reports as they were: a cached view stays
+    store.put_chunk("c9", "d9", [EntityMention("ledger-db", "database", "Holds balances.")], [])
+    store.mark_stale(["0-0"])
+    store.clear_stale(["0-0"])
+    store.clear_touched(["ledger-db"])
+    store.remove_chunks(["c9"])
+    assert generation() == third
