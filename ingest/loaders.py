@@ -6,7 +6,9 @@ and JSON Lines (one record per line: ``id`` or ``_id``, ``text``, optional ``tit
 ``metadata`` object; every other top-level scalar field becomes metadata too).
 Directories are walked recursively with include/exclude globs. Anything unreadable is
 returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
-MkDocs ``_index.md``) is ``Skipped`` with the reason; loading never stops the batch.
+MkDocs ``_index.md``) is ``Skipped`` with the reason, and so is an HTML page whose main
+content is headings alone once its navigation and repeated blocks are left out (a
+generated index or table of contents); loading never stops the batch.
 The HTML pages of a directory are first read once for their repeated blocks (footers,
 licence lines: ``ingest.boilerplate``), which are then left out of every page but the
 first that holds them; the pages read then are converted only once.
@@ -47,6 +49,7 @@ _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
 _RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
 _HTML = (".html", ".htm")
+_HEADING = re.compile(r"\s{0,3}#{1,6}(?:\s|$)")
 CENSUS_PAGES = 400
 """HTML pages of one directory read for repeated blocks (evenly spread over the tree)."""
 
@@ -251,6 +254,12 @@ def from_bytes(
         if chrome is not None:
             body = chrome.strip(body)
             title = chrome.title(title)
+        if body.strip() and all(
+            not line.strip() or _HEADING.match(line) for line in body.split("\n")
+        ):
+            return Skipped(
+                doc_id, source, "headings only: the page holds navigation, no text to index"
+            )
     elif suffix in (".md", ".markdown"):
         try:
             meta, body, had_front_matter = _split_front_matter(text)

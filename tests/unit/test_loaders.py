@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from ingest.loaders import load_paths, split_front_matter
-from lore.models import Rejected, SourceDocument
+from lore.models import Rejected, Skipped, SourceDocument
 
 LIMIT = 10_000
 
@@ -46,6 +46,26 @@ def test_html_visible_text_only(tmp_path: Path) -> None:
     assert doc.title == "T"
     assert "## Sub" in doc.text and "Seen text" in doc.text
     assert "secret_js" not in doc.text and "color" not in doc.text
+
+
+def test_an_html_page_of_headings_and_navigation_alone_is_skipped(tmp_path: Path) -> None:
+    # a generated index: its entries are links in a navigation block, its footer repeats
+    footer = "<footer><p>Copyright 2026 The Project. Licensed under the MIT licence.</p></footer>"
+    (tmp_path / "genindex.html").write_text(
+        "<html><head><title>Index</title></head><body><h1>Index</h1><h2>A</h2>"
+        '<nav><ul><li><a href="a.html">abs()</a></li><li><a href="b.html">all()</a></li>'
+        f"</ul></nav>{footer}</body></html>"
+    )
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.html").write_text(
+            f"<html><head><title>{name}</title></head><body><h1>{name}()</h1>"
+            f"<p>Returns what {name} computes.</p>{footer}</body></html>"
+        )
+    (tmp_path / "short.html").write_text("<html><body><h1>Short</h1><p>One line.</p></body></html>")
+    loaded = _load(tmp_path)
+    skipped = loaded["genindex.html"]
+    assert isinstance(skipped, Skipped) and "headings only" in skipped.reason
+    assert all(isinstance(loaded[f"{n}.html"], SourceDocument) for n in ("a", "b", "short"))
 
 
 def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
