@@ -287,6 +287,19 @@ class _Positions:
 _Scorer = tuple[HybridScorer, ReportBM25, StatementMatrix]
 """A view's statement scorer (IDF over the view), report BM25 and stacked statements."""
 
+_Changed = bool | tuple[list[CommunityReport], list[str]] | None
+"""What a new read of the view changed: nothing, everything, or (reports written, ids gone)."""
+
+
+@dataclass(frozen=True)
+class _View:
+    """Every report, the level views and the hierarchy, as of one graph generation."""
+
+    generation: object
+    reports: list[CommunityReport]
+    views: dict[int, list[CommunityReport]]
+    communities: list[Community]
+
 
 @dataclass
 class GlobalSearcher:
@@ -306,9 +319,7 @@ class GlobalSearcher:
     _bounds: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, init=False)
     _scorers: dict[int, _Scorer] = field(default_factory=dict, init=False)
     _vectors: OrderedDict[str, Matrix] = field(default_factory=OrderedDict, init=False)
-    _view: tuple[object, list[CommunityReport], dict[int, list[CommunityReport]]] | None = field(
-        default=None, init=False
-    )
+    _view: _View | None = field(default=None, init=False)
     _view_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # one reader of the view at a time: a question that arrives while another (or its
     # own :meth:`prepare`) reads it waits for that read and finds it cached
@@ -321,24 +332,57 @@ class GlobalSearcher:
     _keyed: tuple[object, int] | None = field(default=None, init=False)
     _positions_of: tuple[object, _Positions] | None = field(default=None, init=False)
 
-    def reports_view(self) -> tuple[list[CommunityReport], dict[int, list[CommunityReport]], bool]:
+    def reports_view(
+        self,
+    ) -> tuple[list[CommunityReport], dict[int, list[CommunityReport]], _Changed]:
         """Every report and the level views, read once per graph generation.
 
-        A store that tells its generation (``generation()``, the local store) is read
-        again only after a write; the third value says whether it was (report vectors
-        then catch up). A store that does not is read per question.
+        A store that tells its generation (``generation()``) is read again only after a
+        write of its communities or reports; one that also tells which communities a
+        write touched (``view_changes``) has the cached view patched with those alone.
+        The third value says what changed: nothing (None), everything (True) or the
+        reports written and the ids gone (report vectors then catch up with those). A
+        store that tells no generation is read per question.
         """
         tell = getattr(self.graph, "generation", None)
         generation = tell() if tell is not None else None
         with self._view_lock:
-            if generation is not None and self._view is not None and self._view[0] == generation:
-                return self._view[1], self._view[2], False
-        reports = self.graph.reports()
-        views = level_views(reports, self.graph.communities()) if reports else {}
+            cached = self._view
+        if generation is not None and cached is not None and cached.generation == generation:
+            return cached.reports, cached.views, None
+        patched = self._patched(cached) if generation is not None else None
+        if patched is not None:
+            view, changed = patched
+        else:
+            reports = self.graph.reports()
+            communities = self.graph.communities() if reports else []
+            view = _View(generation, reports, level_views(reports, communities), communities)
+            changed = True
         if generation is not None:
             with self._view_lock:
-                self._view = (generation, reports, views)
-        return reports, views, True
+                self._view = view
+        return view.reports, view.views, changed
+
+    def _patched(self, cached: _View | None) -> tuple[_View, _Changed] | None:
+        """The cached view with the communities written since read again (None: can't)."""
+        changes = getattr(self.graph, "view_changes", None)
+        if cached is None or changes is None or not isinstance(cached.generation, tuple):
+            return None
+        found = changes(cached.generation[0])
+        if found is None:
+            return None
+        now, ids = found
+        written = self.graph.reports_by_id(sorted(ids))
+        renewed = {r.community_id: r for r in written}
+        reports = [r for r in cached.reports if r.community_id not in ids]
+        reports.extend(written)
+        reports.sort(key=lambda r: (r.level, r.community_id))
+        communities = [c for c in cached.communities if c.id not in ids]
+        communities.extend(self.graph.communities_by_id(sorted(ids)))
+        communities.sort(key=lambda c: (c.level, c.cluster))
+        gone = sorted(ids - renewed.keys())
+        views = level_views(reports, communities) if reports else {}
+        return _View((now, 0), reports, views, communities), (written, gone)
 
     def report_tokens(self, report: CommunityReport) -> int:
         """Tokens of a report's text (cached by its fingerprint)."""
@@ -440,8 +484,10 @@ class GlobalSearcher:
         tokens, view_tokens = sized[2], sized[3]
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
-        if self.vectors is not None and changed:
+        if self.vectors is not None and changed is True:
             self.vectors.catch_up(reports)
+        elif self.vectors is not None and isinstance(changed, tuple):
+            self.vectors.refresh(*changed)
         return tokens, chosen, view, self.scorer(view)
 
     def _floors(self, tokens: ReportSizes) -> dict[str, int]:

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -142,6 +143,33 @@ class ReportVectorStore(Tables):
             out[str(cid)] = (str(digest), matrix)
         return out
 
+    def load_of(self, community_ids: Sequence[str]) -> dict[str, tuple[str, Matrix]]:
+        """:meth:`load` for these ids only (an indexed read)."""
+        out: dict[str, tuple[str, Matrix]] = {}
+        select = "SELECT community_id, content_hash, dimension, rows, vectors FROM report_vectors"
+        for cid, digest, dim, n, blob in self._rows_of(select, community_ids):
+            matrix = np.frombuffer(bytes(blob), dtype=np.float32).reshape(int(n), int(dim))
+            out[str(cid)] = (str(digest), matrix)
+        return out
+
+    def load_terms_of(self, community_ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """:meth:`load_terms` for these ids only (an indexed read)."""
+        select = "SELECT community_id, text_hash, terms FROM report_terms"
+        return {
+            str(cid): (str(digest), raw.encode() if isinstance(raw, str) else bytes(raw))
+            for cid, digest, raw in self._rows_of(select, community_ids)
+        }
+
+    def _rows_of(self, select: str, community_ids: Sequence[str]) -> list[Any]:
+        ids = sorted(set(community_ids))
+        rows: list[Any] = []
+        with self._read() as db:
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                rows.extend(db.execute(f"{select} WHERE community_id IN ({marks})", part))
+        return rows
+
     def load_terms(self) -> dict[str, tuple[str, bytes]]:
         """Community id → (text hash, encoded terms) for every analysed report."""
         with self._read() as db:
@@ -193,6 +221,9 @@ class ReportVectorIndex:
     # again (by the report's identity: a report is immutable, a rewritten one another object)
     _content: dict[str, tuple[CommunityReport, str]] = field(default_factory=dict, init=False)
     _texts: dict[str, tuple[CommunityReport, str, str]] = field(default_factory=dict, init=False)
+    # community id → (its stored terms, decoded): a view read again after a write decodes
+    # only the terms that changed (by the stored bytes' identity)
+    _decoded: dict[str, tuple[bytes, ReportTerms]] = field(default_factory=dict, init=False)
 
     def catch_up(self, reports: Sequence[CommunityReport]) -> int:
         """Embed reports whose texts changed, drop vanished ones; return reports embedded."""
@@ -254,6 +285,21 @@ class ReportVectorIndex:
                 self._vectors.pop(cid, None)
             return len(stale)
 
+    def refresh(self, written: Sequence[CommunityReport], gone: Sequence[str]) -> int:
+        """Catch up with these reports alone (written since the view was read); drop ``gone``.
+
+        Their stored vectors and terms are read by id (another process's refresh may
+        have written them), then :meth:`update` embeds those still not current. What a
+        patched view costs: the reports it read again, not every report.
+        """
+        ids = [r.community_id for r in written]
+        stored = self.store.load_of(ids)
+        terms = self.store.load_terms_of(ids) if self.analyzer is not None else {}
+        with self._lock:
+            self._vectors.update(stored)
+            self._terms.update(terms)
+        return self.update(written, gone)
+
     def _matrix(self, texts: Sequence[str], known: dict[str, Matrix]) -> Matrix:
         if not texts:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
@@ -306,6 +352,7 @@ class ReportVectorIndex:
         for cid in gone:
             self._terms.pop(cid, None)
             self._texts.pop(cid, None)
+            self._decoded.pop(cid, None)
         return bool(rows or gone)
 
     def analysed(
@@ -319,11 +366,17 @@ class ReportVectorIndex:
             found = self._terms.get(report.community_id)
             if found is None or found[0] != self._text_hash(report, analyzer_key):
                 continue
+            decoded = self._decoded.get(report.community_id)
+            if decoded is not None and decoded[0] is found[1]:
+                out[report.community_id] = decoded[1]
+                continue
             try:
                 out[report.community_id] = decode_terms(found[1])
             except (zlib.error, ValueError, TypeError):
                 # unreadable: analysed for this question, stored again at the next catch-up
                 self._terms.pop(report.community_id, None)
+                continue
+            self._decoded[report.community_id] = (found[1], out[report.community_id])
         return out
 
     def vectors(self, report: CommunityReport) -> Matrix | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,8 @@ CREATE TABLE IF NOT EXISTS report_sizes (
 );
 CREATE INDEX IF NOT EXISTS report_sizes_by_level ON report_sizes(level, chunks);
 CREATE TABLE IF NOT EXISTS graph_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS view_log (generation INTEGER NOT NULL, community_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS view_log_by_generation ON view_log(generation);
 """
 _COLUMNS = {
     "entity_mentions": (
@@ -216,21 +218,64 @@ class LocalGraphStore(Tables):
         """
         return int(self.graph_meta(_VIEW_GENERATION) or 0), 0
 
-    @contextmanager
-    def _write(self, *, view: bool = False) -> Iterator[Conn]:
-        """A write transaction that :meth:`counts` (and other processes' caches) notice.
+    def view_changes(self, since: int) -> tuple[int, set[str]] | None:
+        """(the generation now, the communities written after generation ``since``).
 
-        ``view``: it writes communities or reports, and bumps :meth:`generation` in the
-        same transaction.
+        The ids of the communities whose community or report rows were written (or
+        deleted) since, so a cached view is patched by reading those alone. None when
+        the log does not reach back to ``since`` (a full rebuild's writes are not
+        logged, old entries are dropped, a restored store may be behind): read it all.
         """
+        with self._read() as db:
+            found = dict(
+                db.execute(
+                    "SELECT name, value FROM graph_meta WHERE name IN (?, ?)",
+                    (_VIEW_GENERATION, _VIEW_LOG_FROM),
+                ).fetchall()
+            )
+            now = int(found.get(_VIEW_GENERATION) or 0)
+            start = found.get(_VIEW_LOG_FROM)
+            if start is None or since > now or since + 1 < int(start):
+                return None
+            rows = db.execute(
+                "SELECT DISTINCT community_id FROM view_log WHERE generation > ?", (since,)
+            ).fetchall()
+        return now, {str(r[0]) for r in rows}
+
+    def _view_written(self, db: Conn, community_ids: Collection[str]) -> None:
+        """Inside a write of communities or reports: bump the generation, log the ids.
+
+        The bump comes first and locks its row (PostgreSQL), so concurrent writers take
+        their generations in commit order. A write of more than ``VIEW_LOG_MAX`` ids (a
+        first build, a rebuild) is not logged: a reader behind it reads the whole view.
+        """
+        (now,) = db.execute(
+            "INSERT INTO graph_meta(name, value) VALUES (?, '1') ON CONFLICT(name) DO "
+            "UPDATE SET value = CAST(CAST(graph_meta.value AS INTEGER) + 1 AS TEXT) "
+            "RETURNING value",
+            (_VIEW_GENERATION,),
+        ).fetchone()
+        now = int(now)
+        ids = sorted(set(community_ids))
+        logged = db.execute(
+            "SELECT value FROM graph_meta WHERE name = ?", (_VIEW_LOG_FROM,)
+        ).fetchone()
+        if len(ids) > VIEW_LOG_MAX:
+            start = now + 1  # this write's ids are not in the log
+        else:
+            start = now if logged is None else max(int(logged[0]), now - VIEW_LOG_KEEP + 1)
+            db.executemany(
+                "INSERT INTO view_log(generation, community_id) VALUES (?, ?)",
+                [(now, cid) for cid in ids],
+            )
+        db.execute("DELETE FROM view_log WHERE generation < ?", (start,))
+        _set_meta(db, {_VIEW_LOG_FROM: str(start)})
+
+    @contextmanager
+    def _write(self) -> Iterator[Conn]:
+        """A write transaction that :meth:`counts` (and other processes' caches) notice."""
         with self._transaction() as db:
             yield db
-            if view:
-                db.execute(
-                    "INSERT INTO graph_meta(name, value) VALUES (?, '1') ON CONFLICT(name) DO "
-                    "UPDATE SET value = CAST(CAST(graph_meta.value AS INTEGER) + 1 AS TEXT)",
-                    (_VIEW_GENERATION,),
-                )
             self.database.bump_generation(db)
 
     def put_chunk(
@@ -435,7 +480,7 @@ class LocalGraphStore(Tables):
         Reads every stored community (a rebuild's cost); writes only the rows that differ.
         """
         rows = {c.id: _community_row(c) for c in communities}
-        with self._write(view=True) as db:
+        with self._write() as db:
             stored = {
                 str(row[0]): tuple(row)
                 for row in db.execute("SELECT id, level, cluster, parent, members FROM communities")
@@ -443,18 +488,26 @@ class LocalGraphStore(Tables):
             gone = sorted(stored.keys() - rows.keys())
             changed = [c for c in communities if stored.get(c.id) != rows[c.id]]
             _write_communities(db, changed, gone)
+            orphans = [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT community_id FROM community_reports "
+                    "WHERE community_id NOT IN (SELECT id FROM communities)"
+                )
+            ]
             for table in ("community_reports", "report_sizes"):
                 db.execute(
                     f"DELETE FROM {table} WHERE community_id NOT IN (SELECT id FROM communities)"
                 )
             top = max((c.cluster for c in communities), default=-1)
             _set_meta(db, {_COUNT_META: str(len(rows)), _MAX_CLUSTER_META: str(top)})
+            self._view_written(db, [*gone, *(c.id for c in changed), *orphans])
 
     def update_communities(self, upserts: Sequence[Community], deletes: Sequence[str]) -> None:
         """Store these communities and drop those ids (and their reports), atomically."""
         required_ids([c.id for c in upserts], "a community id")
         gone = sorted(set(deletes) - {c.id for c in upserts})
-        with self._write(view=True) as db:
+        with self._write() as db:
             count, top = _hierarchy_stats(db)
             asked = sorted({c.id for c in upserts} | set(gone))
             existing = {str(r[0]) for r in _rows_of(db, "SELECT id FROM communities", asked)}
@@ -463,6 +516,7 @@ class LocalGraphStore(Tables):
             _write_communities(db, upserts, gone)
             top = max([top, *(c.cluster for c in upserts)])
             _set_meta(db, {_COUNT_META: str(count + added - removed), _MAX_CLUSTER_META: str(top)})
+            self._view_written(db, [*gone, *(c.id for c in upserts)])
 
     def hierarchy_stats(self) -> tuple[int, int]:
         """(communities stored, largest cluster number or -1), from two stored counters."""
@@ -553,7 +607,7 @@ class LocalGraphStore(Tables):
             return set()
         ids = [r.community_id for r in todo]
         stored: set[str] = set()
-        with self._write(view=True) as db:
+        with self._write() as db:
             current = {str(r[0]) for r in _rows_of(db, "SELECT id FROM communities", ids)}
             raw: dict[str, str] = {}
             if expected is not None:
@@ -574,6 +628,7 @@ class LocalGraphStore(Tables):
                 else:
                     db.execute(_upsert("report_sizes"), _size_row(r))
                 stored.add(r.community_id)
+            self._view_written(db, stored)
         return stored
 
     def reports(self, level: int | None = None) -> list[CommunityReport]:
@@ -659,6 +714,11 @@ def _community(row: Sequence[Any]) -> Community:
 
 _COUNT_META = "communities"
 _VIEW_GENERATION = "view_generation"  # bumped by every write of communities or reports
+_VIEW_LOG_FROM = "view_log_from"  # the oldest generation whose written ids are in view_log
+VIEW_LOG_MAX = 500
+"""A write of more community ids is not logged (a reader behind it reads the whole view)."""
+VIEW_LOG_KEEP = 64
+"""Generations the log keeps: a reader further behind reads the whole view."""
 _MAX_CLUSTER_META = "max_cluster"
 
 

@@ -2,7 +2,7 @@
 
 Counted as SQL statements on the graph store's own SQLite connection: the first question
 reads every report and community (a view, cached), the second reads none of them; a
-write to the graph makes the next one read again.
+write of reports makes the next one read those reports again, by id, not the whole view.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ def _statements(runtime: Runtime) -> list[str]:
     return seen
 
 
+def _forget_view(runtime: Runtime) -> None:
+    """The searcher as a new process has it: no view read yet (the runtime is shared)."""
+    runtime.queries().asker.global_searcher._view = None
+
+
 def _rewrite_a_report(runtime: Runtime) -> None:
     """Store one report again as it is: a write of the view, its content unchanged."""
     graph = runtime.graph()
@@ -45,12 +50,11 @@ def test_the_second_global_question_does_not_read_every_report(
 ) -> None:
     runtime = demo_graph_runtime
     question = "How do the services handle database timeouts?"
-    # the runtime is shared by the session: a write makes this test's first question cold
-    _rewrite_a_report(runtime)
+    _forget_view(runtime)
     seen = _statements(runtime)
     try:
         first = asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
-        assert first.answer and _reads_of_reports(seen) >= 1
+        assert first.answer and _reads_of_reports(seen) == 2  # the reports, the communities
         seen.clear()
         second = asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
         assert second.answer == first.answer
@@ -60,10 +64,14 @@ def test_the_second_global_question_does_not_read_every_report(
         seen.clear()
         asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
         assert _reads_of_reports(seen) == 0, seen
-        _rewrite_a_report(runtime)  # a write of the view: read again
+        rewritten = runtime.graph().reports()[0].community_id
+        _rewrite_a_report(runtime)  # a write of the view: that report is read again, alone
         seen.clear()
         asyncio.run(runtime.queries().ask(AskRequest(question=question, mode="global")))
-        assert _reads_of_reports(seen) >= 1
+        assert _reads_of_reports(seen) == 0, seen
+        by_id = [s for s in seen if s.startswith("SELECT report, level, community_id")]
+        assert by_id and all("WHERE community_id IN" in s for s in by_id), by_id
+        assert any(rewritten in s for s in by_id), by_id
     finally:
         runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
 
@@ -77,7 +85,7 @@ def test_questions_that_arrive_together_read_the_view_once(
     for the first one's read instead of making its own.
     """
     runtime = demo_graph_runtime
-    _rewrite_a_report(runtime)  # the next question is cold
+    _forget_view(runtime)  # the next question is cold
     graph = runtime.graph()
     read = graph.reports
 

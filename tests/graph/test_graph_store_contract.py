@@ -8,6 +8,7 @@ Neo4j run is skipped, with that reason. Each backend also comes with a rival wri
 connection of its own holding an uncommitted write) for the compare-and-set test.
 """
 
+import random
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -628,3 +629,45 @@ def test_the_generation_changes_when_communities_or_reports_are_written(
     store.clear_touched(["ledger-db"])
     store.remove_chunks(["c9"])
     assert generation() == third
+
+
+def test_a_view_patched_from_the_written_ids_equals_a_fresh_read(store: GraphStore) -> None:
+    # global search keeps the view of every report and patches it with the communities
+    # written since (view_changes); a store without a log is read whole: same view
+    from typing import cast
+
+    from retrieval.analyzer import Analyzer
+    from retrieval.global_search import GlobalSearcher, level_views
+
+    rng = random.Random(29)
+    top = [Community(f"0-{i}", 0, i, None, (f"e{i}a", f"e{i}b")) for i in range(4)]
+    leaves = [Community(f"1-{i}", 1, i, f"0-{i % 2}", (f"e{i % 2}a",)) for i in range(3)]
+    store.replace_communities([*top, *leaves])
+    store.put_reports([_report(c.id, c.level) for c in [*top, *leaves]])
+    searcher = GlobalSearcher(
+        graph=store, analyzer=Analyzer(), embedder=cast(Any, None), counter=cast(Any, None)
+    )
+    searcher.reports_view()
+    logged = hasattr(store, "view_changes")
+    for step in range(24):
+        before = getattr(store, "generation")()  # noqa: B009 - not in the protocol
+        communities = store.communities()
+        action = rng.choice(["rewrite", "add", "drop", "replace"])
+        if action == "rewrite":
+            target = rng.choice(communities)
+            store.put_reports([replace(_report(target.id, target.level), summary=f"s{step}")])
+        elif action == "add":
+            new = Community(f"1-x{step}", 1, 100 + step, rng.choice(top).id, (f"n{step}",))
+            store.update_communities([new], [])
+            store.put_reports([_report(new.id, 1)])
+        elif action == "drop" and len(communities) > 2:
+            store.update_communities([], [rng.choice(communities).id])
+        else:
+            kept = [c for c in communities if rng.random() < 0.8] or communities[:1]
+            store.replace_communities(kept)
+        if logged:  # a small write is in the log: the next question patches
+            assert store.view_changes(before[0]) is not None  # type: ignore[attr-defined]
+        reports, views, _ = searcher.reports_view()
+        fresh = store.reports()
+        assert reports == fresh, (step, action)
+        assert views == (level_views(fresh, store.communities()) if fresh else {}), (step, action)
