@@ -117,19 +117,8 @@ class ReportVectorStore(Tables):
 
     def hashes_of(self, community_ids: Sequence[str]) -> dict[str, str]:
         """Community id → content hash for these ids only (an indexed read)."""
-        out: dict[str, str] = {}
-        ids = sorted(set(community_ids))
-        with self._read() as db:
-            for start in range(0, len(ids), 500):
-                part = ids[start : start + 500]
-                marks = ", ".join("?" * len(part))
-                rows = db.execute(
-                    "SELECT community_id, content_hash FROM report_vectors "
-                    f"WHERE community_id IN ({marks})",
-                    part,
-                )
-                out.update({str(c): str(h) for c, h in rows})
-        return out
+        select = "SELECT community_id, content_hash FROM report_vectors"
+        return {str(c): str(h) for c, h in self._rows_of(select, community_ids)}
 
     def load(self) -> dict[str, tuple[str, Matrix]]:
         """Community id → (content hash, vectors) for every stored report."""
@@ -161,6 +150,7 @@ class ReportVectorStore(Tables):
         }
 
     def _rows_of(self, select: str, community_ids: Sequence[str]) -> list[Any]:
+        """The rows of ``select`` for these community ids (asked 500 at a time)."""
         ids = sorted(set(community_ids))
         rows: list[Any] = []
         with self._read() as db:

@@ -219,3 +219,28 @@ def test_a_refresh_that_only_stores_terms_still_reads_what_another_process_wrote
         assert isinstance(index.embedder, Counting) and index.embedder.embedded == 1
         other.store.close()
     store.close()
+
+
+def test_a_patched_view_reads_the_rewritten_reports_by_id_and_embeds_nothing_current(
+    store_url: str | None, tmp_path: Path
+) -> None:
+    # global search patches its view after a write of reports: it reads those reports'
+    # vectors and terms by id (another process's refresh wrote them), embedding none
+    analyzer = Analyzer()
+    here = Counting()
+    reader = ReportVectorIndex(
+        ReportVectorStore(tables_at(store_url, tmp_path / "s.sqlite3")), here, analyzer=analyzer
+    )
+    reports = [report("0-0", "The pool ran dry."), report("0-1", "Retries doubled.")]
+    reader.catch_up(reports)
+    embedded = here.embedded
+    rewritten = report("0-0", "The pool ran dry at noon.")
+    with another_process(store_url, tmp_path / "s.sqlite3") as elsewhere:
+        writer = ReportVectorIndex(ReportVectorStore(elsewhere), Counting(), analyzer=analyzer)
+        assert writer.update([rewritten], ["0-1"]) == 1
+    assert reader.vectors(rewritten) is None  # not read yet
+    assert reader.refresh([rewritten], ["0-1"]) == 0  # current in the store: nothing embedded
+    assert here.embedded == embedded
+    assert reader.vectors(rewritten) is not None and reader.vectors(reports[1]) is None
+    assert set(reader.analysed([rewritten], analyzer.config.key())) == {"0-0"}
+    assert set(reader.by_text([rewritten])) == set(statements(rewritten))
