@@ -245,9 +245,10 @@ class LocalGraphStore(Tables):
     def _view_written(self, db: Conn, community_ids: Collection[str]) -> None:
         """Inside a write of communities or reports: bump the generation, log the ids.
 
-        The bump comes first and locks its row (PostgreSQL), so concurrent writers take
-        their generations in commit order. A write of more than ``VIEW_LOG_MAX`` ids (a
-        first build, a rebuild) is not logged: a reader behind it reads the whole view.
+        The bump locks its row until the write commits (PostgreSQL; SQLite writes one at
+        a time), so generations are taken in commit order and a reader that sees one sees
+        its log rows. A write of more than ``VIEW_LOG_MAX`` ids (a first build, a
+        rebuild) is not logged: a reader behind it reads the whole view.
         """
         (now,) = db.execute(
             "INSERT INTO graph_meta(name, value) VALUES (?, '1') ON CONFLICT(name) DO "
