@@ -583,8 +583,11 @@ def chunk_relevance(
     document id, fused score). A document is as relevant as the passages the engines
     rank in it: the sum of their reciprocal ranks (``1 / (60 + rank)``, as in RRF). A
     document holding less than ``document_share`` of the best document's sum merely
-    mentions the question's words in passing; its chunks are left out. A kept chunk's
-    relevance is its fused score relative to the best one.
+    mentions the question's words in passing; its chunks are left out. The document of
+    the engines' first passage always stays: a short page (one chunk, a runbook that
+    alone names the question's identifier) cannot gather the sum a long page gathers
+    from many passages, and the best passage is not a mention in passing. A kept
+    chunk's relevance is its fused score relative to the best one.
     """
     mass: dict[str, float] = {}
     for rank, (_, document, _) in enumerate(ranked, start=1):
@@ -592,10 +595,11 @@ def chunk_relevance(
     if not mass:
         return {}
     floor = document_share * max(mass.values())
+    first = ranked[0][1]
     best = max(score for _, _, score in ranked)
     out: dict[str, float] = {}
     for rank, (chunk, document, score) in enumerate(ranked, start=1):
-        if mass[document] >= floor:
+        if mass[document] >= floor or document == first:
             out[chunk] = max(score, 0.0) / best if best > 0 else 1.0 / rank
     return out
 

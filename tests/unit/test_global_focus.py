@@ -33,6 +33,18 @@ def test_chunk_relevance_leaves_out_documents_that_mention_the_question_in_passi
     assert set(chunk_relevance(ranked, document_share=0.0)) == {c for c, _, _ in ranked}
 
 
+def test_the_document_of_the_first_passage_stays_however_short() -> None:
+    # a one-chunk page ranked first (it alone names the question's identifier) beside a
+    # long page holding the next twenty passages: its sum is ~9 % of the long page's
+    ranked = [("z0", "short", 0.05)] + [(f"a{i}", "long", 0.04 - i / 1000) for i in range(20)]
+    relevance = chunk_relevance(ranked, document_share=0.15)
+    assert relevance["z0"] == 1.0
+    assert {f"a{i}" for i in range(20)} <= set(relevance)
+    # a stray passage further down still goes
+    stray = [*ranked[:11], ("b0", "stray", 0.03), *ranked[11:]]
+    assert "b0" not in chunk_relevance(stray, document_share=0.15)
+
+
 def test_chunk_relevance_without_scores_falls_back_to_rank() -> None:
     assert chunk_relevance([("a", "d", 0.0), ("b", "d", 0.0)]) == {"a": 1.0, "b": 0.5}
     assert chunk_relevance([]) == {}
