@@ -41,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -287,8 +288,10 @@ class _Positions:
 _Scorer = tuple[HybridScorer, ReportBM25, StatementMatrix]
 """A view's statement scorer (IDF over the view), report BM25 and stacked statements."""
 
-_Changed = bool | tuple[list[CommunityReport], list[str]] | None
-"""What a new read of the view changed: nothing, everything, or (reports written, ids gone)."""
+_Patch = tuple[list[CommunityReport], list[str]]
+"""The reports a patched view read again, and the ids gone from it."""
+_Changed = Literal[True] | _Patch | None
+"""What a new read of the view changed: nothing, everything, or a patch."""
 
 
 @dataclass(frozen=True)
@@ -351,6 +354,7 @@ class GlobalSearcher:
         if generation is not None and cached is not None and cached.generation == generation:
             return cached.reports, cached.views, None
         patched = self._patched(cached) if generation is not None else None
+        changed: _Changed
         if patched is not None:
             view, changed = patched
         else:
@@ -363,7 +367,7 @@ class GlobalSearcher:
                 self._view = view
         return view.reports, view.views, changed
 
-    def _patched(self, cached: _View | None) -> tuple[_View, _Changed] | None:
+    def _patched(self, cached: _View | None) -> tuple[_View, _Patch] | None:
         """The cached view with the communities written since read again (None: can't)."""
         changes = getattr(self.graph, "view_changes", None)
         if cached is None or changes is None or not isinstance(cached.generation, tuple):
