@@ -10,6 +10,13 @@ made them, so the same rule holds on Sphinx, AsciiDoc, Texinfo or anything else:
   previous/next/up bars, breadcrumbs, link lists), when it holds at least ``MIN_LINKS``
   links. A dense list of cross-references in real content counts too, so this is an
   upper bound on chrome.
+  Two classes of it are counted apart, as they are content by where they stand:
+  a repeated chunk with unrepeated chunks of its own page both before and after it
+  (``repeated_amid_content``: a section every page of a family includes, such as the
+  options six git commands share; chrome opens or closes a page), and a link-dense
+  chunk whose words outside code (fenced blocks and inline code left out) no longer
+  meet the rule (``link_text_in_code``: a grammar or an example whose names link to
+  their definitions). ``chrome_share`` is the share without those two classes.
 - **tiny**: a chunk of fewer than ``TINY_WORDS`` words.
 - **retention**: the text of every ``<pre>`` (line by line), ``<dt>`` and first table
   cell of a page — leaving out those that are wholly a link to another page, which is
@@ -33,6 +40,7 @@ MIN_LINKS = 3
 TINY_WORDS = 20
 _WORD = re.compile(r"\w+")
 _ALNUM = re.compile(r"[^0-9A-Za-z]+")
+_CODE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,}).*?^[ \t]{0,3}\1[ \t]*$|`[^`\n]+`", re.M | re.S)
 
 
 def _words(text: str) -> list[str]:
@@ -41,6 +49,20 @@ def _words(text: str) -> list[str]:
 
 def _alnum(text: str) -> str:
     return _ALNUM.sub("", text).lower()
+
+
+def _amid(flags: list[bool]) -> int:
+    """How many flagged items have an unflagged item both before and after them."""
+    count = 0
+    for index, flagged in enumerate(flags):
+        if flagged and not all(flags[:index]) and not all(flags[index + 1 :]):
+            count += 1
+    return count
+
+
+def outside_code(text: str) -> str:
+    """``text`` without its fenced code blocks and inline code spans."""
+    return _CODE.sub(" ", text)
 
 
 def _links_elsewhere(element: Tag, page_name: str) -> bool:
@@ -105,7 +127,7 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
     for page, texts in normal.items():
         for text in texts:
             pages_of[text].add(page)
-    total = repeated = linky = tiny = 0
+    total = repeated = linky = tiny = amid = in_code = 0
     examples: list[dict[str, str]] = []
     kept = wanted_chars = 0
     lost: Counter[str] = Counter()
@@ -115,6 +137,7 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
         links, wanted = _page_parts(html, file.name)
         by_first = _by_first(links)
         stored = _alnum(" ".join(texts))
+        flags: list[bool] = []
         for raw, text in zip(texts, normal[page], strict=True):
             total += 1
             words = _words(raw)
@@ -123,9 +146,14 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
             share, count = _link_share(words, by_first)
             is_linky = share >= LINK_SHARE and count >= MIN_LINKS
             repeated += is_repeated
+            flags.append(is_repeated)
             linky += is_linky and not is_repeated
+            if is_linky and not is_repeated:
+                prose_share, prose_count = _link_share(_words(outside_code(raw)), by_first)
+                in_code += not (prose_share >= LINK_SHARE and prose_count >= MIN_LINKS)
             if (is_repeated or is_linky) and len(examples) < sample:
                 examples.append({"page": page, "text": raw[:160]})
+        amid += _amid(flags)
         for item in wanted:
             key = _alnum(item)
             if not key:
@@ -140,6 +168,9 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
         "boilerplate_share": round((repeated + linky) / max(total, 1), 4),
         "boilerplate_repeated": repeated,
         "boilerplate_link_text": linky,
+        "repeated_amid_content": amid,
+        "link_text_in_code": in_code,
+        "chrome_share": round((repeated - amid + linky - in_code) / max(total, 1), 4),
         "boilerplate_examples": examples,
         "tiny_share": round(tiny / max(total, 1), 4),
         "retention": round(kept / max(wanted_chars, 1), 4),

@@ -1,0 +1,35 @@
+"""The chrome count of bench.doc_tree_chrome: repeats amid content and links inside code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.doc_tree_chrome import chunk_figures, outside_code
+
+FOOTER = "Copyright 2001 the authors. All rights reserved by the foundation of this site."
+SHARED = "--stat shows a diffstat of the changes, one line per file, with a graph of the size."
+LINKS = '<a href="a.html">alpha</a> <a href="b.html">beta</a> <a href="c.html">gamma</a>'
+
+
+def _tree(tmp_path: Path, pages: int) -> dict[str, list[str]]:
+    chunks: dict[str, list[str]] = {}
+    for n in range(pages):
+        name = f"p{n}.html"
+        (tmp_path / name).write_text(f"<html><body><p>{LINKS}</p></body></html>")
+        chunks[name] = [f"Page {n} opens with words of its own.", SHARED, f"Page {n} ends.", FOOTER]
+    chunks["p0.html"].insert(1, "```\nalpha beta gamma\n```")
+    chunks["p1.html"].insert(1, "alpha beta gamma")
+    return chunks
+
+
+def test_a_shared_section_amid_a_page_is_told_apart_from_a_footer(tmp_path: Path) -> None:
+    figures = chunk_figures(_tree(tmp_path, 6), tmp_path)
+    assert figures["boilerplate_repeated"] == 12  # the shared section and the footer, 6 pages
+    assert figures["repeated_amid_content"] == 6  # only the shared section
+    assert figures["boilerplate_link_text"] == 2
+    assert figures["link_text_in_code"] == 1  # the fenced one; the prose link list stays
+    assert figures["chrome_share"] == round((6 + 1) / figures["chunks"], 4)
+
+
+def test_code_is_left_out_of_the_words_a_link_share_reads() -> None:
+    assert outside_code("see `open()` and\n```\nx = 1\n```\nthen").split() == ["see", "and", "then"]
