@@ -17,7 +17,8 @@ Chunks keep their subject: a definition-list entry (``term`` then ``:   definiti
 every following chunk, so "you must set this…" still says what. A piece of a section
 too small to stand alone (under ``_TINY`` word pieces, what is left after cutting a long
 section) joins the chunk before it when both fit; sections themselves stay apart, each
-chunk under its own heading.
+chunk under its own heading. A chunk without a letter or digit (a lone rule) joins its
+neighbour across sections.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ _CONTINUED = re.compile(r"^ {4}\S")
 _MIN_BUDGET = 32
 _TINY = 24
 _DEFINITION = re.compile(r"^:[ \t]{1,4}\S")
+_WORDY = re.compile(r"[^\W_]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +146,49 @@ def chunk_text(
 def _merge_tiny(
     drafts: list[ChunkDraft], counter: WordPieceCounter, room: Callable[[ChunkDraft], int]
 ) -> list[ChunkDraft]:
-    """Join a chunk too small to stand alone to the one before it in the same section."""
+    """Join a chunk too small to stand alone to the one before it in the same section.
+
+    A chunk with no letter or digit at all (a rule, a lone bracket) says nothing by
+    itself: it joins its neighbour whatever the section, the one after it when it opens
+    the document.
+    """
     out: list[ChunkDraft] = []
-    for draft in drafts:
-        if out and draft.token_count < _TINY and out[-1].heading == draft.heading:
-            text = f"{out[-1].text}\n\n{draft.text}"
-            tokens = counter.count(text)
-            if tokens <= room(out[-1]):
-                out[-1] = replace(out[-1], text=text, token_count=tokens)
+    pending: ChunkDraft | None = None
+    for next_draft in drafts:
+        draft = next_draft
+        if pending is not None:
+            joined = _joined(pending, draft, counter, room)
+            if joined is None:
+                out.append(pending)  # too big to join (a long rule of symbols): stands alone
+            draft, pending = joined or draft, None
+        bare = not _WORDY.search(draft.text)
+        if out and draft.token_count < _TINY and (bare or out[-1].heading == draft.heading):
+            joined = _joined(out[-1], draft, counter, room)
+            if joined is not None:
+                out[-1] = joined
                 continue
+        if bare and not out:
+            pending = draft
+            continue
         out.append(draft)
+    if pending is not None:
+        out.append(pending)
     return [replace(draft, ordinal=n) for n, draft in enumerate(out)]
+
+
+def _joined(
+    first: ChunkDraft,
+    second: ChunkDraft,
+    counter: WordPieceCounter,
+    room: Callable[[ChunkDraft], int],
+) -> ChunkDraft | None:
+    """``first`` then ``second`` as one chunk under the heading of the one with words."""
+    keep = first if _WORDY.search(first.text) else second
+    text = f"{first.text}\n\n{second.text}"
+    tokens = counter.count(text)
+    if tokens > room(keep):
+        return None
+    return replace(keep, text=text, token_count=tokens)
 
 
 def _units(blocks: list[str], counter: WordPieceCounter, budget: int, overlap: int) -> list[_Unit]:

@@ -20,8 +20,9 @@ like any block, so footnotes and a HOWTO's abstract (Sphinx writes both as ``<as
 stay and a side panel of links goes. A
 link whose whole text is code (``<a><code>json.dumps()</code></a>``) counts as text,
 since it names an API in the flow of the prose; a permalink (an in-page link whose text
-is a lone symbol such as ``¶``) is dropped. Blocks repeated on many pages of one
-ingest (copyright footers, "last updated" lines) are removed afterwards by
+is a lone symbol such as ``¶``) is dropped, and so is a horizontal rule that opens or
+closes the body (it divided the page from the navigation that went). Blocks repeated on
+many pages of one ingest (copyright footers, "last updated" lines) are removed afterwards by
 :mod:`ingest.boilerplate`, which sees the whole tree.
 """
 
@@ -41,6 +42,14 @@ _LANGUAGE = re.compile(r"^(?:language|lang)-([\w+#.-]+)$")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _FIRST_H1 = re.compile(r"^#[ \t]+([^\n]*)", re.MULTILINE)
 _FENCE_RUN = re.compile(r"`{3,}")
+# a thematic break (<hr>) at either end of the body divides the page from chrome now gone
+_RULE = r"[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*"
+_EDGE_RULES = re.compile(rf"\A(?:{_RULE}(?:\n+|\Z))+|(?:\n{_RULE})+\Z")
+_META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_REFRESH = re.compile(r"""http-equiv\s*=\s*["']?refresh\b""", re.IGNORECASE)
+_CONTENT = re.compile(r"""\bcontent\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
+_DELAY_URL = re.compile(r"""^\s*(\d+(?:\.\d*)?)\s*[;,]\s*(?:url\s*=\s*)?["']?([^"'\s]+)""", re.I)
+REDIRECT_DELAY_S = 2.0
 _NAV_DENSITY = 0.6
 _EDGE_DENSITY = 0.3
 _NAV_BLOCKS = ("div", "table", "tr", "ul", "ol", "dl", "p", "section", "header", "footer", "aside")
@@ -106,11 +115,31 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     )
     body = converter.convert_soup(root)
     body = _BLANK_RUNS.sub("\n\n", "\n".join(line.rstrip() for line in body.splitlines()))
-    body = body.strip("\n")
+    body = _EDGE_RULES.sub("", body.strip("\n")).strip("\n")
     if not title:
         first = _FIRST_H1.search(body)
         title = first.group(1).strip(" \t#") if first else ""
     return title, body
+
+
+def redirect_target(html: str) -> str | None:
+    """Where a page sends its reader at once by a meta refresh, or None.
+
+    ``<meta http-equiv="refresh" content="0; url=…">``, within ``REDIRECT_DELAY_S``.
+    Generators write such stubs for moved pages and for anchors (Texinfo's one page per
+    index entry, Hugo's aliases, Sphinx and MkDocs redirect plugins); a browser never
+    shows their text. A refresh without a URL reloads the page itself: not a redirect.
+    """
+    end = html.lower().find("</head>")
+    for tag in _META.findall(html[: end if end >= 0 else 8192]):
+        if not _REFRESH.search(tag):
+            continue
+        content = _CONTENT.search(tag)
+        value = next((g for g in content.groups() if g is not None), "") if content else ""
+        found = _DELAY_URL.match(value)
+        if found and float(found.group(1)) <= REDIRECT_DELAY_S:
+            return found.group(2)
+    return None
 
 
 def _strip_chrome(soup: BeautifulSoup) -> None:

@@ -8,7 +8,9 @@ Directories are walked recursively with include/exclude globs. Anything unreadab
 returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
 MkDocs ``_index.md``) is ``Skipped`` with the reason, and so is an HTML page whose main
 content is headings alone once its navigation and repeated blocks are left out (a
-generated index or table of contents); loading never stops the batch.
+generated index or table of contents), and a redirect stub (a page that sends its reader
+elsewhere at once by a meta refresh and has few words of its own); loading never stops
+the batch.
 The HTML pages of a directory are first read once for their repeated blocks (footers,
 licence lines: ``ingest.boilerplate``), which are then left out of every page but the
 first that holds them; the pages read then are converted only once.
@@ -37,7 +39,7 @@ from typing import Any
 from ingest.boilerplate import RepeatedBlocks
 from ingest.front_matter import FrontMatterError
 from ingest.front_matter import split_front_matter as _split_front_matter
-from ingest.html import html_to_markdown
+from ingest.html import html_to_markdown, redirect_target
 from ingest.roots import Target, plain_target
 from lore import jsonsafe
 from lore.errors import InvalidRequestError
@@ -50,6 +52,7 @@ _SNIFF_BYTES = 8192
 _RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
 _HTML = (".html", ".htm")
 _HEADING = re.compile(r"\s{0,3}#{1,6}(?:\s|$)")
+REDIRECT_MAX_WORDS = 50  # a redirect stub's own words ("Redirecting…"); more is a page
 CENSUS_PAGES = 400
 """HTML pages of one directory read for repeated blocks (evenly spread over the tree)."""
 
@@ -254,6 +257,14 @@ def from_bytes(
         if chrome is not None:
             body = chrome.strip(body)
             title = chrome.title(title)
+        target = redirect_target(text)
+        if target is not None and len(body.split()) <= REDIRECT_MAX_WORDS:
+            return Skipped(
+                doc_id,
+                source,
+                f"a redirect: the page sends the reader on to {printable(target)[:200]} at "
+                "once (meta refresh); the text is there",
+            )
         if body.strip() and all(
             not line.strip() or _HEADING.match(line) for line in body.split("\n")
         ):

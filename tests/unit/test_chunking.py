@@ -189,3 +189,18 @@ def test_a_definitions_later_paragraph_under_its_repeated_term_reads_as_its_desc
     assert "\n    true on Windows." in last.text  # its next line stays indented under it
     # so the shared splitter reads it as prose under the term, not as indented code
     assert all(s.kind != "code" for s in segments(last.text)), segments(last.text)
+
+
+def test_a_chunk_without_a_letter_or_digit_joins_its_neighbour_across_sections(
+    counter: WordPieceCounter,
+) -> None:
+    text = (
+        "---\n\n# Accumulation\n\nSum the values by their subscripts.\n\n# Rule\n\n* * *"
+        "\n\n# Next\n\nThe next section has words of its own."
+    )
+    drafts = chunk_text(text, counter, size=200, overlap=0)
+    assert [d.heading for d in drafts] == ["Accumulation", "Next"]
+    assert drafts[0].text.startswith("---") and "subscripts" in drafts[0].text
+    assert drafts[0].text.endswith("* * *")
+    assert all(any(ch.isalnum() for ch in d.text) for d in drafts)
+    assert [d.ordinal for d in drafts] == [0, 1]

@@ -68,6 +68,41 @@ def test_an_html_page_of_headings_and_navigation_alone_is_skipped(tmp_path: Path
     assert all(isinstance(loaded[f"{n}.html"], SourceDocument) for n in ("a", "b", "short"))
 
 
+def test_a_redirect_stub_is_skipped_and_a_page_that_refreshes_itself_is_not(
+    tmp_path: Path,
+) -> None:
+    head = "<html><head><title>{t}</title>{meta}</head><body>{body}</body></html>"
+    (tmp_path / "stub.html").write_text(
+        head.format(
+            t="XREFabs",
+            meta="<META content='0; URL=Numbers.html#abs' HTTP-EQUIV=Refresh>",
+            body='<p>The node you are looking for is at <a href="Numbers.html">abs</a>.</p>',
+        )
+    )
+    long = " ".join(["Numbers are added, multiplied and compared as the sections say."] * 8)
+    (tmp_path / "moved.html").write_text(
+        head.format(
+            t="Moved",
+            meta='<meta http-equiv="refresh" content="0;url=new.html">',
+            body=f"<p>{long}</p>",
+        )
+    )
+    (tmp_path / "board.html").write_text(
+        head.format(
+            t="Board",
+            meta='<meta http-equiv="refresh" content="30">',
+            body="<p>Build status of every branch.</p>",
+        )
+    )
+    loaded = _load(tmp_path)
+    stub = loaded["stub.html"]
+    assert isinstance(stub, Skipped) and "redirect" in stub.reason
+    assert "Numbers.html#abs" in stub.reason
+    # a page with text of its own, and a page that only reloads itself, are pages
+    assert isinstance(loaded["moved.html"], SourceDocument)
+    assert isinstance(loaded["board.html"], SourceDocument)
+
+
 def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
     (tmp_path / "r.jsonl").write_text(
         '{"_id": "d1", "title": "One", "text": "alpha", "severity": "high", '
