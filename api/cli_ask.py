@@ -69,11 +69,12 @@ def ask(
 def print_answer(response: AskResponse) -> None:
     """The route, the answer and where it comes from."""
     route = response.route
-    out.print(
-        f"[bold]route:[/] {response.mode} (local {route.scores.get('local', 0):g}, "
-        f"global {route.scores.get('global', 0):g})",
-        highlight=False,
+    weighed = (
+        f" (local {route.scores.get('local', 0):g}, global {route.scores.get('global', 0):g})"
+        if route.scores
+        else ""  # a mode the caller forced: nothing was weighed
     )
+    out.print(f"[bold]route:[/] {response.mode}{weighed}", highlight=False)
     for reason in route.reasons:
         out.print(f"  [dim]- {reason}[/]", highlight=False)
     out.print()

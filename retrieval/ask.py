@@ -109,13 +109,23 @@ class Asker:
 
         In ``auto`` mode the router weighs what the local search finds; ``local`` passes
         results already searched (without it the question is searched here, unfiltered).
+        A forced mode is the caller's decision: the classifier is not asked (an LLM
+        classifier would cost a call) and no cue is weighed; only the fallback to local
+        when the graph has no reports still applies.
         """
-        if local is None and mode == "auto":
+        if mode != "auto":  # the caller decided: no cue is weighed, no classifier asked
+            ready = RouteContext(has_filters=has_filters, graph_ready=self.graph_ready())
+            return choose_route(mode, RouteDecision(decision=mode, classifier="caller"), ready)
+        if local is None:
             searched = await self.searcher.search(self.local_request(AskRequest(question=question)))
             local = searched.results
         context = self.route_context(question, has_filters, local or ())
         classified = await self.classifier.classify(question, context)
         return choose_route(mode, classified, context)
+
+    def graph_ready(self) -> bool:
+        """Whether the graph has communities (their reports answer global questions)."""
+        return self.graph.counts()["communities"] > 0
 
     async def ask(self, request: AskRequest) -> AskResponse:
         """Answer one question (see the module docstring)."""

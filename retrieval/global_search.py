@@ -492,6 +492,7 @@ class GlobalSearcher:
             self.vectors.catch_up(reports)
         elif self.vectors is not None and isinstance(changed, tuple):
             self.vectors.refresh(*changed)
+        self._positions(view)  # which report holds which chunk: read with the view
         return tokens, chosen, view, self.scorer(view)
 
     def _floors(self, tokens: ReportSizes) -> dict[str, int]:

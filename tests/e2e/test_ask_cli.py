@@ -9,6 +9,7 @@ import pytest
 
 from app.runtime import Runtime
 from retrieval.ask_contract import AskRequest
+from retrieval.router import RouteContext, RouteDecision
 from tests.conftest import CORPUS, ROOT, global_citations_ok
 from tests.e2e.test_cli import lore
 
@@ -95,5 +96,32 @@ def test_auto_ask_routes_on_its_local_search(demo_graph_runtime: Runtime) -> Non
         AskRequest(question=request.question, mode="local")
     )
     assert not any(r.startswith(corpus) for r in forced.route.reasons)
+    assert forced.route.classifier == "caller" and forced.route.scores == {}
+
+
+def test_a_forced_mode_asks_no_classifier(demo_graph_runtime: Runtime) -> None:
+    """The caller decided: an LLM classifier would cost a call whose answer is discarded."""
+    asker = demo_graph_runtime.asker()
+    asked: list[str] = []
+
+    class Counting:
+        name = "counting"
+
+        async def classify(self, question: str, context: RouteContext) -> RouteDecision:
+            asked.append(question)
+            return RouteDecision(decision="local", classifier=self.name)
+
+    try:
+        asker.classifier, kept = Counting(), asker.classifier
+        for mode in ("global", "local"):
+            routed = asyncio.run(asker.route("Which services fail most often?", mode, False))
+            assert routed.decision == mode and routed.reasons == [
+                f"mode={mode} forced by the caller"
+            ]
+        assert asked == []
+        asyncio.run(asker.route("Which services fail most often?", "auto", False))
+        assert asked == ["Which services fail most often?"]
+    finally:
+        asker.classifier = kept
     # the collection's title terms come from the store's titles
     assert all(0.5 <= share <= 1.0 for share in asker.collection().values())
