@@ -125,7 +125,7 @@ class Asker:
 
     def graph_ready(self) -> bool:
         """Whether the graph has communities (their reports answer global questions)."""
-        return self.graph.counts()["communities"] > 0
+        return self.graph.hierarchy_stats()[0] > 0  # stored counters: no table is counted
 
     async def ask(self, request: AskRequest) -> AskResponse:
         """Answer one question (see the module docstring)."""
