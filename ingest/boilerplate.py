@@ -18,8 +18,9 @@ Headings, code fences and table rows are never counted: a section named "SYNOPSI
 every manual page or the same example on two pages is structure and content.
 
 Page titles carry the same kind of chrome: "Logging HOWTO — Python 3.11.2
-documentation", "Installing | MyProject". A title part (split at a spaced dash, bar or
-middle dot) that ends or opens the titles of that many pages is the site's name:
+documentation", "Installing | MyProject", "Accumulation (GNU Octave (version 7.3.0))". A
+title part (split at a spaced dash, bar or middle dot, or a spaced bracketed tail) that
+ends or opens the titles of that many pages is the site's name:
 :meth:`RepeatedBlocks.title` leaves it out, so titles — and the graph entities and
 report titles made of them — name the page.
 """
@@ -35,6 +36,8 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^#{1,6}[ \t]")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d|\d\d?:\d\d(?::\d\d)?")  # dates and times
 _TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+")
+# "Accumulation (GNU Octave (version 7.3.0))": a spaced, bracketed tail (one level nested)
+_TITLE_BRACKETED = re.compile(r"^(.*\S)\s+(\((?:[^()]|\([^()]*\))*\))\s*$")
 
 
 def blocks(markdown: str) -> list[tuple[str, bool]]:
@@ -101,10 +104,16 @@ class RepeatedBlocks:
         if len(parts) > 1:
             ends = {("suffix", _affix(parts[-1])), ("prefix", _affix(parts[0]))}
             self.affixes.update(ends)
+        bracketed = _TITLE_BRACKETED.match(title.strip())
+        if bracketed:
+            self.affixes[("bracketed", _affix(bracketed.group(2)))] += 1
 
     def title(self, title: str) -> str:
         """``title`` without the site's name at either end (see the module docstring)."""
         text = title.strip()
+        bracketed = _TITLE_BRACKETED.match(text)
+        if bracketed and self._repeated(("bracketed", _affix(bracketed.group(2)))):
+            return bracketed.group(1)
         parts = _TITLE_SEPARATOR.split(text)
         if len(parts) < 2:
             return title

@@ -159,6 +159,13 @@ def test_the_site_name_is_left_out_of_page_titles() -> None:
     for n in range(4):
         prefixed.add("body", f"Acme Docs | Page {n}")
     assert prefixed.title("Acme Docs | Installing") == "Installing"
+    bracketed = RepeatedBlocks()
+    for n in range(4):
+        bracketed.add("body", f"Page {n} (GNU Tool (version 7.3.0))")
+    bracketed.add("body", "Sorting (stable)")
+    assert bracketed.title("Accumulation (GNU Tool (version 7.3.0))") == "Accumulation"
+    assert bracketed.title("Sorting (stable)") == "Sorting (stable)"  # once: part of a title
+    assert bracketed.title("git-log(1)") == "git-log(1)"  # not spaced: the name itself
 
 
 def test_a_block_repeated_mid_page_is_content_and_one_at_the_page_end_is_chrome() -> None:
