@@ -38,6 +38,7 @@ _STAMP = re.compile(r"\d{4}-\d\d-\d\d|\d\d?:\d\d(?::\d\d)?")  # dates and times
 _TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+")
 # "Accumulation (GNU Octave (version 7.3.0))": a spaced, bracketed tail (one level nested)
 _TITLE_BRACKETED = re.compile(r"^(.*\S)\s+(\((?:[^()]|\([^()]*\))*\))\s*$")
+_TITLE_MAX = 300  # longer "titles" are not read for a bracketed tail (the pattern backtracks)
 
 
 def blocks(markdown: str) -> list[tuple[str, bool]]:
@@ -75,6 +76,10 @@ def blocks(markdown: str) -> list[tuple[str, bool]]:
     return out
 
 
+def _bracketed(title: str) -> re.Match[str] | None:
+    return _TITLE_BRACKETED.match(title) if len(title) <= _TITLE_MAX else None
+
+
 def _affix(part: str) -> str:
     return " ".join(part.split()).casefold()
 
@@ -104,14 +109,14 @@ class RepeatedBlocks:
         if len(parts) > 1:
             ends = {("suffix", _affix(parts[-1])), ("prefix", _affix(parts[0]))}
             self.affixes.update(ends)
-        bracketed = _TITLE_BRACKETED.match(title.strip())
+        bracketed = _bracketed(title.strip())
         if bracketed:
             self.affixes[("bracketed", _affix(bracketed.group(2)))] += 1
 
     def title(self, title: str) -> str:
         """``title`` without the site's name at either end (see the module docstring)."""
         text = title.strip()
-        bracketed = _TITLE_BRACKETED.match(text)
+        bracketed = _bracketed(text)
         if bracketed and self._repeated(("bracketed", _affix(bracketed.group(2)))):
             return bracketed.group(1)
         parts = _TITLE_SEPARATOR.split(text)

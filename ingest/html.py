@@ -43,8 +43,7 @@ _BLANK_RUNS = re.compile(r"\n{3,}")
 _FIRST_H1 = re.compile(r"^#[ \t]+([^\n]*)", re.MULTILINE)
 _FENCE_RUN = re.compile(r"`{3,}")
 # a thematic break (<hr>) at either end of the body divides the page from chrome now gone
-_RULE = r"[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*"
-_EDGE_RULES = re.compile(rf"\A(?:{_RULE}(?:\n+|\Z))+|(?:\n{_RULE})+\Z")
+_RULE = re.compile(r"[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*")
 _META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
 _REFRESH = re.compile(r"""http-equiv\s*=\s*["']?refresh\b""", re.IGNORECASE)
 _CONTENT = re.compile(r"""\bcontent\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
@@ -115,11 +114,22 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     )
     body = converter.convert_soup(root)
     body = _BLANK_RUNS.sub("\n\n", "\n".join(line.rstrip() for line in body.splitlines()))
-    body = _EDGE_RULES.sub("", body.strip("\n")).strip("\n")
+    body = _without_edge_rules(body)
     if not title:
         first = _FIRST_H1.search(body)
         title = first.group(1).strip(" \t#") if first else ""
     return title, body
+
+
+def _without_edge_rules(body: str) -> str:
+    """``body`` without the rules (and blank lines) that open or close it (linear time)."""
+    lines = body.split("\n")
+    start, end = 0, len(lines)
+    while start < end and (not lines[start].strip() or _RULE.fullmatch(lines[start])):
+        start += 1
+    while end > start and (not lines[end - 1].strip() or _RULE.fullmatch(lines[end - 1])):
+        end -= 1
+    return "\n".join(lines[start:end])
 
 
 def redirect_target(html: str) -> str | None:

@@ -198,3 +198,13 @@ def test_asides_in_the_main_content_stay_unless_they_are_links() -> None:
     assert "A footnote with its own words." in body
     assert "promo banner" not in body  # at page level: chrome
     assert "Second page" not in body  # a panel of links: navigation
+
+
+def test_rules_at_the_ends_of_a_page_go_and_those_inside_stay() -> None:
+    _, body = html_to_markdown(
+        "<html><body><hr><hr><h1>Sums</h1><p>Add.</p><hr><p>Then carry.</p><hr></body></html>"
+    )
+    assert body == "# Sums\n\nAdd.\n\n---\n\nThen carry."
+    # thousands of rules: still read line by line, once (no pattern that backtracks)
+    _, body = html_to_markdown("<html><body>" + "<hr>" * 20_000 + "<p>Text.</p></body></html>")
+    assert body == "Text."
