@@ -8,6 +8,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
+from lore.jsonsafe import loads_stored
+
 
 @dataclass(frozen=True, slots=True)
 class EntityMention:
@@ -108,7 +110,7 @@ class CommunityReport:
     @staticmethod
     def from_json(raw: str) -> CommunityReport:
         """Inverse of :meth:`to_json`."""
-        data = json.loads(raw)
+        data = loads_stored(raw)
         data["findings"] = tuple(
             Finding(
                 f["text"],

@@ -33,6 +33,7 @@ import numpy as np
 
 from graph.models import CommunityReport
 from lore.db import Conn, Database, Tables, upsert_sql
+from lore.jsonsafe import loads_stored
 from lore.embedders import Embedder, Matrix
 from retrieval.analyzer import Analyzer
 from retrieval.keypoints import ReportTerms, report_units
@@ -76,7 +77,7 @@ def decode_terms(raw: bytes) -> ReportTerms:
     def split(part: str) -> tuple[str, ...]:
         return tuple(part.split(_SEP)) if part else ()
 
-    title, summary, findings = json.loads(zlib.decompress(raw))
+    title, summary, findings = loads_stored(zlib.decompress(raw))
     return ReportTerms(split(title), split(summary), tuple(split(f) for f in findings))
 
 

@@ -43,6 +43,7 @@ from graph.stores.merging import (
     required_ids,
 )
 from lore.db import Conn, Database, Tables, upsert_sql
+from lore.jsonsafe import loads_stored
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_mentions (
@@ -709,7 +710,7 @@ def _community(row: Sequence[Any]) -> Community:
         int(level),
         int(cluster),
         None if parent is None else str(parent),
-        tuple(json.loads(members)),
+        tuple(loads_stored(members)),
     )
 
 

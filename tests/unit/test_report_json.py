@@ -29,3 +29,18 @@ def test_a_report_is_stored_as_its_asdict_fields_and_reads_back_equal() -> None:
     assert stored == json.dumps(asdict(report), sort_keys=True)  # stored reports compare equal
     assert CommunityReport.from_json(stored) == report
     assert json.loads(stored)["findings"][0]["relations"] == [["ledger", "payments"]]
+
+
+def test_a_report_orjson_refuses_reads_back_through_json() -> None:
+    """A lone surrogate in extracted text: json.dumps escapes it, orjson will not parse it."""
+    report = CommunityReport(
+        community_id="0-1",
+        level=0,
+        title="bad \udc80 byte",
+        summary="text with a surrogate \ud800 and a huge 1e400 float stays readable",
+        findings=(Finding("A finding.", chunks=("c1",)),),
+        importance=float("inf"),
+        fingerprint="f" * 16,
+    )
+    stored = report.to_json()
+    assert CommunityReport.from_json(stored) == report
