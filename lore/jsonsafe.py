@@ -63,7 +63,7 @@ def loads_stored(raw: str | bytes) -> Any:
 
     orjson's parser (a global question of a new process parses every report: 0.44 s of
     json at 10k reports), with :func:`json.loads` when orjson refuses what ``json.dumps``
-    may write (a lone surrogate escaped as ``\\udc80``).
+    may write (a lone surrogate, which it escapes).
     """
     try:
         return orjson.loads(raw)

@@ -33,8 +33,8 @@ import numpy as np
 
 from graph.models import CommunityReport
 from lore.db import Conn, Database, Tables, upsert_sql
-from lore.jsonsafe import loads_stored
 from lore.embedders import Embedder, Matrix
+from lore.jsonsafe import loads_stored
 from retrieval.analyzer import Analyzer
 from retrieval.keypoints import ReportTerms, report_units
 
