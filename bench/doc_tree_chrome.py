@@ -53,11 +53,10 @@ def _alnum(text: str) -> str:
 
 def _amid(flags: list[bool]) -> int:
     """How many flagged items have an unflagged item both before and after them."""
-    count = 0
-    for index, flagged in enumerate(flags):
-        if flagged and not all(flags[:index]) and not all(flags[index + 1 :]):
-            count += 1
-    return count
+    plain = [i for i, flagged in enumerate(flags) if not flagged]
+    if not plain:
+        return 0
+    return sum(flags[plain[0] + 1 : plain[-1]])
 
 
 def outside_code(text: str) -> str:

@@ -57,10 +57,8 @@ class Asker:
         Filters, graph entities named and their coverage, what the local search found
         (``local``, best first; empty when not searched) and the collection's title terms.
         """
-        counts = self.graph.counts()
-        ready = counts["communities"] > 0
         entities: list[tuple[str, float]] = []
-        extracted = counts["extracted_chunks"]
+        extracted = self.graph.counts()["extracted_chunks"]
         if self.searcher.expander is not None and extracted:
             keys = self.searcher.expander.query_entities(question)
             postings = self.graph.chunks_of_entities(keys)
@@ -68,7 +66,7 @@ class Asker:
         return RouteContext(
             has_filters=has_filters,
             entities=entities,
-            graph_ready=ready,
+            graph_ready=self.graph_ready(),
             local=tuple(local),
             collection=self.collection() if local else {},  # weighed with a search only
         )

@@ -377,14 +377,13 @@ class GlobalSearcher:
             return None
         now, ids = found
         written = self.graph.reports_by_id(sorted(ids))
-        renewed = {r.community_id: r for r in written}
         reports = [r for r in cached.reports if r.community_id not in ids]
         reports.extend(written)
         reports.sort(key=lambda r: (r.level, r.community_id))
         communities = [c for c in cached.communities if c.id not in ids]
         communities.extend(self.graph.communities_by_id(sorted(ids)))
         communities.sort(key=lambda c: (c.level, c.cluster))
-        gone = sorted(ids - renewed.keys())
+        gone = sorted(ids - {r.community_id for r in written})
         views = level_views(reports, communities) if reports else {}
         return _View((now, 0), reports, views, communities), (written, gone)
 

@@ -91,6 +91,27 @@ def content_hash(texts: Sequence[str], model: str) -> str:
     return hashlib.sha256(json.dumps([model, "statements", *texts]).encode()).hexdigest()[:24]
 
 
+_VECTOR_SELECT = "SELECT community_id, content_hash, dimension, rows, vectors FROM report_vectors"
+_TERM_SELECT = "SELECT community_id, text_hash, terms FROM report_terms"
+
+
+def _vector_rows(rows: Sequence[Any]) -> dict[str, tuple[str, Matrix]]:
+    """Community id → (content hash, vectors) from (id, hash, dimension, rows, blob) rows."""
+    out: dict[str, tuple[str, Matrix]] = {}
+    for cid, digest, dim, n, blob in rows:
+        matrix = np.frombuffer(bytes(blob), dtype=np.float32).reshape(int(n), int(dim))
+        out[str(cid)] = (str(digest), matrix)
+    return out
+
+
+def _term_rows(rows: Sequence[Any]) -> dict[str, tuple[str, bytes]]:
+    """Community id → (text hash, encoded terms) from (id, hash, terms) rows."""
+    return {
+        str(cid): (str(digest), raw.encode() if isinstance(raw, str) else bytes(raw))
+        for cid, digest, raw in rows
+    }
+
+
 class ReportVectorStore(Tables):
     """The ``report_vectors`` table (system of record for report embeddings)."""
 
@@ -124,31 +145,15 @@ class ReportVectorStore(Tables):
     def load(self) -> dict[str, tuple[str, Matrix]]:
         """Community id → (content hash, vectors) for every stored report."""
         with self._read() as db:
-            rows = db.execute(
-                "SELECT community_id, content_hash, dimension, rows, vectors FROM report_vectors"
-            ).fetchall()
-        out: dict[str, tuple[str, Matrix]] = {}
-        for cid, digest, dim, n, blob in rows:
-            matrix = np.frombuffer(bytes(blob), dtype=np.float32).reshape(int(n), int(dim))
-            out[str(cid)] = (str(digest), matrix)
-        return out
+            return _vector_rows(db.execute(_VECTOR_SELECT).fetchall())
 
     def load_of(self, community_ids: Sequence[str]) -> dict[str, tuple[str, Matrix]]:
         """:meth:`load` for these ids only (an indexed read)."""
-        out: dict[str, tuple[str, Matrix]] = {}
-        select = "SELECT community_id, content_hash, dimension, rows, vectors FROM report_vectors"
-        for cid, digest, dim, n, blob in self._rows_of(select, community_ids):
-            matrix = np.frombuffer(bytes(blob), dtype=np.float32).reshape(int(n), int(dim))
-            out[str(cid)] = (str(digest), matrix)
-        return out
+        return _vector_rows(self._rows_of(_VECTOR_SELECT, community_ids))
 
     def load_terms_of(self, community_ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
         """:meth:`load_terms` for these ids only (an indexed read)."""
-        select = "SELECT community_id, text_hash, terms FROM report_terms"
-        return {
-            str(cid): (str(digest), raw.encode() if isinstance(raw, str) else bytes(raw))
-            for cid, digest, raw in self._rows_of(select, community_ids)
-        }
+        return _term_rows(self._rows_of(_TERM_SELECT, community_ids))
 
     def _rows_of(self, select: str, community_ids: Sequence[str]) -> list[Any]:
         """The rows of ``select`` for these community ids (asked 500 at a time)."""
@@ -164,11 +169,7 @@ class ReportVectorStore(Tables):
     def load_terms(self) -> dict[str, tuple[str, bytes]]:
         """Community id → (text hash, encoded terms) for every analysed report."""
         with self._read() as db:
-            rows = db.execute("SELECT community_id, text_hash, terms FROM report_terms").fetchall()
-        return {
-            str(cid): (str(digest), raw.encode() if isinstance(raw, str) else bytes(raw))
-            for cid, digest, raw in rows
-        }
+            return _term_rows(db.execute(_TERM_SELECT).fetchall())
 
     def put_terms(self, rows: Sequence[tuple[str, str, bytes]], gone: Sequence[str]) -> None:
         """Store (community id, text hash, encoded terms) rows; drop ``gone`` ids."""
