@@ -22,7 +22,7 @@ TEXT = "The `payments-api` returns PAY-5031 when Ledger Database locks time out.
 @pytest.fixture
 def server() -> Iterator[OpenAITestServer]:
     with OpenAITestServer() as s:
-        s.timeout_sleep = 1.0
+        s.timeout_sleep = 5.0  # past the client's timeout below, by a margin a busy CI keeps
         yield s
 
 
@@ -31,8 +31,10 @@ def client_for(
 ) -> LLMClient:
     options: dict[str, object] = {
         "backoff_s": 0.01,
-        "timeout_s": 0.5,
-        "first_token_timeout_s": 0.5,
+        # a reply scripted to arrive must not time out on a loaded 2-core machine (a CI run
+        # timed out a 0.5 s first token, so the retry read the next scripted reply)
+        "timeout_s": 2.0,
+        "first_token_timeout_s": 2.0,
         "max_retries": 3,
         **kw,
     }
