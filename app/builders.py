@@ -345,8 +345,12 @@ def build_asker(
     graph: GraphStore,
     counter: WordPieceCounter,
     vectors: ReportVectorIndex | None = None,
+    snapshots: Path | None = None,
 ) -> Asker:
     """Router, global search and answer writer.
+
+    ``snapshots``: the data directory where global search keeps its view for the next
+    process (:mod:`retrieval.view_snapshot`; None: each process builds its own).
 
     With an LLM configured (and ``ask.llm`` not ``off``) the model routes, maps the
     reports and writes the answer, each falling back to the offline role on failure.
@@ -356,6 +360,7 @@ def build_asker(
     from retrieval.global_search import GlobalSearcher
     from retrieval.llm_roles import LLMAnswerWriter, LLMKeyPointMapper, LLMRouteClassifier
     from retrieval.router import HeuristicRouteClassifier
+    from retrieval.view_snapshot import ViewSnapshots
 
     cfg = settings.ask
     heuristic = HeuristicRouteClassifier(searcher.analyzer, both_margin=cfg.both_margin)
@@ -378,6 +383,7 @@ def build_asker(
             executor=searcher.embed_executor,
             mapper=mapper,
             vectors=vectors,
+            snapshots=ViewSnapshots.of(snapshots) if snapshots is not None else None,
             upgrade=build_lazy_upgrader(settings, graph, searcher.store.texts_by_chunk_ids),
         ),
         graph=graph,

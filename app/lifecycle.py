@@ -46,6 +46,7 @@ from lore.errors import (
     PermanentError,
 )
 from lore.llm import forget_replies
+from retrieval.view_snapshot import ViewSnapshots
 
 if TYPE_CHECKING:
     from app.jobs import JobStore
@@ -100,12 +101,16 @@ def forget_text(
     The LLM replies whose prompts held the chunks, or held reports the cascade rewrote or
     removed (``reports``: community ids whose text changed or that are gone; a re-covered
     report says what it said, so a prompt that showed it shows nothing deleted); the text
-    staged in job records; then each embedded SQLite file's WAL is checkpointed (every
-    connection deletes with ``secure_delete``), so the deleted text is in no file of the
-    data directory. Every step reads by key what the delete touched, never a whole table.
+    staged in job records; the global view kept on disk for new processes when a report's
+    text changed (:mod:`retrieval.view_snapshot`); then each embedded SQLite file's WAL is
+    checkpointed (every connection deletes with ``secure_delete``), so the deleted text is
+    in no file of the data directory. Every step reads by key what the delete touched,
+    never a whole table.
     """
     forget_replies(database_for(services.settings, "llm-cache"), chunk_ids, reports)
     jobs.forget_documents(document_ids)
+    if reports:  # the global view kept on disk quotes the reports as they were
+        ViewSnapshots.of(services.settings.data_dir).remove()
     graph = services.graph
     for database in (services.store.database, jobs.database, getattr(graph, "database", None)):
         if database is not None:

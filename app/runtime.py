@@ -144,6 +144,7 @@ class Runtime:
                         self.graph(),
                         self.counter(),
                         self.report_vectors(),
+                        self.data_dir,
                     )
 
                 self._queries = QueryService(self.indexes, searcher, make_asker)

@@ -41,7 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -65,6 +65,7 @@ from retrieval.keypoints import (
 )
 from retrieval.report_ranking import ReportBM25, rank_reports
 from retrieval.report_vectors import ReportVectorIndex, statements
+from retrieval.view_snapshot import SnapshotKey, ViewSnapshots, code_key
 
 DOCUMENT_SHARE = 0.15
 """A document's share of the best document's relevance below which a focus leaves it out."""
@@ -317,6 +318,8 @@ class GlobalSearcher:
     vectors: ReportVectorIndex | None = None  # None: report texts embedded on demand
     # lazy reports: rewrites the picked reports the LLM has not summarised yet
     upgrade: Callable[[Sequence[CommunityReport]], list[CommunityReport]] | None = None
+    # the view kept on disk for the next process (None: every process builds its own)
+    snapshots: ViewSnapshots | None = None
     _tokens: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
     # (floor, ceiling) of each report's word pieces, kept across questions (ReportSizes)
     _bounds: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, init=False)
@@ -334,6 +337,10 @@ class GlobalSearcher:
     )
     _keyed: tuple[object, int] | None = field(default=None, init=False)
     _positions_of: tuple[object, _Positions] | None = field(default=None, init=False)
+    # a view was read whole (or from a snapshot behind the store): write the snapshot
+    _snapshot_due: bool = field(default=False, init=False)
+    # the view came from a snapshot: the report vector index has not read the store yet
+    _vectors_partial: bool = field(default=False, init=False)
 
     def reports_view(
         self,
@@ -351,6 +358,11 @@ class GlobalSearcher:
         generation = tell() if tell is not None else None
         with self._view_lock:
             cached = self._view
+        if cached is None and isinstance(generation, tuple):
+            cached = self._restored(generation)  # a new process: the view kept on disk
+            if cached is not None:
+                with self._view_lock:
+                    self._view = cached
         if generation is not None and cached is not None and cached.generation == generation:
             return cached.reports, cached.views, None
         patched = self._patched(cached) if generation is not None else None
@@ -362,6 +374,7 @@ class GlobalSearcher:
             communities = self.graph.communities() if reports else []
             view = _View(generation, reports, level_views(reports, communities), communities)
             changed = True
+            self._snapshot_due = True
         if generation is not None:
             with self._view_lock:
                 self._view = view
@@ -372,7 +385,7 @@ class GlobalSearcher:
         changes = getattr(self.graph, "view_changes", None)
         if cached is None or changes is None or not isinstance(cached.generation, tuple):
             return None
-        found = changes(cached.generation[0])
+        found = changes(*cached.generation)
         if found is None:
             return None
         now, ids = found
@@ -385,7 +398,7 @@ class GlobalSearcher:
         communities.sort(key=lambda c: (c.level, c.cluster))
         gone = sorted(ids - {r.community_id for r in written})
         views = level_views(reports, communities) if reports else {}
-        return _View((now, 0), reports, views, communities), (written, gone)
+        return _View(now, reports, views, communities), (written, gone)
 
     def report_tokens(self, report: CommunityReport) -> int:
         """Tokens of a report's text (cached by its fingerprint)."""
@@ -487,12 +500,109 @@ class GlobalSearcher:
         tokens, view_tokens = sized[2], sized[3]
         chosen = level if level is not None else choose_level(view_tokens, budget_tokens)
         view = views[chosen]
-        if self.vectors is not None and changed is True:
-            self.vectors.catch_up(reports)
+        if (
+            self.vectors is not None
+            and changed is not None
+            and (changed is True or self._vectors_partial)
+        ):
+            self.vectors.catch_up(reports)  # after a snapshot: the first change reads them all
+            self._vectors_partial = False
         elif self.vectors is not None and isinstance(changed, tuple):
             self.vectors.refresh(*changed)
         self._positions(view)  # which report holds which chunk: read with the view
-        return tokens, chosen, view, self.scorer(view)
+        scored = self.scorer(view)
+        if self._snapshot_due:
+            self._snapshot_due = False
+            self._save_snapshot(view, scored)
+        return tokens, chosen, view, scored
+
+    def _snapshot_key(self, generation: tuple[int, int]) -> SnapshotKey:
+        return SnapshotKey(
+            generation,
+            self.embedder.name,
+            int(self.embedder.dimension),
+            self.analyzer.config.key(),
+            code_key(),
+        )
+
+    def _restored(self, generation: tuple[int, int]) -> _View | None:
+        """A new process's view, read from the snapshot on disk (None: none usable).
+
+        Usable when it is of the graph's generation now, or of an earlier one whose
+        token the store's view log still holds (its writes since are then patched in by
+        :meth:`reports_view`, and the snapshot written again).
+        """
+        if self.snapshots is None or generation[1] == 0:
+            return None
+        key = self.snapshots.key()
+        if key is None or key.generation[1] == 0:
+            return None
+        if not key.derived_like(self._snapshot_key(generation)):
+            return None
+        if key.generation != generation:
+            changes = getattr(self.graph, "view_changes", None)
+            if changes is None or changes(*key.generation) is None:
+                return None
+        state = self.snapshots.load(key)
+        if state is None:
+            return None
+        try:
+            view = self._install(state)
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None  # another layout: read the view from the store
+        self._snapshot_due = key.generation != generation
+        return view
+
+    def _install(self, state: Mapping[str, Any]) -> _View:
+        """Put a snapshot's view, scorer and positions in place (see :meth:`_save_snapshot`)."""
+        view, keyed, positions = state["view"], state["keyed"], state["positions"]
+        df, n, texts, bm25, matrix = state["scorer"]
+        if not (
+            isinstance(view, _View)
+            and isinstance(matrix, StatementMatrix)
+            and isinstance(keyed, tuple)
+            and isinstance(positions, tuple)
+            and isinstance(positions[1], _Positions)
+            and len(texts) == len(matrix.rows)
+        ):
+            raise TypeError("not a view snapshot")
+        known: dict[str, Matrix] = {}
+        for text, row in zip(texts, matrix.rows, strict=True):
+            known.setdefault(text, row)
+        scorer = HybridScorer(self.analyzer, self.embedder, df, n, cache=self._vectors, known=known)
+        self._scorers = {keyed[1]: (scorer, ReportBM25.restored(self.analyzer, bm25), matrix)}
+        self._keyed = keyed
+        self._positions_of = positions
+        self._bounds.update(state["bounds"])
+        self._tokens.update(state["tokens"])
+        self._vectors_partial = True
+        return view
+
+    def _save_snapshot(self, view: list[CommunityReport], scored: _Scorer) -> None:
+        """Keep this view's reports, scorer and positions on disk for the next process."""
+        current = self._view
+        if self.snapshots is None or current is None:
+            return
+        generation = current.generation
+        if not isinstance(generation, tuple) or generation[1] == 0:
+            return  # a store without view tokens: a restore could not be told apart
+        scorer, bm25, matrix = scored
+        state = {
+            "view": current,
+            "keyed": self._keyed,
+            "positions": self._positions_of,
+            # the statement texts in the matrix's row order: the scorer's known vectors
+            "scorer": (
+                dict(scorer.document_frequency),
+                scorer.documents,
+                [text for report in view for text in statements(report)],
+                bm25.state(),
+                matrix,
+            ),
+            "bounds": dict(self._bounds),
+            "tokens": dict(self._tokens),
+        }
+        self.snapshots.save(self._snapshot_key(generation), state)
 
     def _floors(self, tokens: ReportSizes) -> dict[str, int]:
         """Every report's floor (as :meth:`ReportSizes.floors`), kept with the sizes."""

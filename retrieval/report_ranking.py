@@ -11,8 +11,9 @@ is close to the best one's, so an off-topic community never fills the budget.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,8 @@ from retrieval.analyzer import Analyzer
 
 RRF_K = 60  # as in local search
 DENSE_FLOOR = 0.85  # keep a report without a shared term only this close to the best cosine
+_STATE = ("_avg", "_terms", "_texts", "_counts", "_starts", "_n", "_norm")
+"""The attributes :meth:`ReportBM25.state` keeps."""
 
 
 @dataclass
@@ -64,6 +67,20 @@ class ReportBM25:
         self._starts = np.concatenate(([0], np.cumsum(held))).astype(np.int64)
         self._n = n
         self._norm = self.k1 * (1 - self.b + self.b * length / (self._avg or 1.0))
+
+    def state(self) -> dict[str, Any]:
+        """The postings scoring reads, without the texts (kept by a view snapshot)."""
+        return {"k1": self.k1, "b": self.b, **{name: getattr(self, name) for name in _STATE}}
+
+    @classmethod
+    def restored(cls, analyzer: Analyzer, state: Mapping[str, Any]) -> ReportBM25:
+        """A BM25 over the postings :meth:`state` returned: no text is analysed again."""
+        out = cls.__new__(cls)
+        out.analyzer, out.texts, out.terms = analyzer, (), None
+        out.k1, out.b = float(state["k1"]), float(state["b"])
+        for name in _STATE:
+            setattr(out, name, state[name])
+        return out
 
     def _idf(self, term: int) -> float:
         held = int(self._starts[term + 1] - self._starts[term])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -88,6 +89,7 @@ CREATE INDEX IF NOT EXISTS report_sizes_by_level ON report_sizes(level, chunks);
 CREATE TABLE IF NOT EXISTS graph_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS view_log (generation INTEGER NOT NULL, community_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS view_log_by_generation ON view_log(generation);
+CREATE TABLE IF NOT EXISTS view_tokens (generation INTEGER PRIMARY KEY, token TEXT NOT NULL);
 """
 _COLUMNS = {
     "entity_mentions": (
@@ -161,6 +163,28 @@ class LocalGraphStore(Tables):
         self._add_text_numbers()
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None
         self._backfill()
+        self._seed_view_token()
+
+    def _seed_view_token(self) -> None:
+        """Give a store written before view tokens one (a one-row read on every open)."""
+        with self._read() as db:
+            found = db.execute("SELECT 1 FROM graph_meta WHERE name = ?", (_VIEW_TOKEN,)).fetchone()
+        if found is not None:
+            return
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT value FROM graph_meta WHERE name = ?", (_VIEW_GENERATION,)
+            ).fetchone()
+            token = _new_token()
+            db.execute(
+                "INSERT INTO graph_meta(name, value) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
+                (_VIEW_TOKEN, token),
+            )
+            db.execute(
+                "INSERT INTO view_tokens(generation, token) VALUES (?, ?) "
+                "ON CONFLICT(generation) DO NOTHING",
+                (0 if row is None else int(row[0]), token),
+            )
 
     def _backfill(self) -> None:
         """Fill the member and report-size tables of a store written before they existed.
@@ -212,36 +236,46 @@ class LocalGraphStore(Tables):
     def generation(self) -> tuple[int, int]:
         """Changes whenever communities or reports were written, by any process.
 
-        What a global question reads (every report, the hierarchy) is read again only
-        after it changed: one indexed read per question. Only the writes of communities
-        and reports bump it, so an ingest (its documents, its extraction) leaves a
-        cached view current.
+        (the write count, the write's token). What a global question reads (every report,
+        the hierarchy) is read again only after it changed: one indexed read per
+        question. Only the writes of communities and reports bump it, so an ingest (its
+        documents, its extraction) leaves a cached view current. The token is drawn at
+        random by each write, so a restored store whose count comes back to a number it
+        had in another history does not pass for that history (a view kept on disk,
+        :mod:`retrieval.view_snapshot`, is keyed by both).
         """
-        return int(self.graph_meta(_VIEW_GENERATION) or 0), 0
+        with self._read() as db:
+            found = _view_meta(db)
+        return int(found.get(_VIEW_GENERATION) or 0), _token_number(found.get(_VIEW_TOKEN))
 
-    def view_changes(self, since: int) -> tuple[int, set[str]] | None:
+    def view_changes(
+        self, since: int, token: int | None = None
+    ) -> tuple[tuple[int, int], set[str]] | None:
         """(the generation now, the communities written after generation ``since``).
 
         The ids of the communities whose community or report rows were written (or
         deleted) since, so a cached view is patched by reading those alone. None when
         the log does not reach back to ``since`` (a full rebuild's writes are not
-        logged, old entries are dropped, a restored store may be behind): read it all.
+        logged, old entries are dropped, a restored store may be behind), or when
+        ``token`` is given and generation ``since`` of this store had another token (a
+        restored store went on in another history): read it all.
         """
         with self._read() as db:
-            found = dict(
-                db.execute(
-                    "SELECT name, value FROM graph_meta WHERE name IN (?, ?)",
-                    (_VIEW_GENERATION, _VIEW_LOG_FROM),
-                ).fetchall()
-            )
+            found = _view_meta(db)
             now = int(found.get(_VIEW_GENERATION) or 0)
             start = found.get(_VIEW_LOG_FROM)
             if start is None or since > now or since + 1 < int(start):
                 return None
+            if token is not None:
+                had = db.execute(
+                    "SELECT token FROM view_tokens WHERE generation = ?", (since,)
+                ).fetchone()
+                if had is None or _token_number(str(had[0])) != token:
+                    return None
             rows = db.execute(
                 "SELECT DISTINCT community_id FROM view_log WHERE generation > ?", (since,)
             ).fetchall()
-        return now, {str(r[0]) for r in rows}
+        return (now, _token_number(found.get(_VIEW_TOKEN))), {str(r[0]) for r in rows}
 
     def _view_written(self, db: Conn, community_ids: Collection[str]) -> None:
         """Inside a write of communities or reports: bump the generation, log the ids.
@@ -258,6 +292,13 @@ class LocalGraphStore(Tables):
             (_VIEW_GENERATION,),
         ).fetchone()
         now = int(now)
+        token = _new_token()
+        db.execute(
+            "INSERT INTO view_tokens(generation, token) VALUES (?, ?) "
+            "ON CONFLICT(generation) DO UPDATE SET token = excluded.token",
+            (now, token),
+        )
+        db.execute("DELETE FROM view_tokens WHERE generation < ?", (now - VIEW_LOG_KEEP,))
         ids = sorted(set(community_ids))
         logged = db.execute(
             "SELECT value FROM graph_meta WHERE name = ?", (_VIEW_LOG_FROM,)
@@ -271,7 +312,7 @@ class LocalGraphStore(Tables):
                 [(now, cid) for cid in ids],
             )
         db.execute("DELETE FROM view_log WHERE generation < ?", (start,))
-        _set_meta(db, {_VIEW_LOG_FROM: str(start)})
+        _set_meta(db, {_VIEW_LOG_FROM: str(start), _VIEW_TOKEN: token})
 
     @contextmanager
     def _write(self) -> Iterator[Conn]:
@@ -717,6 +758,7 @@ def _community(row: Sequence[Any]) -> Community:
 _COUNT_META = "communities"
 _VIEW_GENERATION = "view_generation"  # bumped by every write of communities or reports
 _VIEW_LOG_FROM = "view_log_from"  # the oldest generation whose written ids are in view_log
+_VIEW_TOKEN = "view_token"  # drawn at random by every write of communities or reports
 VIEW_LOG_MAX = 500
 """A write of more community ids is not logged (a reader behind it reads the whole view)."""
 VIEW_LOG_KEEP = 64
@@ -730,6 +772,28 @@ def _community_row(c: Community) -> tuple[Any, ...]:
 
 def _size_row(report: CommunityReport) -> tuple[str, int, int]:
     return (report.community_id, report.level, len(report.chunk_ids))
+
+
+def _new_token() -> str:
+    """A view token: 15 random hex digits (a positive 60-bit number)."""
+    return secrets.token_hex(8)[:15]
+
+
+def _token_number(token: str | None) -> int:
+    """A stored view token as a number (0: none, a store not opened by this version)."""
+    try:
+        return int(token, 16) if token else 0
+    except ValueError:
+        return 0
+
+
+def _view_meta(db: Conn) -> dict[str, str]:
+    """The view's generation, token and log start, in one read."""
+    rows = db.execute(
+        "SELECT name, value FROM graph_meta WHERE name IN (?, ?, ?)",
+        (_VIEW_GENERATION, _VIEW_TOKEN, _VIEW_LOG_FROM),
+    ).fetchall()
+    return {str(name): str(value) for name, value in rows}
 
 
 def _set_meta(db: Conn, values: Mapping[str, str]) -> None:

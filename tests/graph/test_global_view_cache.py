@@ -26,8 +26,14 @@ def _statements(runtime: Runtime) -> list[str]:
 
 
 def _forget_view(runtime: Runtime) -> None:
-    """The searcher as a new process has it: no view read yet (the runtime is shared)."""
-    runtime.queries().asker.global_searcher._view = None
+    """The searcher as a new process has it: no view read yet (the runtime is shared).
+
+    The view kept on disk is removed too (tests/graph/test_view_snapshot.py reads it).
+    """
+    searcher = runtime.queries().asker.global_searcher
+    searcher._view = None
+    if searcher.snapshots is not None:
+        searcher.snapshots.remove()
 
 
 def _rewrite_a_report(runtime: Runtime) -> None:

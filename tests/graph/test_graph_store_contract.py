@@ -667,6 +667,9 @@ def test_a_view_patched_from_the_written_ids_equals_a_fresh_read(store: GraphSto
             store.replace_communities(kept)
         if logged:  # a small write is in the log: the next question patches
             assert store.view_changes(before[0]) is not None  # type: ignore[attr-defined]
+            assert store.view_changes(*before) is not None  # type: ignore[attr-defined]
+            # the same count in another history (a restored store written again) is not
+            assert store.view_changes(before[0], before[1] ^ 1) is None  # type: ignore[attr-defined]
         reports, views, _ = searcher.reports_view()
         fresh = store.reports()
         assert reports == fresh, (step, action)

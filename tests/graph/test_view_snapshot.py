@@ -1,0 +1,160 @@
+"""The global view kept on disk: a new process reads it instead of every report.
+
+Each test copies the demo graph into a data directory of its own, and opens runtimes on
+it as new processes would (each its own connection, nothing cached). What a runtime
+read is counted as SQL statements on its graph store's connection; what it answered is
+compared with a runtime that has no snapshot to read (the file removed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.runtime import Runtime
+from lore.embedders import LocalEmbedder
+from retrieval.ask_contract import AskRequest
+from retrieval.view_snapshot import FILE_NAME, ViewSnapshots
+from tests.conftest import make_runtime
+
+QUESTION = "How do the services handle database timeouts?"
+WHOLE = (
+    "SELECT report, level, community_id FROM community_reports",
+    "SELECT id, level, cluster, parent, members FROM communities",
+)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """A consistent copy of an SQLite file (the backup API), as a backup tool makes one."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    with dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, demo_graph_runtime: Runtime) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    _copy(demo_graph_runtime.data_dir / "lore.sqlite3", data / "lore.sqlite3")
+    return data
+
+
+@pytest.fixture
+def opened(local_embedder: LocalEmbedder) -> Iterator[list[Runtime]]:
+    runtimes: list[Runtime] = []
+    yield runtimes
+    for runtime in runtimes:
+        runtime.close()
+
+
+def _ask(
+    runtimes: list[Runtime], data: Path, embedder: LocalEmbedder, *, snapshot: bool = True
+) -> tuple[str, int]:
+    """(the answer, whole reads of the view) of a new runtime's first global question."""
+    if not snapshot:
+        shutil.rmtree(data / "views", ignore_errors=True)
+    runtime = make_runtime(data, embedder)
+    runtimes.append(runtime)
+    seen: list[str] = []
+    runtime.graph().database._db.set_trace_callback(seen.append)  # type: ignore[attr-defined]
+    answer = asyncio.run(runtime.queries().ask(AskRequest(question=QUESTION, mode="global")))
+    runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
+    whole = sum(1 for s in seen if s.strip().startswith(WHOLE) and "WHERE" not in s)
+    return answer.answer, whole
+
+
+def test_a_new_process_answers_from_the_snapshot_as_from_the_store(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    first, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 2  # the reports and the communities: no snapshot yet
+    assert (data_dir / "views" / FILE_NAME).is_file()
+    second, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 0  # read from the snapshot
+    assert second == first
+
+
+def test_a_snapshot_a_write_behind_is_patched_with_what_the_write_touched(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    _ask(opened, data_dir, local_embedder)
+    writer = make_runtime(data_dir, local_embedder)
+    opened.append(writer)
+    report = writer.graph().reports()[0]
+    rewritten = replace(report, summary="Database timeouts are retried with backoff.")
+    writer.graph().put_reports([rewritten])
+    patched, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 0  # the snapshot, and the one rewritten report read by id
+    fresh, whole = _ask(opened, data_dir, local_embedder, snapshot=False)
+    assert whole == 2
+    assert patched == fresh
+
+
+def test_a_restored_store_does_not_take_the_snapshot_of_another_history(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder, tmp_path: Path
+) -> None:
+    """Back up, write, snapshot; restore the backup and write another thing: same count."""
+    _ask(opened, data_dir, local_embedder)
+    backup = tmp_path / "backup.sqlite3"
+    _copy(data_dir / "lore.sqlite3", backup)
+
+    def write(summary: str) -> None:
+        writer = make_runtime(data_dir, local_embedder)
+        report = writer.graph().reports()[0]
+        writer.graph().put_reports([replace(report, summary=summary)])
+        writer.close()
+
+    write("Timeouts come from the connection pool; widen it.")
+    _ask(opened, data_dir, local_embedder)  # the snapshot follows the write
+    for runtime in opened:
+        runtime.close()
+    opened.clear()
+    _copy(backup, data_dir / "lore.sqlite3")
+    write("Database timeouts page the on-call engineer at once.")
+    restored, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 2  # the snapshot's history is not the store's: read whole
+    fresh, _ = _ask(opened, data_dir, local_embedder, snapshot=False)
+    assert restored == fresh
+
+
+def test_a_snapshot_naming_anything_else_is_ignored_not_run(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder, tmp_path: Path
+) -> None:
+    first, _ = _ask(opened, data_dir, local_embedder)
+    marker = tmp_path / "ran"
+
+    class Hostile:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {marker}",))
+
+    snapshots = ViewSnapshots(data_dir / "views")
+    key = snapshots.key()
+    assert key is not None
+    assert snapshots.save(key, {"view": Hostile()})  # its key is the store's own
+    answer, whole = _ask(opened, data_dir, local_embedder)
+    assert not marker.exists()
+    assert whole == 2 and answer == first
+    snapshots.path.write_bytes(b"\x80\x05 not a pickle")  # damaged: ignored as well
+    answer, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 2 and answer == first
+
+
+def test_a_snapshot_that_cannot_be_written_costs_only_the_speed_up(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    (data_dir / "views").write_text("a file where the folder should be")
+    first, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 2 and first
+    again, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 2 and again == first
