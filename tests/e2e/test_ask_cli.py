@@ -125,3 +125,18 @@ def test_a_forced_mode_asks_no_classifier(demo_graph_runtime: Runtime) -> None:
         asker.classifier = kept
     # the collection's title terms come from the store's titles
     assert all(0.5 <= share <= 1.0 for share in asker.collection().values())
+
+
+def test_a_second_lore_ask_reads_the_view_the_first_kept(data: Path) -> None:
+    """Each ``lore ask`` is a new process: the second loads the view the first wrote."""
+    question = "What recurring root causes show up across the incident postmortems?"
+    snapshot = data / "views" / "global.pickle"
+    snapshot.unlink(missing_ok=True)
+    first = lore(data, "ask", question, "--mode", "global", "--json")
+    assert first.returncode == 0, first.stderr
+    assert snapshot.is_file()
+    written = snapshot.stat().st_mtime_ns
+    second = lore(data, "ask", question, "--mode", "global", "--json")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert snapshot.stat().st_mtime_ns == written  # read, not written again
