@@ -27,6 +27,7 @@ a snapshot, and a failed write (read-only or full disk) only loses the speed-up.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -82,8 +83,9 @@ class _DataOnly(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+@functools.cache
 def code_key() -> str:
-    """Hash of the source of every module whose objects a snapshot holds."""
+    """Hash of the source of every module whose objects a snapshot holds (once a process)."""
     digest = hashlib.sha256(str(FORMAT).encode())
     for name in _SOURCES:
         module = sys.modules.get(name)
