@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lore.errors import InvalidRequestError
 
@@ -28,6 +29,10 @@ class Community:
     cluster: int
     parent: str | None
     members: tuple[str, ...]
+
+    def __reduce__(self) -> tuple[type[Community], tuple[Any, ...]]:
+        """Pickled as its fields in order (a view snapshot holds every community)."""
+        return (Community, (self.id, self.level, self.cluster, self.parent, self.members))
 
 
 def merge_edges(edges: Iterable[Edge]) -> list[Edge]:

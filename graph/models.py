@@ -7,6 +7,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from lore.jsonsafe import loads_stored
 
@@ -73,6 +74,10 @@ class Finding:
     relations: tuple[tuple[str, str], ...] = ()
     chunks: tuple[str, ...] = ()
 
+    def __reduce__(self) -> tuple[type[Finding], tuple[Any, ...]]:
+        """Pickled as its fields in order (a view snapshot holds tens of thousands)."""
+        return (Finding, (self.text, self.entities, self.relations, self.chunks))
+
 
 # (method, fingerprint) of a report, what a conditional ``put_reports`` compares
 ReportVersion = tuple[str, str]
@@ -91,6 +96,23 @@ class CommunityReport:
     fingerprint: str
     chunk_ids: tuple[str, ...] = field(default=())
     method: str = "extractive"
+
+    def __reduce__(self) -> tuple[type[CommunityReport], tuple[Any, ...]]:
+        """Pickled as its fields in order: a slots dataclass's own state is slower."""
+        return (
+            CommunityReport,
+            (
+                self.community_id,
+                self.level,
+                self.title,
+                self.summary,
+                self.findings,
+                self.importance,
+                self.fingerprint,
+                self.chunk_ids,
+                self.method,
+            ),
+        )
 
     @property
     def version(self) -> ReportVersion:

@@ -341,6 +341,7 @@ class GlobalSearcher:
     _snapshot_due: bool = field(default=False, init=False)
     # the view came from a snapshot: the report vector index has not read the store yet
     _vectors_partial: bool = field(default=False, init=False)
+    _saving: threading.Thread | None = field(default=None, init=False)  # the snapshot's write
 
     def reports_view(
         self,
@@ -358,8 +359,10 @@ class GlobalSearcher:
         generation = tell() if tell is not None else None
         with self._view_lock:
             cached = self._view
+        restored = False
         if cached is None and isinstance(generation, tuple):
             cached = self._restored(generation)  # a new process: the view kept on disk
+            restored = cached is not None
             if cached is not None:
                 with self._view_lock:
                     self._view = cached
@@ -369,6 +372,8 @@ class GlobalSearcher:
         changed: _Changed
         if patched is not None:
             view, changed = patched
+            # a snapshot behind the store, patched: the next process reads this one
+            self._snapshot_due = self._snapshot_due or (restored and changed is not None)
         else:
             reports = self.graph.reports()
             communities = self.graph.communities() if reports else []
@@ -380,8 +385,13 @@ class GlobalSearcher:
                 self._view = view
         return view.reports, view.views, changed
 
-    def _patched(self, cached: _View | None) -> tuple[_View, _Patch] | None:
-        """The cached view with the communities written since read again (None: can't)."""
+    def _patched(self, cached: _View | None) -> tuple[_View, _Patch | None] | None:
+        """The cached view with the communities written since read again (None: can't).
+
+        With it, the patch (the reports read again, the ids gone), or None when the write
+        left every report and the hierarchy's shape as they were (a community's members
+        changed, say): the view then keeps its lists, and with them its scorer.
+        """
         changes = getattr(self.graph, "view_changes", None)
         if cached is None or changes is None or not isinstance(cached.generation, tuple):
             return None
@@ -390,12 +400,19 @@ class GlobalSearcher:
             return None
         now, ids = found
         written = self.graph.reports_by_id(sorted(ids))
+        read = self.graph.communities_by_id(sorted(ids))
+        communities = [c for c in cached.communities if c.id not in ids]
+        communities.extend(read)
+        communities.sort(key=lambda c: (c.level, c.cluster))
+        before = {r.community_id: r for r in cached.reports if r.community_id in ids}
+        shape = {c.id: (c.level, c.parent) for c in cached.communities if c.id in ids}
+        if {r.community_id: r for r in written} == before and shape == {
+            c.id: (c.level, c.parent) for c in read
+        }:
+            return _View(now, cached.reports, cached.views, communities), None
         reports = [r for r in cached.reports if r.community_id not in ids]
         reports.extend(written)
         reports.sort(key=lambda r: (r.level, r.community_id))
-        communities = [c for c in cached.communities if c.id not in ids]
-        communities.extend(self.graph.communities_by_id(sorted(ids)))
-        communities.sort(key=lambda c: (c.level, c.cluster))
         gone = sorted(ids - {r.community_id for r in written})
         views = level_views(reports, communities) if reports else {}
         return _View(now, reports, views, communities), (written, gone)
@@ -550,7 +567,6 @@ class GlobalSearcher:
             view = self._install(state)
         except (KeyError, TypeError, ValueError, IndexError):
             return None  # another layout: read the view from the store
-        self._snapshot_due = key.generation != generation
         return view
 
     def _install(self, state: Mapping[str, Any]) -> _View:
@@ -579,7 +595,13 @@ class GlobalSearcher:
         return view
 
     def _save_snapshot(self, view: list[CommunityReport], scored: _Scorer) -> None:
-        """Keep this view's reports, scorer and positions on disk for the next process."""
+        """Keep this view's reports, scorer and positions on disk for the next process.
+
+        Written by a thread of its own (pickling 10k reports takes about a second), so the
+        question that read the view is answered meanwhile; :meth:`wait_for_snapshot`
+        waits for it (a runtime's close does). Everything it pickles is immutable, or
+        copied here.
+        """
         current = self._view
         if self.snapshots is None or current is None:
             return
@@ -587,22 +609,31 @@ class GlobalSearcher:
         if not isinstance(generation, tuple) or generation[1] == 0:
             return  # a store without view tokens: a restore could not be told apart
         scorer, bm25, matrix = scored
-        state = {
+        snapshots, key = self.snapshots, self._snapshot_key(generation)
+        state: dict[str, Any] = {
             "view": current,
             "keyed": self._keyed,
             "positions": self._positions_of,
-            # the statement texts in the matrix's row order: the scorer's known vectors
-            "scorer": (
-                dict(scorer.document_frequency),
-                scorer.documents,
-                [text for report in view for text in statements(report)],
-                bm25.state(),
-                matrix,
-            ),
             "bounds": dict(self._bounds),
             "tokens": dict(self._tokens),
         }
-        self.snapshots.save(self._snapshot_key(generation), state)
+        frequencies = dict(scorer.document_frequency)
+
+        def write() -> None:
+            # the statement texts in the matrix's row order: the scorer's known vectors
+            texts = [text for report in view for text in statements(report)]
+            state["scorer"] = (frequencies, scorer.documents, texts, bm25.state(), matrix)
+            snapshots.save(key, state)
+
+        self.wait_for_snapshot()  # one write at a time
+        self._saving = threading.Thread(target=write, name="view-snapshot")
+        self._saving.start()
+
+    def wait_for_snapshot(self, timeout: float | None = 60.0) -> None:
+        """Wait until the snapshot being written (if any) is on disk."""
+        saving = self._saving
+        if saving is not None:
+            saving.join(timeout)
 
     def _floors(self, tokens: ReportSizes) -> dict[str, int]:
         """Every report's floor (as :meth:`ReportSizes.floors`), kept with the sizes."""

@@ -100,6 +100,8 @@ class QueryService:
             raise _rebuilding_error(rebuilding) from exc
 
     def close(self) -> None:
-        """Stop the search threads."""
+        """Stop the search threads; let the global view's snapshot finish its write."""
+        if self._asker is not None:
+            self._asker.global_searcher.wait_for_snapshot()
         self.searcher.executor.shutdown(wait=True)
         self.searcher.embed_executor.shutdown(wait=True)

@@ -115,6 +115,7 @@ def test_a_deleted_document_leaves_no_llm_reply_behind(
             AskRequest(question="What themes recur across all the runbooks?")
         )
         assert broad.mode == "global" and broad.details.mapper == "llm"
+        rt.asker().global_searcher.wait_for_snapshot()  # written by a thread of its own
         snapshot = data / "views" / "global.pickle"  # the view a new process would read
         assert needle in snapshot.read_bytes()
         tasks = {"extract_graph", "summarize_community", "answer_global_map", "answer_question"}

@@ -69,6 +69,7 @@ def _ask(
     seen: list[str] = []
     runtime.graph().database._db.set_trace_callback(seen.append)  # type: ignore[attr-defined]
     answer = asyncio.run(runtime.queries().ask(AskRequest(question=QUESTION, mode="global")))
+    runtime.queries().asker.global_searcher.wait_for_snapshot()  # written by a thread
     runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
     whole = sum(1 for s in seen if s.strip().startswith(WHOLE) and "WHERE" not in s)
     return answer.answer, whole
@@ -158,3 +159,25 @@ def test_a_snapshot_that_cannot_be_written_costs_only_the_speed_up(
     assert whole == 2 and first
     again, whole = _ask(opened, data_dir, local_embedder)
     assert whole == 2 and again == first
+
+
+def test_a_write_that_leaves_every_report_as_it_was_keeps_the_scorer(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    """A community's members changed, its report and the hierarchy's shape did not."""
+    first, _ = _ask(opened, data_dir, local_embedder)
+    runtime = opened[-1]
+    searcher = runtime.queries().asker.global_searcher
+    scorers, view = searcher._scorers, searcher._view
+    assert view is not None
+    community = runtime.graph().communities()[0]
+    runtime.graph().update_communities(
+        [replace(community, members=(*community.members, "a-new-member"))], []
+    )
+    again = asyncio.run(runtime.queries().ask(AskRequest(question=QUESTION, mode="global")))
+    assert again.answer == first
+    now = searcher._view
+    assert now is not None and now.generation != view.generation  # the write was seen
+    assert now.views is view.views and searcher._scorers is scorers  # nothing rebuilt
+    behind, whole = _ask(opened, data_dir, local_embedder)  # the snapshot, a write behind
+    assert whole == 0 and behind == first
