@@ -166,16 +166,17 @@ class LocalGraphStore(Tables):
         self._seed_view_token()
 
     def _seed_view_token(self) -> None:
-        """Give a store written before view tokens one (a one-row read on every open)."""
+        """Give a graph written before view tokens one (a one-row read on every open).
+
+        A graph never written gets its first token with its first write: opening an
+        empty store writes nothing (``lore migrate`` still finds the target empty).
+        """
         with self._read() as db:
-            found = db.execute("SELECT 1 FROM graph_meta WHERE name = ?", (_VIEW_TOKEN,)).fetchone()
-        if found is not None:
+            found = _view_meta(db)
+        if _VIEW_TOKEN in found or _VIEW_GENERATION not in found:
             return
+        token = _new_token()
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT value FROM graph_meta WHERE name = ?", (_VIEW_GENERATION,)
-            ).fetchone()
-            token = _new_token()
             db.execute(
                 "INSERT INTO graph_meta(name, value) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
                 (_VIEW_TOKEN, token),
@@ -183,7 +184,7 @@ class LocalGraphStore(Tables):
             db.execute(
                 "INSERT INTO view_tokens(generation, token) VALUES (?, ?) "
                 "ON CONFLICT(generation) DO NOTHING",
-                (0 if row is None else int(row[0]), token),
+                (int(found[_VIEW_GENERATION]), token),
             )
 
     def _backfill(self) -> None:

@@ -181,3 +181,31 @@ def test_a_write_that_leaves_every_report_as_it_was_keeps_the_scorer(
     assert now.views is view.views and searcher._scorers is scorers  # nothing rebuilt
     behind, whole = _ask(opened, data_dir, local_embedder)  # the snapshot, a write behind
     assert whole == 0 and behind == first
+
+
+def test_a_graph_gets_its_token_with_its_first_write_or_at_the_first_open_after(
+    tmp_path: Path,
+) -> None:
+    from graph.communities import Community
+    from graph.stores.local import LocalGraphStore
+
+    path = tmp_path / "graph.sqlite3"
+    store = LocalGraphStore(path)
+    assert store.generation() == (0, 0)  # opening an empty store writes nothing
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM graph_meta").fetchone()[0] == 0
+    store = LocalGraphStore(path)
+    store.replace_communities([Community("0-0", 0, 0, None, ("a",))])
+    count, token = store.generation()
+    assert count == 1 and token != 0
+    assert store.view_changes(count, token) is not None
+    store.close()
+    with sqlite3.connect(path) as db:  # as a store written before view tokens has it
+        db.execute("DELETE FROM graph_meta WHERE name = 'view_token'")
+        db.execute("DELETE FROM view_tokens")
+    store = LocalGraphStore(path)
+    seeded = store.generation()
+    assert seeded[0] == 1 and seeded[1] not in (0, token)
+    assert store.view_changes(*seeded) is not None
+    store.close()
