@@ -342,6 +342,8 @@ class GlobalSearcher:
     # the view came from a snapshot: the report vector index has not read the store yet
     _vectors_partial: bool = field(default=False, init=False)
     _saving: threading.Thread | None = field(default=None, init=False)  # the snapshot's write
+    # the snapshots' forget count when the view was last read from the store or disk
+    _read_epoch: int | None = field(default=None, init=False)
 
     def reports_view(
         self,
@@ -368,6 +370,8 @@ class GlobalSearcher:
                     self._view = cached
         if generation is not None and cached is not None and cached.generation == generation:
             return cached.reports, cached.views, None
+        if self.snapshots is not None and not restored:  # before reading: see _save_snapshot
+            self._read_epoch = self.snapshots.epoch()
         patched = self._patched(cached) if generation is not None else None
         changed: _Changed
         if patched is not None:
@@ -551,6 +555,7 @@ class GlobalSearcher:
         """
         if self.snapshots is None or generation[1] == 0:
             return None
+        self._read_epoch = self.snapshots.epoch()
         key = self.snapshots.key()
         if key is None or key.generation[1] == 0:
             return None
@@ -609,7 +614,7 @@ class GlobalSearcher:
         if not isinstance(generation, tuple) or generation[1] == 0:
             return  # a store without view tokens: a restore could not be told apart
         scorer, bm25, matrix = scored
-        snapshots, key = self.snapshots, self._snapshot_key(generation)
+        snapshots, key, epoch = self.snapshots, self._snapshot_key(generation), self._read_epoch
         state: dict[str, Any] = {
             "view": current,
             "keyed": self._keyed,
@@ -623,7 +628,7 @@ class GlobalSearcher:
             # the statement texts in the matrix's row order: the scorer's known vectors
             texts = [text for report in view for text in statements(report)]
             state["scorer"] = (frequencies, scorer.documents, texts, bm25.state(), matrix)
-            snapshots.save(key, state)
+            snapshots.save(key, state, epoch)  # not after a delete since the view was read
 
         self.wait_for_snapshot()  # one write at a time
         self._saving = threading.Thread(target=write, name="view-snapshot")

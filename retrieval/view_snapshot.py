@@ -27,6 +27,7 @@ a snapshot, and a failed write (read-only or full disk) only loses the speed-up.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import logging
@@ -34,6 +35,8 @@ import os
 import pickle
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,8 @@ logger = logging.getLogger(__name__)
 FORMAT = 1
 FOLDER = "views"  # in the data directory
 FILE_NAME = "global.pickle"
+EPOCH_NAME = "forgotten"  # how many times a delete removed the snapshot
+LOCK_NAME = ".lock"
 
 ALLOWED = frozenset(
     {
@@ -129,11 +134,35 @@ class ViewSnapshots:
         return cls(data_dir / FOLDER)
 
     def remove(self) -> None:
-        """Drop the snapshot (a delete changed report text it holds: forget it)."""
+        """Drop the snapshot (a delete changed report text it holds: forget it).
+
+        The forget count goes up with it, under the folder's lock: a snapshot being
+        written from a view read before (:meth:`save` with that view's :meth:`epoch`) is
+        then discarded, not renamed into place with the deleted text.
+        """
         try:
-            self.path.unlink(missing_ok=True)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self._locked():
+                (self.directory / EPOCH_NAME).write_text(str(self.epoch() + 1))
+                self.path.unlink(missing_ok=True)
         except OSError as exc:
             logger.warning("view snapshot %s not removed: %s", self.path, exc)
+
+    def epoch(self) -> int:
+        """How many times a delete removed the snapshot (read before a view is read)."""
+        try:
+            return int((self.directory / EPOCH_NAME).read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with (self.directory / LOCK_NAME).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def key(self) -> SnapshotKey | None:
         """The key of the stored snapshot (its first record only); None: none readable."""
@@ -161,8 +190,12 @@ class ViewSnapshots:
             return None
         return state if isinstance(state, dict) else None
 
-    def save(self, key: SnapshotKey, state: dict[str, Any]) -> bool:
-        """Replace the snapshot (atomically); whether it was written."""
+    def save(self, key: SnapshotKey, state: dict[str, Any], epoch: int | None = None) -> bool:
+        """Replace the snapshot (atomically); whether it was written.
+
+        ``epoch``: :meth:`epoch` before the view was read; a delete since then removed
+        the snapshot, and this one (read before it) is discarded.
+        """
         tmp: str | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -170,7 +203,11 @@ class ViewSnapshots:
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(_key_record(key), f, protocol=5)
                 pickle.dump(state, f, protocol=5)
-            os.replace(tmp, self.path)
+            with self._locked():
+                if epoch is not None and self.epoch() != epoch:
+                    Path(tmp).unlink(missing_ok=True)
+                    return False  # read before a delete: it may quote what went
+                os.replace(tmp, self.path)
             return True
         except Exception as exc:  # a snapshot is a speed-up: never fail a question for it
             logger.warning("view snapshot not written to %s: %s", self.path, exc)

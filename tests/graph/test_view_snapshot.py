@@ -209,3 +209,21 @@ def test_a_graph_gets_its_token_with_its_first_write_or_at_the_first_open_after(
     assert seeded[0] == 1 and seeded[1] not in (0, token)
     assert store.view_changes(*seeded) is not None
     store.close()
+
+
+def test_a_view_read_before_a_delete_is_not_written_after_it(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    """The delete's forgetting removes the snapshot while a reader still holds the old view."""
+    runtime = make_runtime(data_dir, local_embedder)
+    opened.append(runtime)
+    asker = runtime.queries().asker
+    searcher = asker.global_searcher
+    searcher.reports_view()  # read from the store: the text as it was before the delete
+    snapshots = ViewSnapshots.of(data_dir)
+    snapshots.remove()  # what app.lifecycle.forget_text does after the cascade
+    searcher._ready(asker.settings.budget_tokens, None)  # would write the snapshot now
+    searcher.wait_for_snapshot()
+    assert not snapshots.path.exists()
+    _, whole = _ask(opened, data_dir, local_embedder)  # the next process reads the store
+    assert whole == 2 and snapshots.path.exists()  # and writes a snapshot of its own
