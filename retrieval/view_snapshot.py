@@ -48,6 +48,7 @@ FOLDER = "views"  # in the data directory
 FILE_NAME = "global.pickle"
 EPOCH_NAME = "forgotten"  # how many times a delete removed the snapshot
 LOCK_NAME = ".lock"
+_PARTIAL = ".global-"  # a snapshot being written (renamed into place when complete)
 
 ALLOWED = frozenset(
     {
@@ -145,6 +146,10 @@ class ViewSnapshots:
             with self._locked():
                 (self.directory / EPOCH_NAME).write_text(str(self.epoch() + 1))
                 self.path.unlink(missing_ok=True)
+                # a writer killed before its rename leaves its file; a live one is
+                # discarded anyway (the count moved): neither may keep the text
+                for partial in self.directory.glob(f"{_PARTIAL}*"):
+                    partial.unlink(missing_ok=True)
         except OSError as exc:
             logger.warning("view snapshot %s not removed: %s", self.path, exc)
 
@@ -199,7 +204,7 @@ class ViewSnapshots:
         tmp: str | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".global-", dir=self.directory)
+            fd, tmp = tempfile.mkstemp(prefix=_PARTIAL, dir=self.directory)
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(_key_record(key), f, protocol=5)
                 pickle.dump(state, f, protocol=5)

@@ -227,3 +227,14 @@ def test_a_view_read_before_a_delete_is_not_written_after_it(
     assert not snapshots.path.exists()
     _, whole = _ask(opened, data_dir, local_embedder)  # the next process reads the store
     assert whole == 2 and snapshots.path.exists()  # and writes a snapshot of its own
+
+
+def test_a_delete_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+    snapshots = ViewSnapshots(tmp_path / "views")
+    snapshots.directory.mkdir()
+    left = snapshots.directory / ".global-k1ll3d"  # a writer killed before its rename
+    left.write_bytes(b"The quokka ledger overflowed")
+    snapshots.path.write_bytes(b"a snapshot")
+    snapshots.remove()
+    assert not left.exists() and not snapshots.path.exists()
+    assert snapshots.epoch() == 1
