@@ -127,6 +127,12 @@ class Asker:
 
     async def ask(self, request: AskRequest) -> AskResponse:
         """Answer one question (see the module docstring)."""
+        try:
+            return await self._ask(request)
+        finally:  # a snapshot of the global view read for it is written once it is answered
+            self.global_searcher.answered()
+
+    async def _ask(self, request: AskRequest) -> AskResponse:
         flt = self.searcher.resolve_filter(request.filters)  # bad filters fail early
         mode = request.mode or self.settings.mode
         budget = request.budget or self.settings.budget_tokens

@@ -342,6 +342,9 @@ class GlobalSearcher:
     # the view came from a snapshot: the report vector index has not read the store yet
     _vectors_partial: bool = field(default=False, init=False)
     _saving: threading.Thread | None = field(default=None, init=False)  # the snapshot's write
+    # a snapshot's write waiting for the question that read the view to be answered
+    _pending: Callable[[], None] | None = field(default=None, init=False)
+    _pending_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # the snapshots' forget count when the view was last read from the store or disk
     _read_epoch: int | None = field(default=None, init=False)
 
@@ -602,10 +605,11 @@ class GlobalSearcher:
     def _save_snapshot(self, view: list[CommunityReport], scored: _Scorer) -> None:
         """Keep this view's reports, scorer and positions on disk for the next process.
 
-        Written by a thread of its own (pickling 10k reports takes about a second), so the
-        question that read the view is answered meanwhile; :meth:`wait_for_snapshot`
-        waits for it (a runtime's close does). Everything it pickles is immutable, or
-        copied here.
+        Written by a thread of its own once the question that read the view is answered
+        (the asker calls :meth:`answered`): pickling 10k reports takes about a second of
+        the interpreter, which the answer would otherwise share.
+        :meth:`wait_for_snapshot` starts a write still waiting and waits for it (a
+        runtime's close does). Everything it pickles is immutable, or copied here.
         """
         current = self._view
         if self.snapshots is None or current is None:
@@ -630,12 +634,31 @@ class GlobalSearcher:
             state["scorer"] = (frequencies, scorer.documents, texts, bm25.state(), matrix)
             snapshots.save(key, state, epoch)  # not after a delete since the view was read
 
-        self.wait_for_snapshot()  # one write at a time
-        self._saving = threading.Thread(target=write, name="view-snapshot")
-        self._saving.start()
+        with self._pending_lock:
+            self._pending = write  # the latest view's write replaces one not yet started
+
+    def answered(self) -> None:
+        """The question is answered: start the snapshot write that waits for it, if any.
+
+        Writes run one at a time, in a thread of their own; this never blocks.
+        """
+        with self._pending_lock:
+            write, self._pending = self._pending, None
+            if write is None:
+                return
+            previous = self._saving
+
+            def in_turn() -> None:  # never blocks the caller (the event loop, often)
+                if previous is not None:
+                    previous.join()
+                write()
+
+            self._saving = threading.Thread(target=in_turn, name="view-snapshot")
+            self._saving.start()
 
     def wait_for_snapshot(self, timeout: float | None = 60.0) -> None:
-        """Wait until the snapshot being written (if any) is on disk."""
+        """Start a snapshot write still waiting, then wait until it is on disk."""
+        self.answered()
         saving = self._saving
         if saving is not None:
             saving.join(timeout)

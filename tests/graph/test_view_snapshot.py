@@ -12,9 +12,11 @@ import asyncio
 import os
 import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,3 +240,33 @@ def test_a_delete_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
     snapshots.remove()
     assert not left.exists() and not snapshots.path.exists()
     assert snapshots.epoch() == 1
+
+
+def test_the_snapshot_is_written_after_the_question_that_read_the_view_is_answered(
+    data_dir: Path,
+    opened: list[Runtime],
+    local_embedder: LocalEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pickling a big view holds the interpreter: it must not share it with the answer."""
+    from retrieval import global_search, keypoints
+
+    saving = threading.Event()
+    save, reduce = ViewSnapshots.save, keypoints.reduce_key_points
+    seen_while_answering: list[bool] = []
+
+    def watched_save(self: ViewSnapshots, *args: Any, **kwargs: Any) -> Any:
+        saving.set()
+        return save(self, *args, **kwargs)
+
+    def last_step(*args: Any, **kwargs: Any) -> Any:  # the answer's last step
+        seen_while_answering.append(saving.wait(0.5))  # a thread started early is done
+        return reduce(*args, **kwargs)
+
+    monkeypatch.setattr(ViewSnapshots, "save", watched_save)
+    monkeypatch.setattr(global_search, "reduce_key_points", last_step)
+    _, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 2  # the view was read whole, so a snapshot was due
+    assert seen_while_answering == [False]
+    assert saving.is_set()  # written once the answer was out
+    assert (data_dir / "views" / FILE_NAME).is_file()
