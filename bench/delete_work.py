@@ -24,7 +24,19 @@ own counters say what the delete read:
 A delete whose change is the same should read the same at both sizes: the JSON gives
 each figure at both sizes and the larger over the smaller, with the deleted document's
 ``reach`` (:func:`bench.scale.reach`: its entities, the chunks mentioning them, the
-members of their communities), which says whether the change itself grew. Vectors are
+members of their communities), which says whether the change itself grew.
+
+Two documents are deleted at each size, each measured alone:
+
+- ``probe``: a runbook written for this bench (:data:`bench.scale.PROBE`, invented names
+  that no corpus document holds), ingested with a second one that shares its names
+  (:data:`bench.scale.PROBE_KEPT`) and built into the graph after the corpus, then
+  deleted: their community's report is rewritten. The change is the same at both
+  sizes (its ``reach`` says so), so what the delete reads must not grow with the
+  corpus: this is the acceptance figure;
+- ``corpus``: a real document of the corpus (``bench.scale.DELETED``). Its entities gain
+  mentions as the corpus grows, so its delete reads more because its change is larger;
+  read it per report refreshed. Vectors are
 kept by text in a SQLite file (``--embed-cache``, default in the scratch directory) so
 each text is embedded once for all backends.
 """
@@ -47,7 +59,15 @@ from app.refresh import refresh_in_process
 from app.runtime import Runtime, open_runtime
 from bench.common import machine, runtime_for
 from bench.processes import database as postgres_database
-from bench.scale import DELETED, CachedEmbedder, corpus, reach, sqlite_work
+from bench.scale import (
+    DELETED,
+    PROBE,
+    PROBE_KEPT,
+    CachedEmbedder,
+    corpus,
+    reach,
+    sqlite_work,
+)
 from lore.settings import Settings, load_settings
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -143,8 +163,36 @@ def _runtime(settings: Settings, cache: Path) -> Runtime:
     return open_runtime(settings, embedder=embedder)
 
 
+def _counted_delete(runtime: Runtime, document_id: str, url: str, neo4j: bool) -> dict[str, Any]:
+    """Delete one document through the cascade every door runs, counting what it read."""
+    reached = reach(runtime, document_id)
+    with ExitStack() as counters:
+        lite = counters.enter_context(sqlite_work(runtime))
+        pg = counters.enter_context(postgres_work(url)) if url else {}
+        bolt = counters.enter_context(neo4j_work()) if neo4j else {}
+        start = time.perf_counter()
+        deleted = delete_documents(
+            runtime.graph_services(), runtime.jobs(), [document_id], indexes=runtime.indexes
+        )
+        seconds = time.perf_counter() - start
+    graph = deleted.graph.as_dict()
+    row: dict[str, Any] = {
+        "document": document_id,
+        "reach": reached,
+        "delete_s": round(seconds, 3),
+        "reports_refreshed": graph["reports_refreshed"],
+        "reports_recovered": graph["reports_recovered"],
+    }
+    if not url:
+        row["sqlite_statements"] = lite["statements"]
+        row["sqlite_vm_steps"] = lite["vm_steps"]
+    row.update({f"pg_{k}": v for k, v in pg.items()})
+    row.update({f"cypher_{k}": v for k, v in bolt.items()})
+    return row
+
+
 def one_delete(backend: str, count: int, scratch: Path, cache: Path, env: dict[str, str]) -> Any:
-    """Ingest ``count`` documents, build the graph, delete one; what the delete read."""
+    """Ingest ``count`` documents and build; what deleting the probe, then one of them, read."""
     data_dir = scratch / f"{backend}-{count}"
     with ExitStack() as stack:
         sections: dict[str, dict[str, Any]] = {}
@@ -171,37 +219,19 @@ def one_delete(backend: str, count: int, scratch: Path, cache: Path, env: dict[s
             refresh_in_process(runtime.graph_services(), rebuild=False)
             chunks = len(list(runtime.store.chunk_refs()))
             communities = len(runtime.graph().communities())
-            reached = reach(runtime, docs[DELETED].id)
-            with ExitStack() as counters:
-                lite = counters.enter_context(sqlite_work(runtime))
-                pg = counters.enter_context(postgres_work(url)) if url else {}
-                bolt = counters.enter_context(neo4j_work()) if backend == "neo4j" else {}
-                start = time.perf_counter()
-                deleted = delete_documents(
-                    runtime.graph_services(),
-                    runtime.jobs(),
-                    [docs[DELETED].id],
-                    indexes=runtime.indexes,
-                )
-                seconds = time.perf_counter() - start
+            ingest(runtime.job_services(), [PROBE, PROBE_KEPT], extract_graph=False)
+            refresh_in_process(runtime.graph_services(), rebuild=False)
+            probe = _counted_delete(runtime, PROBE.id, url, backend == "neo4j")
+            real = _counted_delete(runtime, docs[DELETED].id, url, backend == "neo4j")
         finally:
             runtime.close()
-    graph = deleted.graph.as_dict()
-    row: dict[str, Any] = {
+    return {
         "documents": count,
         "chunks": chunks,
         "communities": communities,
-        "reach": reached,
-        "delete_s": round(seconds, 3),
-        "reports_refreshed": graph["reports_refreshed"],
-        "reports_recovered": graph["reports_recovered"],
+        "probe": probe,
+        "corpus": real,
     }
-    if backend != "postgresql":
-        row["sqlite_statements"] = lite["statements"]
-        row["sqlite_vm_steps"] = lite["vm_steps"]
-    row.update({f"pg_{k}": v for k, v in pg.items()})
-    row.update({f"cypher_{k}": v for k, v in bolt.items()})
-    return row
 
 
 def _ratios(small: dict[str, Any], large: dict[str, Any]) -> dict[str, float | None]:
@@ -247,7 +277,12 @@ def main() -> None:
                     env.update(bolt)
                     out["neo4j_server"] = bolt.get("NEO4J_STAND_IN") or bolt["NEO4J_URI"]
                 rows = [one_delete(backend, n, scratch, cache, env) for n in out["sizes"]]
-            out[backend] = {"sizes": rows, "larger_over_smaller": _ratios(rows[0], rows[1])}
+            out[backend] = {
+                "sizes": rows,
+                "larger_over_smaller": {
+                    k: _ratios(rows[0][k], rows[1][k]) for k in ("probe", "corpus")
+                },
+            }
             print(json.dumps({backend: out[backend]}), flush=True)
     print(json.dumps(out))
 

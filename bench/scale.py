@@ -8,8 +8,14 @@ documents are made by recombining their paragraphs (seeded: two paragraphs of tw
 real documents under a new id), so a larger size is a superset of a smaller one with the
 same kind of text. The edited and the deleted documents lend no paragraph, so their own
 text appears once at every size (the entities they share with other documents still gain
-mentions as the corpus grows). Each size runs in a fresh data directory, in a child process of its
-own (peak memory is that process's), and prints one JSON line: ingest chunks/s, the
+mentions as the corpus grows, so their change grows: ``edit_reach``, ``delete_reach``).
+The probe is the same change at every size: two short runbooks written for the bench
+(:data:`PROBE`, :data:`PROBE_KEPT`) whose invented names no corpus document holds,
+ingested and built after the corpus; one is edited, then deleted (``probe_edit_*``,
+``probe_delete_*``), which rewrites their community's report.
+
+Each size runs in a fresh data directory, in a child process of its own (peak memory is
+that process's), and prints one JSON line: ingest chunks/s, the
 ``graph build`` seconds and peak RSS, then the cost of a one-document edit (re-ingest and
 build), a delete, a global question cold (a fresh runtime) and warm, and listing the
 level-0 communities with their reports; each also as the ratio to the smallest size.
@@ -51,7 +57,12 @@ from app.ingest import ingest
 from app.lifecycle import delete_documents
 from app.refresh import refresh_in_process
 from app.runtime import open_runtime
-from bench.common import fresh_first_answer, machine, read_documents, runtime_for
+from bench.common import (
+    fresh_answer_times,
+    machine,
+    read_documents,
+    runtime_for,
+)
 from lore.embedders import Embedder, Matrix
 from lore.models import SourceDocument
 from lore.settings import load_settings
@@ -61,6 +72,30 @@ from retrieval.view_snapshot import ViewSnapshots
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 EDITED, DELETED = 13, 7  # positions every size holds (real documents, ops and SciFact)
 QUESTION = "What recurring causes and remedies show up across these documents?"
+
+PROBE = SourceDocument(
+    "probe/quorvane-lease.md",
+    "probe/quorvane-lease.md",
+    "# Quorvane ledger lease lost\n\n"
+    "When QRV-7781 shows in the Quorvane ledger daemon's log, the daemon has lost its lease"
+    " on the Tessaly lock service. Run `tessalyctl reclaim --ledger quorvane-east` and"
+    " watch /srv/quorvane/journal for the Vellicott replay marker.\n\n"
+    "If the Vellicott replay does not finish within ten minutes, page the Marrowfield"
+    " storage team and set QUORVANE_READONLY=1 until Tessaly answers again.\n",
+    "Quorvane ledger lease lost",
+    {},
+)  # written for this bench: no corpus document names these things
+PROBE_KEPT = SourceDocument(
+    "probe/quorvane-ledger.md",
+    "probe/quorvane-ledger.md",
+    "# Quorvane ledger daemon\n\n"
+    "The Quorvane ledger daemon holds a lease on the Tessaly lock service and renews it"
+    " every thirty seconds. The Marrowfield storage team owns the daemon and"
+    " `tessalyctl`; its journal lives in /srv/quorvane/journal and every restart ends"
+    " with a Vellicott replay.\n",
+    "Quorvane ledger daemon",
+    {},
+)  # shares the probe's names and stays: deleting the probe rewrites their community
 
 
 def corpus(count: int, data: Path = DATA) -> list[SourceDocument]:
@@ -164,6 +199,9 @@ def fill_cache(count: int, path: Path, scratch: Path) -> dict[str, Any]:
     }
 
 
+STEP = 10  # VM steps per progress call: a statement of fewer steps counts none
+
+
 def _rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
@@ -184,14 +222,14 @@ def sqlite_work(runtime: Any) -> Iterator[dict[str, int]]:
             connections.append(connection)
 
     def step() -> int:
-        found["vm_steps"] += 100
+        found["vm_steps"] += STEP
         return 0
 
     def statement(_: str) -> None:
         found["statements"] += 1
 
     for connection in connections:
-        connection.set_progress_handler(step, 100)
+        connection.set_progress_handler(step, STEP)
         connection.set_trace_callback(statement)
     try:
         yield found
@@ -221,6 +259,50 @@ def reach(runtime: Any, document_id: str) -> dict[str, int]:
     }
 
 
+def timed_edit(runtime: Any, target: SourceDocument, sentence: str) -> dict[str, Any]:
+    """Re-ingest ``target`` with one sentence more and build: seconds and work."""
+    edited = SourceDocument(
+        target.id,
+        target.source,
+        target.text + "\n\n" + sentence + "\n",
+        target.title,
+        dict(target.metadata),
+    )
+    reached = reach(runtime, target.id)
+    start = time.perf_counter()
+    with sqlite_work(runtime) as work:
+        ingest(runtime.job_services(), [edited], extract_graph=False)
+        built, _ = refresh_in_process(runtime.graph_services(), rebuild=False)
+    return {
+        "reach": reached,
+        "s": round(time.perf_counter() - start, 2),
+        "reports_written": built.reports_written,
+        "reports_recovered": built.reports_recovered,
+        "clustering": built.clustering,
+        "statements": work["statements"],
+        "vm_steps": work["vm_steps"],
+    }
+
+
+def timed_delete(runtime: Any, document_id: str) -> dict[str, Any]:
+    """Delete one document through the cascade every door runs: seconds and work."""
+    reached = reach(runtime, document_id)
+    start = time.perf_counter()
+    with sqlite_work(runtime) as work:
+        deleted = delete_documents(
+            runtime.graph_services(), runtime.jobs(), [document_id], indexes=runtime.indexes
+        )
+    graph = deleted.graph.as_dict()
+    return {
+        "reach": reached,
+        "s": round(time.perf_counter() - start, 2),
+        "reports_refreshed": graph["reports_refreshed"],
+        "reports_recovered": graph["reports_recovered"],
+        "statements": work["statements"],
+        "vm_steps": work["vm_steps"],
+    }
+
+
 def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, Any]:
     """Every figure for one size (run in its own process)."""
     docs = corpus(count)
@@ -240,29 +322,17 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
     build_s = time.perf_counter() - start
     build_rss = _rss_mb()
 
-    edit_reach = reach(runtime, docs[EDITED].id)
-    delete_reach = reach(runtime, docs[DELETED].id)
-    target = docs[EDITED]  # the same document at every size: the same change
-    edited = SourceDocument(
-        target.id,
-        target.source,
-        target.text + "\n\nSince the scale run, E_SCALE_CANARY pages the on-call engineer.\n",
-        target.title,
-        dict(target.metadata),
+    # the probe: two documents written for the bench, whose names no corpus document
+    # holds, so editing or deleting one is the same change at every size
+    ingest(runtime.job_services(), [PROBE, PROBE_KEPT], extract_graph=False)
+    refresh_in_process(runtime.graph_services(), rebuild=False)
+    probe_edit = timed_edit(runtime, PROBE, "Since the scale run, QRV-7782 pages Marrowfield.")
+    # a real document, whose reach grows with the corpus
+    edit = timed_edit(
+        runtime, docs[EDITED], "Since the scale run, E_SCALE_CANARY pages the on-call engineer."
     )
-    start = time.perf_counter()
-    with sqlite_work(runtime) as edit_work:
-        ingest(runtime.job_services(), [edited], extract_graph=False)
-        edit, _ = refresh_in_process(runtime.graph_services(), rebuild=False)
-    edit_s = time.perf_counter() - start
-
-    victim = docs[DELETED].id
-    start = time.perf_counter()
-    with sqlite_work(runtime) as delete_work:
-        deleted = delete_documents(
-            runtime.graph_services(), runtime.jobs(), [victim], indexes=runtime.indexes
-        )
-    delete_s = time.perf_counter() - start
+    probe_delete = timed_delete(runtime, PROBE.id)
+    delete = timed_delete(runtime, docs[DELETED].id)
     runtime.close()
 
     fresh = open_runtime(load_settings(data_dir=scratch / "data"), embedder=embedder)
@@ -281,10 +351,10 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
     # global answer by the first local answer. Without the view kept on disk (the first
     # process after a write too large for the view log) it reads every report and writes
     # the snapshot; the next process loads it (retrieval/view_snapshot.py)
-    first_local_s = fresh_first_answer(scratch / "data", QUESTION, "local")
+    local_printed_s, first_local_s = fresh_answer_times(scratch / "data", QUESTION, "local")
     ViewSnapshots.of(scratch / "data").remove()
-    first_global_read_s = fresh_first_answer(scratch / "data", QUESTION, "global")
-    first_global_s = fresh_first_answer(scratch / "data", QUESTION, "global")
+    answered_s, first_global_read_s = fresh_answer_times(scratch / "data", QUESTION, "global")
+    global_printed_s, first_global_s = fresh_answer_times(scratch / "data", QUESTION, "global")
     return {
         "documents": count,
         "chunks": chunks,
@@ -294,19 +364,10 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
         "build_peak_rss_mb": build_rss,
         "communities": communities,
         "build_reports_written": built.reports_written,
-        "edit_reach": edit_reach,
-        "delete_reach": delete_reach,
-        "edit_s": round(edit_s, 2),
-        "edit_reports_written": edit.reports_written,
-        "edit_reports_recovered": edit.reports_recovered,
-        "edit_clustering": edit.clustering,
-        "edit_statements": edit_work["statements"],
-        "edit_vm_steps": edit_work["vm_steps"],
-        "delete_s": round(delete_s, 2),
-        "delete_statements": delete_work["statements"],
-        "delete_vm_steps": delete_work["vm_steps"],
-        "delete_reports_refreshed": deleted.graph.as_dict()["reports_refreshed"],
-        "delete_reports_recovered": deleted.graph.as_dict()["reports_recovered"],
+        **{f"edit_{k}": v for k, v in edit.items()},
+        **{f"delete_{k}": v for k, v in delete.items()},
+        **{f"probe_edit_{k}": v for k, v in probe_edit.items()},
+        **{f"probe_delete_{k}": v for k, v in probe_delete.items()},
         "embeddings_cached": cache is not None,
         "global_cold_s": round(cold_s, 2),
         "global_warm_s": round(warm_s, 3),
@@ -318,6 +379,13 @@ def one_size(count: int, scratch: Path, cache: Path | None = None) -> dict[str, 
         "first_global_no_snapshot_over_first_local": round(
             first_global_read_s / max(first_local_s, 1e-9), 2
         ),
+        # until each process printed its answer (the exits above include the snapshot's
+        # write and the stores' closing)
+        "first_local_answer_printed_s": local_printed_s,
+        "first_global_answer_printed_s": global_printed_s,
+        "first_global_answer_no_snapshot_printed_s": answered_s,
+        "printed_global_over_local": round(global_printed_s / max(local_printed_s, 1e-9), 2),
+        "printed_global_no_snapshot_over_local": round(answered_s / max(local_printed_s, 1e-9), 2),
     }
 
 
@@ -327,6 +395,10 @@ RATIOS = (
     "edit_vm_steps",
     "delete_s",
     "delete_vm_steps",
+    "probe_edit_s",
+    "probe_edit_vm_steps",
+    "probe_delete_s",
+    "probe_delete_vm_steps",
     "global_cold_s",
     "global_warm_s",
     "communities_level0_s",
