@@ -36,9 +36,10 @@ Two documents are deleted at each size, each measured alone:
   corpus: this is the acceptance figure;
 - ``corpus``: a real document of the corpus (``bench.scale.DELETED``). Its entities gain
   mentions as the corpus grows, so its delete reads more because its change is larger;
-  read it per report refreshed. Vectors are
-kept by text in a SQLite file (``--embed-cache``, default in the scratch directory) so
-each text is embedded once for all backends.
+  read it per report refreshed.
+
+Vectors are kept by text in a SQLite file (``--embed-cache``, default in the scratch
+directory) so each text is embedded once for all backends.
 """
 
 from __future__ import annotations
