@@ -347,6 +347,8 @@ class GlobalSearcher:
     _pending_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # the snapshots' forget count when the view was last read from the store or disk
     _read_epoch: int | None = field(default=None, init=False)
+    # the forget count when this process last wrote back a snapshot a delete removed
+    _put_back_at: int | None = field(default=None, init=False)
 
     def reports_view(
         self,
@@ -379,8 +381,11 @@ class GlobalSearcher:
         changed: _Changed
         if patched is not None:
             view, changed = patched
-            # a snapshot behind the store, patched: the next process reads this one
-            self._snapshot_due = self._snapshot_due or (restored and changed is not None)
+            # a snapshot behind the store, patched, or one a delete removed: the next
+            # process reads this view instead of the store's every report
+            self._snapshot_due = self._snapshot_due or (
+                changed is not None and (restored or self._snapshot_gone())
+            )
         else:
             reports = self.graph.reports()
             communities = self.graph.communities() if reports else []
@@ -391,6 +396,22 @@ class GlobalSearcher:
             with self._view_lock:
                 self._view = view
         return view.reports, view.views, changed
+
+    def _snapshot_gone(self) -> bool:
+        """Whether a delete removed the snapshot since this process last put one back.
+
+        A delete that changes a report's text removes the snapshot (the text it quoted
+        must be in no file); a process that keeps its view current by patches writes
+        it back, once per delete, so that the next new process does not read the store
+        whole. (Once: a folder that cannot be written is not tried at every question.)
+        """
+        snapshots, epoch = self.snapshots, self._read_epoch
+        if snapshots is None or epoch is None or epoch == self._put_back_at:
+            return False
+        if snapshots.path.exists():
+            return False
+        self._put_back_at = epoch
+        return True
 
     def _patched(self, cached: _View | None) -> tuple[_View, _Patch | None] | None:
         """The cached view with the communities written since read again (None: can't).

@@ -270,3 +270,43 @@ def test_the_snapshot_is_written_after_the_question_that_read_the_view_is_answer
     assert seen_while_answering == [False]
     assert saving.is_set()  # written once the answer was out
     assert (data_dir / "views" / FILE_NAME).is_file()
+
+
+def test_a_process_that_keeps_its_view_current_puts_back_a_snapshot_a_delete_removed(
+    data_dir: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    """A server answers after a delete from its patched view and writes it back, once."""
+    from app.lifecycle import delete_documents
+
+    server = make_runtime(data_dir, local_embedder)
+    opened.append(server)
+    ask = AskRequest(question=QUESTION, mode="global")
+    asyncio.run(server.queries().ask(ask))
+    searcher = server.queries().asker.global_searcher
+    searcher.wait_for_snapshot()
+    snapshots = ViewSnapshots.of(data_dir)
+    held = snapshots.path.read_bytes()
+    document_of = {chunk: document for _, chunk, document in server.store.chunk_refs()}
+    cited: dict[str, int] = {}  # the document whose chunks the most reports cite
+    for report in server.graph().reports():
+        for chunk in report.chunk_ids:
+            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
+    victim = max(cited, key=lambda d: cited[d])
+    gone = sorted(server.store.chunk_ids_of_documents([victim]))
+    assert any(c.encode() in held for c in gone)
+
+    deleted = delete_documents(
+        server.graph_services(), server.jobs(), [victim], indexes=server.indexes
+    )
+    assert deleted.graph.as_dict()["reports_refreshed"] > 0
+    assert not snapshots.path.exists()  # the delete's forgetting removed it
+    after = asyncio.run(server.queries().ask(ask))  # the view patched by id
+    searcher.wait_for_snapshot()
+    assert snapshots.path.exists()  # written back from the patched view
+    assert not any(c.encode() in snapshots.path.read_bytes() for c in gone)
+
+    fresh, whole = _ask(opened, data_dir, local_embedder)
+    assert whole == 0  # the next process reads the snapshot, not the store
+    assert fresh == after.answer
+    read, whole = _ask(opened, data_dir, local_embedder, snapshot=False)
+    assert whole == 2 and read == fresh
