@@ -128,12 +128,12 @@ def fresh_answer_times(data_dir: Path, question: str, mode: str) -> tuple[float,
     command = [*lore_command(), "--data-dir", str(data_dir), "ask", "--mode", mode, question]
     start = time.perf_counter()
     with subprocess.Popen(
-        [*command, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        [*command, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as process:
         assert process.stdout is not None
-        process.stdout.read(1)  # the answer's JSON is printed in one piece
+        first = process.stdout.read(1)  # the answer's JSON is printed in one piece
         answered = time.perf_counter() - start
-        process.stdout.read()
-        if process.wait() != 0:
-            raise subprocess.CalledProcessError(process.returncode, command)
+        rest, errors = process.communicate()  # both streams, so neither pipe fills
+        if process.returncode != 0:  # what it said is kept, as subprocess.run(check=True)
+            raise subprocess.CalledProcessError(process.returncode, command, first + rest, errors)
     return round(answered, 2), round(time.perf_counter() - start, 2)
