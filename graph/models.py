@@ -137,7 +137,7 @@ class CommunityReport:
             Finding(
                 f["text"],
                 tuple(f["entities"]),
-                tuple(tuple(r) for r in f["relations"]),
+                tuple(map(tuple, f["relations"])),
                 tuple(f["chunks"]),
             )
             for f in data["findings"]

@@ -11,13 +11,22 @@ arenas and by 37 MB with two, most of it in the first 100 s, at the same latenci
 command and every Celery worker process therefore caps the arenas at :data:`ARENAS`
 when it starts, unless ``MALLOC_ARENA_MAX`` is set (glibc then applies the user's value
 itself). Nothing happens off glibc (macOS, musl).
+
+Python's own collector of reference cycles is paused (:func:`paused_gc`) while a block
+builds a large structure that lives on, such as a new process's global view (every
+report, its terms and vectors). Each full collection walks every object the process
+holds, and a read that allocates a few million objects set off several of them.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 ARENAS = 2
 _M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
@@ -33,3 +42,39 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
     except (OSError, AttributeError):  # not glibc
         return False
     return bool(mallopt(_M_ARENA_MAX, arenas))
+
+
+class _Pauses:
+    """How many blocks pause the collector now, and whether it ran before the first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.resume = False
+
+
+_PAUSES = _Pauses()
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block (reference counting goes on).
+
+    For a block that builds many objects which outlive it and hold no cycles to
+    collect: without the pause, each full collection during the block walks every
+    object of the process. Blocks may nest and run in several threads at once; the
+    collector runs again when the last one ends, unless it was off before the first
+    (a caller's own ``gc.disable()`` is kept).
+    """
+    with _PAUSES.lock:
+        if _PAUSES.count == 0:
+            _PAUSES.resume = gc.isenabled()
+            gc.disable()
+        _PAUSES.count += 1
+    try:
+        yield
+    finally:
+        with _PAUSES.lock:
+            _PAUSES.count -= 1
+            if _PAUSES.count == 0 and _PAUSES.resume:
+                gc.enable()

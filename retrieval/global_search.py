@@ -50,6 +50,7 @@ from graph.models import CommunityReport
 from graph.store import CommunityReader
 from lore.embedders import Embedder, Matrix
 from lore.errors import InvalidRequestError
+from lore.memory import paused_gc
 from retrieval.analyzer import Analyzer
 from retrieval.fusion import weighted_rrf
 from retrieval.keypoints import (
@@ -523,8 +524,10 @@ class GlobalSearcher:
         """The reports' sizes, the level to read, its view and scorer (None: no reports).
 
         Each is cached (per graph generation, per view): a second call costs lookups.
+        A read builds millions of objects that live on with the view: the cyclic
+        collector is paused meanwhile (:func:`~lore.memory.paused_gc`).
         """
-        with self._ready_lock:
+        with self._ready_lock, paused_gc():
             return self._ready_now(budget_tokens, level)
 
     def _ready_now(

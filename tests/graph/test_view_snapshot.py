@@ -9,6 +9,7 @@ compared with a runtime that has no snapshot to read (the file removed).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import sqlite3
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from app.runtime import Runtime
+from graph.stores.local import LocalGraphStore
 from lore.embedders import LocalEmbedder
 from retrieval.ask_contract import AskRequest
 from retrieval.view_snapshot import FILE_NAME, ViewSnapshots
@@ -310,3 +312,31 @@ def test_a_process_that_keeps_its_view_current_puts_back_a_snapshot_a_delete_rem
     assert fresh == after.answer
     read, whole = _ask(opened, data_dir, local_embedder, snapshot=False)
     assert whole == 2 and read == fresh
+
+
+def test_the_cyclic_collector_is_paused_while_the_view_is_read(
+    data_dir: Path,
+    opened: list[Runtime],
+    local_embedder: LocalEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole read and a snapshot's load build millions of objects that live on."""
+    enabled: dict[str, list[bool]] = {"reports": [], "load": []}
+    reports, load = LocalGraphStore.reports, ViewSnapshots.load
+
+    def watched_reports(self: LocalGraphStore, *args: Any, **kwargs: Any) -> Any:
+        enabled["reports"].append(gc.isenabled())
+        return reports(self, *args, **kwargs)
+
+    def watched_load(self: ViewSnapshots, *args: Any, **kwargs: Any) -> Any:
+        enabled["load"].append(gc.isenabled())
+        return load(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalGraphStore, "reports", watched_reports)
+    monkeypatch.setattr(ViewSnapshots, "load", watched_load)
+    _, whole = _ask(opened, data_dir, local_embedder)  # read whole
+    assert whole == 2
+    _, whole = _ask(opened, data_dir, local_embedder)  # loaded from the snapshot
+    assert whole == 0
+    assert enabled == {"reports": [False], "load": [False]}
+    assert gc.isenabled()  # and running again once the view is read

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 
+from lore.memory import paused_gc
 from tests.conftest import ROOT
 
 PROBE = textwrap.dedent(
@@ -53,3 +56,37 @@ def test_a_users_setting_is_left_to_glibc() -> None:
     env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
     applied, _ = _arenas(env)
     assert applied == "False"
+
+
+def test_the_collector_is_paused_for_the_outermost_block_and_runs_after_it() -> None:
+    assert gc.isenabled()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def other_block() -> None:  # a second thread's block, still open when ours ends
+        with paused_gc():
+            inside.set()
+            leave.wait(5)
+
+    thread = threading.Thread(target=other_block)
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block's end does not resume it
+        thread.start()
+        assert inside.wait(5)
+    assert not gc.isenabled()  # the other thread's block still pauses it
+    leave.set()
+    thread.join(5)
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_turned_off_stays_off() -> None:
+    gc.disable()
+    try:
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
