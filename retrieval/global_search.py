@@ -481,9 +481,7 @@ class GlobalSearcher:
             scorer = HybridScorer(
                 self.analyzer, self.embedder, df, n, cache=self._vectors, known=known
             )
-            bm25 = ReportBM25(
-                self.analyzer, [report_text(r) for r in view], terms=[t.all() for t in analysed]
-            )
+            bm25 = ReportBM25(self.analyzer, (), terms=[t.all() for t in analysed])
             matrix = StatementMatrix.of(scorer, view)
             self._scorers = {key: (scorer, bm25, matrix)}  # one view at a time; vectors outlive it
         return self._scorers[key]

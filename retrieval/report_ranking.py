@@ -31,7 +31,8 @@ _STATE = ("_avg", "_terms", "_texts", "_counts", "_starts", "_n", "_norm")
 class ReportBM25:
     """BM25 (k1 1.2, b 0.75) over a fixed list of report texts.
 
-    ``terms``: each text's terms, when the caller has them (else the analyzer's).
+    ``terms``: each text's terms, when the caller has them (else the analyzer's); the
+    texts may then be left empty, since only their terms are read.
     """
 
     analyzer: Analyzer
@@ -41,7 +42,7 @@ class ReportBM25:
     terms: Sequence[Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
-        if self.terms is not None and len(self.terms) != len(self.texts):
+        if self.terms is not None and self.texts and len(self.terms) != len(self.texts):
             raise ValueError("one list of terms per text")
         tokens = self.terms if self.terms is not None else map(self.analyzer.tokens, self.texts)
         # postings built on arrays: every (term, text) pair once, grouped by term, so a

@@ -71,6 +71,8 @@ def test_scores_and_ranking_equal_the_loops_they_replace(seed: int) -> None:
     question = " ".join(rng.sample(WORDS, 3)) + " unknownword"
     bm25 = ReportBM25(ANALYZER, texts)
     assert bm25.scores(question).tolist() == reference_scores(texts, question)
+    by_terms = ReportBM25(ANALYZER, (), terms=[ANALYZER.tokens(t) for t in texts])
+    assert by_terms.scores(question).tolist() == bm25.scores(question).tolist()
     vectors = np.random.default_rng(seed).normal(size=(150, 8)).astype(np.float32)
     vectors[::7] = vectors[3]  # equal cosines: ties broken as before
     query = vectors[5] / np.linalg.norm(vectors[5])
