@@ -64,7 +64,8 @@ def paused_gc() -> Iterator[None]:
     collect: without the pause, each full collection during the block walks every
     object of the process. Blocks may nest and run in several threads at once; the
     collector runs again when the last one ends, unless it was off before the first
-    (a caller's own ``gc.disable()`` is kept).
+    (a caller's own ``gc.disable()`` is kept), with what the blocks built in its
+    oldest generation (:func:`_promote_young`).
     """
     with _PAUSES.lock:
         if _PAUSES.count == 0:
@@ -77,4 +78,20 @@ def paused_gc() -> Iterator[None]:
         with _PAUSES.lock:
             _PAUSES.count -= 1
             if _PAUSES.count == 0 and _PAUSES.resume:
+                _promote_young()
                 gc.enable()
+
+
+def _promote_young() -> None:
+    """Move every object of the young generations to the oldest, without walking them.
+
+    Resumed as it was, the collector would walk all that the block built at once (its
+    young generation holds it all: 0.2 s for a view of 10k reports), then again in the
+    middle generation, though the objects live on. Freezing and unfreezing moves them
+    to the oldest generation in constant time, where the next full collection examines
+    them (cycles among them are still found). Skipped when objects are frozen on purpose
+    (before a fork, say): unfreezing would release them.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

@@ -90,3 +90,27 @@ def test_a_collector_the_caller_turned_off_stays_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_what_a_paused_block_built_goes_to_the_oldest_generation_unwalked() -> None:
+    with paused_gc():
+        built = [[i] for i in range(10_000)]  # lists: objects the collector tracks
+    assert gc.get_count()[0] < 100  # no walk of the 10,000 is due
+    young = {id(o) for o in gc.get_objects(generation=0)} | {
+        id(o) for o in gc.get_objects(generation=1)
+    }
+    assert not any(id(o) in young for o in built)
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in oldest for o in built)
+    assert gc.get_freeze_count() == 0  # nothing left frozen
+
+
+def test_objects_frozen_on_purpose_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
