@@ -1,15 +1,22 @@
 """``lore ask`` end to end on the demo corpus, and the README's example questions."""
 
 import asyncio
+import io
 import json
 import re
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from api.cli import main
 from app.runtime import Runtime
 from retrieval.ask_contract import AskRequest
 from retrieval.router import RouteContext, RouteDecision
+from retrieval.view_snapshot import ViewSnapshots
 from tests.conftest import CORPUS, ROOT, global_citations_ok
 from tests.e2e.test_cli import lore
 
@@ -140,3 +147,35 @@ def test_a_second_lore_ask_reads_the_view_the_first_kept(data: Path) -> None:
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert snapshot.stat().st_mtime_ns == written  # read, not written again
+
+
+def test_lore_ask_prints_its_answer_before_it_writes_the_view_s_snapshot(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write (a second at 10k reports) may end after the answer is out, not before."""
+    snapshot = data / "views" / "global.pickle"
+    snapshot.unlink(missing_ok=True)  # so this process reads the view whole and writes it
+    printed_before: list[bytes] = []
+    save = ViewSnapshots.save
+
+    def watched_save(self: ViewSnapshots, *args: Any, **kwargs: Any) -> Any:
+        # a write that ends only once the answer is out (or after 10 s without it)
+        out = sys.stdout.buffer
+        assert isinstance(out, io.BytesIO)  # click's runner captures into one
+        deadline = time.monotonic() + 10
+        while not out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        printed_before.append(out.getvalue())
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(ViewSnapshots, "save", watched_save)
+    question = "What recurring root causes show up across the incident postmortems?"
+    result = CliRunner().invoke(
+        main,
+        ["--data-dir", str(data), "ask", question, "--mode", "global", "--json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert snapshot.is_file()
+    assert len(printed_before) == 1
+    assert json.loads(printed_before[0])["mode"] == "global"  # the whole answer was out
