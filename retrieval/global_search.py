@@ -242,22 +242,41 @@ class ReportSizes(Mapping[str, int]):
             self._bounds[key] = (len(text.split()), len(text))
         return self._bounds[key]
 
-    def floors(self) -> dict[str, int]:
-        """Every report's floor."""
-        return {c: self.bounds(c)[0] for c in self._reports}
+    def floors(self) -> Mapping[str, int]:
+        """Every report's floor, each worked out when first asked for."""
+        return _Floors(self)
 
     def level_tokens(self, view: Sequence[CommunityReport], budget_tokens: int) -> int:
         """A view's tokens, exact where it matters: as :func:`choose_level` compares them.
 
-        The floor when even it passes the budget, the ceiling when even it fits, else
-        the exact sum.
+        A floor when even it passes the budget (of the reports it took to pass it: a
+        large graph's deep views are decided by their first few hundred reports), the
+        ceiling when even it fits, else the exact sum.
         """
         ids = [r.community_id for r in view]
-        low = sum(self.bounds(c)[0] for c in ids)
-        if low > budget_tokens:
-            return low
+        low = 0
+        for community_id in ids:
+            low += self.bounds(community_id)[0]
+            if low > budget_tokens:
+                return low
         high = sum(self.bounds(c)[1] for c in ids)
         return high if high <= budget_tokens else sum(self[c] for c in ids)
+
+
+class _Floors(Mapping[str, int]):
+    """:meth:`ReportSizes.floors`: a report's floor, worked out when asked for."""
+
+    def __init__(self, sizes: ReportSizes) -> None:
+        self._sizes = sizes
+
+    def __getitem__(self, community_id: str) -> int:
+        return self._sizes.bounds(community_id)[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._sizes)
 
 
 def batches(
@@ -333,7 +352,7 @@ class GlobalSearcher:
     _ready_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # per view (by identity: a view is replaced, never changed): the sizes for a budget
     # (views, budget, sizes, tokens per level, floors), the scorer's key, the positions
-    _sized: tuple[object, int, ReportSizes, dict[int, int], dict[str, int]] | None = field(
+    _sized: tuple[object, int, ReportSizes, dict[int, int], Mapping[str, int]] | None = field(
         default=None, init=False
     )
     _keyed: tuple[object, int] | None = field(default=None, init=False)
@@ -685,7 +704,7 @@ class GlobalSearcher:
         if saving is not None:
             saving.join(timeout)
 
-    def _floors(self, tokens: ReportSizes) -> dict[str, int]:
+    def _floors(self, tokens: ReportSizes) -> Mapping[str, int]:
         """Every report's floor (as :meth:`ReportSizes.floors`), kept with the sizes."""
         sized = self._sized
         return sized[4] if sized is not None and sized[2] is tokens else tokens.floors()

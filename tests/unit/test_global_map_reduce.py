@@ -265,9 +265,12 @@ def test_report_sizes_count_only_the_reports_a_decision_needs() -> None:
         counted.append(report.community_id)
         return 45  # a little above its 42 words
 
-    sizes = ReportSizes(reports, count)
-    # the whole view's floor (30 x 42 words) passes a budget of 500: no report is counted
+    bounds: dict[tuple[str, str], tuple[int, int]] = {}
+    sizes = ReportSizes(reports, count, bounds)
+    # the whole view's floor (30 x 42 words) passes a budget of 500: no report is counted,
+    # and the first 12 reports' floors (504 words) already decide it
     assert sizes.level_tokens(reports, 500) > 500 and counted == []
+    assert len(bounds) == 12
     # its ceiling (its characters) fits a budget of 10,000: still none counted
     assert sizes.level_tokens(reports, 10_000) <= 10_000 and counted == []
     # the same picks as exact counts, counting only those that could fit
