@@ -3,7 +3,7 @@
 A global question ranks every report of a level (:mod:`retrieval.global_search`): a
 process reads all reports and communities, checks the stored report vectors and terms
 against them, and builds the report BM25, the statement matrix and the chunk-to-report
-index. That is Python work per report: ~2 s at 10k reports, paid by the first global
+index. That is Python work per report: ~1.3 s at 10k reports, paid by the first global
 question of every new process (each ``lore ask``, each server or worker start).
 
 A snapshot keeps what that work built, in one file of the data directory
