@@ -29,6 +29,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 ARENAS = 2
+PROMOTE_AT = 50_000
+"""Young objects a paused block must leave for them to be promoted (:func:`_promote_young`).
+
+A block that read a view leaves millions; a question answered from a view read before
+leaves a few hundred, which the collector then treats as ever (so garbage cycles among
+them are collected young, not left to the rarer full collections)."""
 _M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
 
 
@@ -64,8 +70,8 @@ def paused_gc() -> Iterator[None]:
     collect: without the pause, each full collection during the block walks every
     object of the process. Blocks may nest and run in several threads at once; the
     collector runs again when the last one ends, unless it was off before the first
-    (a caller's own ``gc.disable()`` is kept), with what the blocks built in its
-    oldest generation (:func:`_promote_young`).
+    (a caller's own ``gc.disable()`` is kept); what the blocks built goes to its oldest
+    generation when that is :data:`PROMOTE_AT` objects or more (:func:`_promote_young`).
     """
     with _PAUSES.lock:
         if _PAUSES.count == 0:
@@ -78,7 +84,8 @@ def paused_gc() -> Iterator[None]:
         with _PAUSES.lock:
             _PAUSES.count -= 1
             if _PAUSES.count == 0 and _PAUSES.resume:
-                _promote_young()
+                if gc.get_count()[0] >= PROMOTE_AT:
+                    _promote_young()
                 gc.enable()
 
 

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import threading
 
-from lore.memory import paused_gc
+from lore.memory import PROMOTE_AT, paused_gc
 from tests.conftest import ROOT
 
 PROBE = textwrap.dedent(
@@ -94,8 +94,8 @@ def test_a_collector_the_caller_turned_off_stays_off() -> None:
 
 def test_what_a_paused_block_built_goes_to_the_oldest_generation_unwalked() -> None:
     with paused_gc():
-        built = [[i] for i in range(10_000)]  # lists: objects the collector tracks
-    assert gc.get_count()[0] < 100  # no walk of the 10,000 is due
+        built = [[i] for i in range(PROMOTE_AT)]  # lists: objects the collector tracks
+    assert gc.get_count()[0] < 100  # no walk of them is due
     young = {id(o) for o in gc.get_objects(generation=0)} | {
         id(o) for o in gc.get_objects(generation=1)
     }
@@ -114,3 +114,12 @@ def test_objects_frozen_on_purpose_stay_frozen() -> None:
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_small_block_s_objects_stay_young() -> None:
+    """A question answered from a cached view: its few objects are collected as ever."""
+    gc.collect()
+    with paused_gc():
+        built = [[i] for i in range(300)]
+    young = {id(o) for o in gc.get_objects(generation=0)}
+    assert all(id(o) in young for o in built)
