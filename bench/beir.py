@@ -41,6 +41,8 @@ METHODS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {
     "relative_score": ({}, {"preset": "relative_score"}),
     "tfidf": ({"sparse": {"engine": "tfidf"}}, SPARSE),
     "hybrid_mmr": ({}, {"preset": "mmr"}),
+    # dense pseudo-relevance feedback (retrieval.feedback), off by default: see docs/quality.md
+    "hybrid_feedback": ({}, {"hybrid_params": {"feedback_boost": 1.0}}),
 }
 
 

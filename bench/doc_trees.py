@@ -1,7 +1,7 @@
 """A documentation tree nobody tuned to: identifiers, paraphrases, global answers, routes, chrome.
 
     python -m bench.doc_trees --tree /usr/share/doc/git-doc --sets bench/data/doc_trees/git
-        --work /tmp/lore-doc-git [--reuse] [--ingest-only]
+        --work /tmp/lore-doc-git [--reuse] [--ingest-only] [--setting search.feedback_boost=1]
 
 Ingests the tree's HTML pages with the product's own command, in a child process
 (``lore --data-dir WORK ingest --include '*.html' PATHS --json``: the pages under the
@@ -260,7 +260,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, required=True, help="the data directory to use")
     parser.add_argument("--reuse", action="store_true", help="keep an ingested work directory")
     parser.add_argument("--ingest-only", action="store_true", help="ingest, build, stop")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=JSON",
+        help="a setting of the measuring process, e.g. search.feedback_boost=1 (repeatable; "
+        "the fresh-process timings keep the defaults)",
+    )
     args = parser.parse_args(argv)
+    sections: dict[str, dict[str, Any]] = {}
+    for item in args.setting:
+        name, _, value = item.partition("=")
+        section, _, key = name.partition(".")
+        sections.setdefault(section, {})[key] = json.loads(value)
     meta_file = args.sets / "tree.json"
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     under: list[str] = list(meta.get("under", []))
@@ -281,6 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     out: dict[str, Any] = {
         "dataset": {**meta, "tree": str(args.tree), "sets": str(args.sets)},
+        "settings": sections,
         "machine": machine(),
         "ingest": ingest,
     }
@@ -295,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
         / max(out["fresh_process"]["first_local_answer_s"], 1e-9),
         2,
     )
-    runtime = runtime_for(args.work)
+    runtime = runtime_for(args.work, **sections)
     pages = _pages(runtime, args.tree)
     out["chunks"] = runtime.store.counts()["chunks"]
     out["identifiers"] = _recall(runtime, pages, sets["identifiers"], (1, 5))

@@ -194,6 +194,17 @@ class SearchSettings(Section):
         le=1,
         description="cast the exact vote when identifiers are this share of the query's words",
     )
+    feedback_boost: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "weight of the dense feedback list (the query moved toward its best passages), "
+            "relative to dense_weight; 0 = off"
+        ),
+    )
+    feedback_passages: int = Field(
+        3, ge=1, le=50, description="best dense passages the feedback query moves toward"
+    )
     diversity: float = Field(0.0, ge=0, le=1, description="default MMR diversity (0 = off)")
     graph_weight: float = Field(
         0.0, ge=0, description="weight of the knowledge-graph list (0 = off)"

@@ -17,7 +17,7 @@ from lore.settings import AskSettings
 from lore.store import Store
 from retrieval.answer import AnswerWriter, Evidence, stuff_chunks
 from retrieval.ask_contract import AskDetails, AskRequest, AskResponse
-from retrieval.contract import QueryRequest, QueryResult
+from retrieval.contract import HybridParams, QueryRequest, QueryResult
 from retrieval.global_search import GlobalResult, GlobalSearcher, chunk_relevance
 from retrieval.hybrid import HybridSearcher
 from retrieval.keypoints import KeyPoint, TokenCounter
@@ -238,6 +238,9 @@ class Asker:
                 top_k=self.settings.focus_chunks,
                 metadata_filter=request.filters,
                 diversity=0.0,
+                # a corpus-wide question wants breadth: the dense feedback list would pull
+                # the passages toward its first few (retrieval.feedback), so it is off here
+                hybrid_params=HybridParams(feedback_boost=0.0),
             )
         )
         relevance = chunk_relevance(

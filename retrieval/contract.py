@@ -29,6 +29,12 @@ class HybridParams(BaseModel):
         None, ge=0, le=MAX_WEIGHT, description="weight of the BM25 list"
     )
     rrf_k_constant: int | None = Field(None, ge=1, le=100_000, description="RRF k (60)")
+    feedback_boost: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="weight of the dense feedback list relative to dense_weight (0 = off)",
+    )
 
     @model_validator(mode="after")
     def _not_both_zero(self) -> HybridParams:
@@ -132,6 +138,9 @@ class EngineRanks(BaseModel):
     dense: int | None = None
     exact: int | None = Field(None, description="rank among chunks holding every identifier")
     graph: int | None = Field(None, description="rank in the knowledge-graph list")
+    feedback: int | None = Field(
+        None, description="rank in the dense list of the query moved toward its best passages"
+    )
 
 
 class QueryResult(BaseModel):

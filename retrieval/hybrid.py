@@ -10,6 +10,10 @@ One request goes through small steps (:meth:`HybridSearcher.search`):
 
    * ``sparse`` (BM25) and ``dense`` (query embedding + HNSW), run concurrently
      (``asyncio.gather`` over worker threads; tantivy, hnswlib and torch release the GIL);
+   * ``feedback``: a second dense search, right after the first in the same thread, for
+     the query moved toward the first list's best passages (:mod:`retrieval.feedback`),
+     weight ``dense_weight * feedback_boost``; not for a query of identifiers (below),
+     which names what it wants;
    * ``exact``: when identifiers (``E_LEDGER_LOCK_TIMEOUT``, ``pool.idle_timeout_ms``,
      ``504``) make up at least ``exact_min_share`` of the query's words, the sparse
      engine is asked for the chunks holding all of them verbatim — a second keyword vote
@@ -57,6 +61,7 @@ from retrieval.contract import (
 )
 from retrieval.defines import defined_terms, named_by
 from retrieval.dense import DenseIndex
+from retrieval.feedback import feedback_query
 from retrieval.filters import (
     ResolvedFilter,
     clauses_key,
@@ -100,6 +105,8 @@ class _Plan:
     dense_pool: int
     identifiers: tuple[str, ...]
     head_pool: int
+    feedback_passages: int
+    """Passages the dense feedback query moves toward (0: no feedback list)."""
 
 
 def _ranks(hits: Ranked) -> dict[int, int]:
@@ -195,15 +202,10 @@ class HybridSearcher:
     async def search(self, request: QueryRequest) -> QueryResponse:
         """Answer one request: plan, sources, fuse, shape, respond (module docstring)."""
         plan = self._plan(request)
-        lists = dict(
-            zip(
-                ("sparse", "dense", "exact"),
-                await asyncio.gather(
-                    self._sparse_source(plan), self._dense_source(plan), self._exact_source(plan)
-                ),
-                strict=True,
-            )
+        sparse, (dense, feedback), exact = await asyncio.gather(
+            self._sparse_source(plan), self._dense_source(plan), self._exact_source(plan)
         )
+        lists = {"sparse": sparse, "dense": dense, "feedback": feedback, "exact": exact}
         lists["graph"] = await self._graph_source(plan, lists)
         lists["defines"] = self._defines_source(plan, lists["exact"])
         fused = stable_fusion(lists, plan.weights, plan.k, request.fusion, plan.head_pool)
@@ -223,6 +225,9 @@ class HybridSearcher:
         exact_w = sparse_w * cfg.exact_boost
         if exact_w <= 0 or share < cfg.exact_min_share or not identifiers:
             identifiers, exact_w = [], 0.0
+        boost = cfg.feedback_boost if params.feedback_boost is None else params.feedback_boost
+        # a query of identifiers (the exact vote is cast) names what it wants: no feedback
+        feedback_w = 0.0 if identifiers else dense_w * boost
         pool = pool_size(cfg, request.top_k)
         limits = request.candidate_limits or CandidateLimits()
         return _Plan(
@@ -231,6 +236,7 @@ class HybridSearcher:
             weights={
                 "sparse": sparse_w,
                 "dense": dense_w,
+                "feedback": feedback_w,
                 "exact": exact_w,
                 "defines": exact_w,
                 "graph": graph_w,
@@ -240,6 +246,7 @@ class HybridSearcher:
             dense_pool=limits.dense or pool,
             identifiers=tuple(identifiers),
             head_pool=min(limits.sparse or pool, limits.dense or pool, pool_size(cfg, 1)),
+            feedback_passages=cfg.feedback_passages if feedback_w > 0 else 0,
         )
 
     # -- sources: each takes the plan (with its filter) and returns a ranked list --------
@@ -250,13 +257,22 @@ class HybridSearcher:
             return []
         return await self._in_thread(self._sparse_search, plan.text, plan.sparse_pool, plan.flt)
 
-    async def _dense_source(self, plan: _Plan) -> Ranked:
-        """Nearest chunk vectors to the query's among those the filter admits."""
+    async def _dense_source(self, plan: _Plan) -> tuple[Ranked, Ranked]:
+        """The dense list and the feedback list, each within the filter.
+
+        The feedback list holds the chunks nearest to the query moved toward its best
+        passages (:mod:`retrieval.feedback`); it is empty when feedback is off.
+        """
         if plan.weights["dense"] <= 0:
-            return []
+            return [], []
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self.embed_executor, self._dense_search, plan.text, plan.dense_pool, plan.flt
+            self.embed_executor,
+            self._dense_search,
+            plan.text,
+            plan.dense_pool,
+            plan.flt,
+            plan.feedback_passages,
         )
 
     async def _exact_source(self, plan: _Plan) -> Ranked:
@@ -410,13 +426,24 @@ class HybridSearcher:
         with self.guard.read():
             return self.sparse.search(text, pool, flt, require or ())
 
-    def _dense_search(self, text: str, pool: int, flt: ResolvedFilter | None) -> Ranked:
+    def _dense_search(
+        self, text: str, pool: int, flt: ResolvedFilter | None, passages: int = 0
+    ) -> tuple[Ranked, Ranked]:
+        """The dense list, and the feedback list (none when ``passages`` is 0).
+
+        The feedback query moves toward the first ``passages`` of the dense list; both
+        searches keep to the filter and share one embedding of the query.
+        """
         with self.guard.read():
             if len(self.dense) == 0:
-                return []
+                return [], []
         vector = self.embedder.embed_query(text)
         with self.guard.read():
-            return self.dense.search(vector, pool, flt)
+            hits = self.dense.search(vector, pool, flt)
+            if passages <= 0 or not hits:
+                return hits, []
+            seeds = self.dense.vectors([row for row, _ in hits[:passages]])
+            return hits, self.dense.search(feedback_query(vector, seeds), pool, flt)
 
     def search_sync(self, request: QueryRequest) -> QueryResponse:
         """Blocking wrapper for the CLI and benchmarks."""

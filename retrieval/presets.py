@@ -34,6 +34,7 @@ class SearchPreset:
     summary: str
     dense_weight: float | None = None
     sparse_weight: float | None = None
+    feedback_boost: float | None = None
     fusion: Literal["rrf", "relative_score"] | None = None
     diversity: float | None = None
     graph_weight: float | None = None
@@ -51,7 +52,7 @@ class SearchPreset:
             hybrid = dump(exclude_none=True)
         if hybrid is None or isinstance(hybrid, dict):
             params = dict(hybrid or {})
-            for name in ("dense_weight", "sparse_weight"):
+            for name in ("dense_weight", "sparse_weight", "feedback_boost"):
                 value = getattr(self, name)
                 if value is not None and params.get(name) is None:
                     params[name] = value
@@ -65,7 +66,13 @@ PRESETS: dict[str, SearchPreset] = {
     for p in (
         SearchPreset("hybrid_rrf", "BM25 and dense, weighted Reciprocal Rank Fusion"),
         SearchPreset("sparse", "BM25 alone", dense_weight=0.0, sparse_weight=1.0),
-        SearchPreset("dense", "the dense list alone", dense_weight=1.0, sparse_weight=0.0),
+        SearchPreset(
+            "dense",
+            "the dense list alone",
+            dense_weight=1.0,
+            sparse_weight=0.0,
+            feedback_boost=0.0,
+        ),
         SearchPreset("relative_score", "both, fused by scaled scores", fusion="relative_score"),
         SearchPreset("mmr", "hybrid, then MMR diversity", diversity=MMR_DIVERSITY),
         SearchPreset("graph", "hybrid plus the knowledge-graph list", graph_weight=1.0),

@@ -13,7 +13,7 @@ from ingest.loaders import from_bytes
 from lore.embedders import LocalEmbedder
 from lore.models import SourceDocument
 from retrieval.analyzer import Analyzer
-from retrieval.contract import QueryRequest
+from retrieval.contract import HybridParams, QueryRequest
 from retrieval.defines import defined_terms
 from retrieval.fusion import weighted_rrf
 from tests import ops
@@ -68,14 +68,16 @@ def test_the_defining_chunk_ranks_first(runtime: Runtime, identifier: str) -> No
     assert response.results[0].source == "config.html", [r.source for r in response.results]
 
 
-def test_top_five_do_not_depend_on_top_k(runtime: Runtime) -> None:
+@pytest.mark.parametrize("feedback", [0.0, 1.0])
+def test_top_five_do_not_depend_on_top_k(runtime: Runtime, feedback: float) -> None:
     rng = random.Random(27)
+    params = HybridParams(feedback_boost=feedback)  # with the dense feedback list too
     for text in ("waiting for a lock", "duplicate key", "locks words topic", "memory"):
-        first = [
-            r.chunk_id for r in runtime.queries().query_sync(QueryRequest(search_text=text)).results
-        ]
+        request = QueryRequest(search_text=text, hybrid_params=params)
+        first = [r.chunk_id for r in runtime.queries().query_sync(request).results]
         for top_k in rng.sample(range(5, 60), 6):
-            got = runtime.queries().query_sync(QueryRequest(search_text=text, top_k=top_k)).results
+            request = QueryRequest(search_text=text, top_k=top_k, hybrid_params=params)
+            got = runtime.queries().query_sync(request).results
             assert [r.chunk_id for r in got[:5]] == first[:5], (text, top_k)
 
 

@@ -117,6 +117,7 @@ def test_engines_run_concurrently(runtime: Runtime) -> None:
     class Meeting:
         def __init__(self, inner: object) -> None:
             self.inner = inner
+            self.met = False
 
         def __getattr__(self, name: str) -> object:
             return getattr(self.inner, name)
@@ -125,7 +126,9 @@ def test_engines_run_concurrently(runtime: Runtime) -> None:
             return len(self.inner)  # type: ignore[arg-type]
 
         def search(self, *args: object) -> object:
-            both_inside.wait()  # raises BrokenBarrierError if the other engine never arrives
+            if not self.met:  # the first search of each engine (dense searches again
+                self.met = True  # for its feedback list, after the meeting)
+                both_inside.wait()  # BrokenBarrierError if the other engine never arrives
             return self.inner.search(*args)  # type: ignore[attr-defined]
 
     concurrent = HybridSearcher(
@@ -171,3 +174,51 @@ def test_one_percent_filter_returns_top_k_and_nothing_else(
             r.ranks.sparse is not None and r.ranks.dense is not None for r in response.results
         )
     rt.close()
+
+
+def test_a_worded_question_gets_a_feedback_list_and_a_query_of_identifiers_does_not(
+    runtime: Runtime,
+) -> None:
+    on = {"hybrid_params": {"feedback_boost": 1.0}}
+    off = runtime.queries().query_sync(q("why would payments time out", top_k=3))
+    assert all(r.ranks.feedback is None for r in off.results)  # off by default
+    worded = runtime.queries().query_sync(q("why would payments time out", top_k=3, **on))
+    assert any(r.ranks.feedback is not None for r in worded.results)
+    assert all(r.ranks.feedback is None or r.ranks.dense is not None for r in worded.results)
+    # identifiers make up the query: the exact vote is cast and the query is not moved
+    named = runtime.queries().query_sync(q("TokenRefresher.rotate_keys", top_k=3, **on))
+    assert named.results[0].document_id == "auth.md"
+    assert named.results[0].ranks.exact == 1
+    assert all(r.ranks.feedback is None for r in named.results)
+
+
+def test_feedback_is_off_at_boost_0_in_the_dense_preset_and_without_the_dense_list(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    # on for the service: each case below turns it off
+    rt = make_runtime(tmp_path / "on", local_embedder, search={"feedback_boost": 1.0})
+    assert len(ops.ingest(rt, DOCS).done) == 3
+    text = "why would payments time out"
+    assert any(r.ranks.feedback is not None for r in rt.queries().query_sync(q(text)).results)
+    for fields in (
+        {"hybrid_params": {"feedback_boost": 0}},
+        {"preset": "dense"},
+        {"preset": "sparse"},
+    ):
+        response = rt.queries().query_sync(q(text, top_k=3, **fields))
+        assert response.results, fields
+        assert all(r.ranks.feedback is None for r in response.results), fields
+    rt.close()
+
+
+def test_the_feedback_list_keeps_to_the_filter(runtime: Runtime) -> None:
+    response = runtime.queries().query_sync(
+        q(
+            "why would the database time out",
+            top_k=5,
+            metadata_filter={"env": "prod"},
+            hybrid_params={"feedback_boost": 1.0},
+        )
+    )
+    assert any(r.ranks.feedback is not None for r in response.results)
+    assert {r.document_id for r in response.results} <= {"pay.md", "auth.md"}
