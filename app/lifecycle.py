@@ -102,16 +102,21 @@ def forget_text(
     removed (``reports``: community ids whose text changed or that are gone; a re-covered
     report says what it said, so a prompt that showed it shows nothing deleted); the text
     staged in job records; the global view kept on disk for new processes when a report's
-    text changed (:mod:`retrieval.view_snapshot`); then each embedded SQLite file's WAL is
+    text changed (:mod:`retrieval.view_snapshot`: this host's file is removed, and the
+    count of such deletes in the graph store tells every other host to remove or rewrite
+    its own at its next global question); then each embedded SQLite file's WAL is
     checkpointed (every connection deletes with ``secure_delete``), so the deleted text is
     in no file of the data directory. Every step reads by key what the delete touched,
     never a whole table.
     """
     forget_replies(database_for(services.settings, "llm-cache"), chunk_ids, reports)
     jobs.forget_documents(document_ids)
-    if reports:  # the global view kept on disk quotes the reports as they were
-        ViewSnapshots.of(services.settings.data_dir).remove()
     graph = services.graph
+    if reports:  # the global view kept on disk quotes the reports as they were
+        counted = getattr(graph, "forgot_view", None)
+        if counted is not None:  # other hosts remove their own copies when they see it
+            counted()
+        ViewSnapshots.of(services.settings.data_dir).remove()
     for database in (services.store.database, jobs.database, getattr(graph, "database", None)):
         if database is not None:
             checkpoint(database)

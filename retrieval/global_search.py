@@ -369,6 +369,9 @@ class GlobalSearcher:
     _read_epoch: int | None = field(default=None, init=False)
     # the forget count when this process last wrote back a snapshot a delete removed
     _put_back_at: int | None = field(default=None, init=False)
+    # the graph store's count of deletes that changed reports (on any host), read before
+    # the view was last read; None: a store that keeps no such count
+    _read_forgotten: int | None = field(default=None, init=False)
 
     def reports_view(
         self,
@@ -395,16 +398,19 @@ class GlobalSearcher:
                     self._view = cached
         if generation is not None and cached is not None and cached.generation == generation:
             return cached.reports, cached.views, None
+        seen_forgotten = self._read_forgotten
         if self.snapshots is not None and not restored:  # before reading: see _save_snapshot
             self._read_epoch = self.snapshots.epoch()
+            self._read_forgotten = self._forgotten()
         patched = self._patched(cached) if generation is not None else None
         changed: _Changed
         if patched is not None:
             view, changed = patched
-            # a snapshot behind the store, patched, or one a delete removed: the next
-            # process reads this view instead of the store's every report
+            # a snapshot behind the store, patched, or one a delete removed (here or on
+            # another host): the next process reads this view instead of every report
             self._snapshot_due = self._snapshot_due or (
-                changed is not None and (restored or self._snapshot_gone())
+                changed is not None
+                and (restored or self._snapshot_gone() or self._snapshot_stale(seen_forgotten))
             )
         else:
             reports = self.graph.reports()
@@ -431,6 +437,30 @@ class GlobalSearcher:
         if snapshots.path.exists():
             return False
         self._put_back_at = epoch
+        return True
+
+    def _forgotten(self) -> int | None:
+        """The graph store's count of deletes that changed reports (None: it keeps none)."""
+        tell = getattr(self.graph, "view_forgotten", None)
+        return int(tell()) if tell is not None else None
+
+    def _snapshot_stale(self, seen: int | None) -> bool:
+        """Whether this host's snapshot predates a delete made elsewhere (then removed).
+
+        A delete removes its own host's snapshot; the file of another host still quotes
+        the reports it rewrote. When the graph store's count of such deletes has moved
+        since this process last read its view (``seen``) past the count the file
+        records, the file is removed at once, and this process's view, patched since,
+        is written back in its place.
+        """
+        snapshots, now = self.snapshots, self._read_forgotten
+        if snapshots is None or now is None or seen is None or now == seen:
+            return False
+        key = snapshots.key()
+        if key is None or key.forgotten >= now:
+            return False
+        snapshots.remove()
+        self._read_epoch = snapshots.epoch()  # this view was read after that delete
         return True
 
     def _patched(self, cached: _View | None) -> tuple[_View, _Patch | None] | None:
@@ -588,6 +618,7 @@ class GlobalSearcher:
             int(self.embedder.dimension),
             self.analyzer.config.key(),
             code_key(),
+            self._read_forgotten or 0,
         )
 
     def _restored(self, generation: tuple[int, int]) -> _View | None:
@@ -600,8 +631,13 @@ class GlobalSearcher:
         if self.snapshots is None or generation[1] == 0:
             return None
         self._read_epoch = self.snapshots.epoch()
+        self._read_forgotten = self._forgotten()
         key = self.snapshots.key()
         if key is None or key.generation[1] == 0:
+            return None
+        if self._read_forgotten is not None and key.forgotten < self._read_forgotten:
+            # a delete on another host since it was written: it may quote what went
+            self.snapshots.remove()
             return None
         if not key.derived_like(self._snapshot_key(generation)):
             return None
@@ -660,6 +696,7 @@ class GlobalSearcher:
             return  # a store without view tokens: a restore could not be told apart
         scorer, bm25, matrix = scored
         snapshots, key, epoch = self.snapshots, self._snapshot_key(generation), self._read_epoch
+        forgotten = self._forgotten if self._read_forgotten is not None else None
         state: dict[str, Any] = {
             "view": current,
             "keyed": self._keyed,
@@ -673,7 +710,7 @@ class GlobalSearcher:
             # the statement texts in the matrix's row order: the scorer's known vectors
             texts = [text for report in view for text in statements(report)]
             state["scorer"] = (frequencies, scorer.documents, texts, bm25.state(), matrix)
-            snapshots.save(key, state, epoch)  # not after a delete since the view was read
+            snapshots.save(key, state, epoch, forgotten)  # not after a delete since the read
 
         with self._pending_lock:
             self._pending = write  # the latest view's write replaces one not yet started

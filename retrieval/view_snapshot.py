@@ -8,16 +8,18 @@ question of every new process (each ``lore ask``, each server or worker start).
 
 A snapshot keeps what that work built, in one file of the data directory
 (``views/global.pickle``; a delete that changes report text removes it, so deleted text
-stays in no file), keyed by the graph's view generation — its write count and
-the random token each write of communities or reports draws (``generation()`` of the
-graph store), so a restored store whose count comes back to an old number does not
-match — and by what the derived data depends on: the embedding model, the analyzer's
-configuration, and the source of the modules whose objects it holds (an upgrade of
-Lorekeeper never reads an older layout). A new process loads it when it is current, or
-when it is a few writes behind and the store's view log still names what those writes
-touched (the view is then patched with those communities alone, as a long-running
-process patches its own). Otherwise the view is read whole, as without a snapshot, and
-the snapshot written again.
+stays in no file — on other hosts too: each file records the graph store's count of such
+deletes, and a process that finds the count moved past its host's file removes or
+rewrites that file at its next global question), keyed by the graph's view generation —
+its write count and the random token each write of communities or reports draws
+(``generation()`` of the graph store), so a restored store whose count comes back to an
+old number does not match — and by what the derived data depends on: the embedding
+model, the analyzer's configuration, and the source of the modules whose objects it
+holds (an upgrade of Lorekeeper never reads an older layout). A new process loads it
+when it is current, or when it is a few writes behind and the store's view log still
+names what those writes touched (the view is then patched with those communities alone,
+as a long-running process patches its own). Otherwise the view is read whole, as without
+a snapshot, and the snapshot written again.
 
 The file is a pickle read by an unpickler that builds only the plain data classes of
 the view and numpy arrays (:data:`ALLOWED`): a damaged or foreign file is ignored, never
@@ -35,15 +37,15 @@ import os
 import pickle
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 FOLDER = "views"  # in the data directory
 FILE_NAME = "global.pickle"
 EPOCH_NAME = "forgotten"  # how many times a delete removed the snapshot
@@ -111,6 +113,10 @@ class SnapshotKey:
     dimension: int
     analyzer: str
     code: str
+    forgotten: int = field(default=0, compare=False)
+    """The graph store's count of deletes that changed report text, before the view was
+    read (``forgot_view``): a file of a lower count may quote what a delete on another
+    host removed. Not part of the key's identity."""
 
     def derived_like(self, other: SnapshotKey) -> bool:
         """Whether ``other`` was derived the same way (it may be of another generation)."""
@@ -195,11 +201,19 @@ class ViewSnapshots:
             return None
         return state if isinstance(state, dict) else None
 
-    def save(self, key: SnapshotKey, state: dict[str, Any], epoch: int | None = None) -> bool:
+    def save(
+        self,
+        key: SnapshotKey,
+        state: dict[str, Any],
+        epoch: int | None = None,
+        forgotten: Callable[[], int | None] | None = None,
+    ) -> bool:
         """Replace the snapshot (atomically); whether it was written.
 
         ``epoch``: :meth:`epoch` before the view was read; a delete since then removed
-        the snapshot, and this one (read before it) is discarded.
+        the snapshot, and this one (read before it) is discarded. ``forgotten``: the
+        graph store's count of such deletes now, on every host; when it is no longer the
+        key's, a delete came after the view was read, and the snapshot is discarded too.
         """
         tmp: str | None = None
         try:
@@ -209,7 +223,9 @@ class ViewSnapshots:
                 pickle.dump(_key_record(key), f, protocol=5)
                 pickle.dump(state, f, protocol=5)
             with self._locked():
-                if epoch is not None and self.epoch() != epoch:
+                if (epoch is not None and self.epoch() != epoch) or (
+                    forgotten is not None and forgotten() != key.forgotten
+                ):
                     Path(tmp).unlink(missing_ok=True)
                     return False  # read before a delete: it may quote what went
                 os.replace(tmp, self.path)
@@ -229,6 +245,7 @@ def _key_record(key: SnapshotKey) -> dict[str, Any]:
         "dimension": key.dimension,
         "analyzer": key.analyzer,
         "code": key.code,
+        "forgotten": key.forgotten,
     }
 
 
@@ -242,4 +259,5 @@ def _key_of(found: Any) -> SnapshotKey | None:
         int(found["dimension"]),
         str(found["analyzer"]),
         str(found["code"]),
+        int(found.get("forgotten") or 0),
     )

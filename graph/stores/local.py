@@ -278,6 +278,31 @@ class LocalGraphStore(Tables):
             ).fetchall()
         return (now, _token_number(found.get(_VIEW_TOKEN))), {str(r[0]) for r in rows}
 
+    def view_forgotten(self) -> int:
+        """How many deletes have changed report text, on any host (see :meth:`forgot_view`)."""
+        with self._read() as db:
+            found = db.execute(
+                "SELECT value FROM graph_meta WHERE name = ?", (_VIEW_FORGOTTEN,)
+            ).fetchone()
+        return int(found[0]) if found is not None else 0
+
+    def forgot_view(self) -> int:
+        """Count a delete that changed report text; the count now.
+
+        A view kept on disk (:mod:`retrieval.view_snapshot`) records the count it was read
+        at. Every host keeps its own file: the host that deleted removes its own, and any
+        other host finds the count moved past its file's at its next global question and
+        removes or rewrites that file, so the deleted text stays in none.
+        """
+        with self._transaction() as db:
+            (now,) = db.execute(
+                "INSERT INTO graph_meta(name, value) VALUES (?, '1') ON CONFLICT(name) DO "
+                "UPDATE SET value = CAST(CAST(graph_meta.value AS INTEGER) + 1 AS TEXT) "
+                "RETURNING value",
+                (_VIEW_FORGOTTEN,),
+            ).fetchone()
+        return int(now)
+
     def _view_written(self, db: Conn, community_ids: Collection[str]) -> None:
         """Inside a write of communities or reports: bump the generation, log the ids.
 
@@ -760,6 +785,7 @@ _COUNT_META = "communities"
 _VIEW_GENERATION = "view_generation"  # bumped by every write of communities or reports
 _VIEW_LOG_FROM = "view_log_from"  # the oldest generation whose written ids are in view_log
 _VIEW_TOKEN = "view_token"  # drawn at random by every write of communities or reports
+_VIEW_FORGOTTEN = "view_forgotten"  # deletes that changed report text (LocalGraphStore.forgot_view)
 VIEW_LOG_MAX = 500
 """A write of more community ids is not logged (a reader behind it reads the whole view)."""
 VIEW_LOG_KEEP = 64

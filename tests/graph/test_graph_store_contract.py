@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -631,11 +631,25 @@ def test_the_generation_changes_when_communities_or_reports_are_written(
     assert generation() == third
 
 
+def test_the_count_of_deletes_that_changed_reports_is_stored_and_only_goes_up(
+    store: GraphStore,
+) -> None:
+    # every host's view snapshot records it (retrieval.view_snapshot); a store whose
+    # views are not kept on disk (no view token: Neo4j) keeps no count
+    if not hasattr(store, "forgot_view"):
+        assert getattr(store, "generation")()[1] == 0  # noqa: B009 - not in the protocol
+        return
+    counted = cast(Any, store)
+    assert counted.view_forgotten() == 0
+    generation = counted.generation()
+    assert [counted.forgot_view(), counted.forgot_view()] == [1, 2]
+    assert counted.view_forgotten() == 2
+    assert counted.generation() == generation  # no view is read again for it
+
+
 def test_a_view_patched_from_the_written_ids_equals_a_fresh_read(store: GraphStore) -> None:
     # global search keeps the view of every report and patches it with the communities
     # written since (view_changes); a store without a log is read whole: same view
-    from typing import cast
-
     from retrieval.analyzer import Analyzer
     from retrieval.global_search import GlobalSearcher, level_views
 

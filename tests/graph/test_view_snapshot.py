@@ -314,6 +314,74 @@ def test_a_process_that_keeps_its_view_current_puts_back_a_snapshot_a_delete_rem
     assert whole == 2 and read == fresh
 
 
+def _on_host(runtime: Runtime, views: Path) -> Runtime:
+    """``runtime`` as if on another host: its view snapshot kept in a folder of its own."""
+    runtime.queries().asker.global_searcher.snapshots = ViewSnapshots(views)
+    return runtime
+
+
+def _whole_reads(runtime: Runtime, ask: AskRequest) -> tuple[str, int]:
+    """(the answer, whole reads of the view) of one global question, its snapshot written."""
+    seen: list[str] = []
+    runtime.graph().database._db.set_trace_callback(seen.append)  # type: ignore[attr-defined]
+    answer = asyncio.run(runtime.queries().ask(ask))
+    runtime.queries().asker.global_searcher.wait_for_snapshot()
+    runtime.graph().database._db.set_trace_callback(None)  # type: ignore[attr-defined]
+    return answer.answer, sum(1 for s in seen if s.strip().startswith(WHOLE) and "WHERE" not in s)
+
+
+def test_a_delete_on_one_host_reaches_the_snapshots_other_hosts_keep(
+    data_dir: Path, tmp_path: Path, opened: list[Runtime], local_embedder: LocalEmbedder
+) -> None:
+    """Hosts share the store, not their data directories: each keeps its own snapshot.
+
+    The host that deletes removes its own file; a long-running process on another host
+    rewrites its file at its next global question, and a new process there removes a
+    file older than the delete instead of loading it.
+    """
+    from app.lifecycle import delete_documents
+
+    ask = AskRequest(question=QUESTION, mode="global")
+    host_b = _on_host(make_runtime(data_dir, local_embedder), tmp_path / "b" / "views")
+    opened.append(host_b)
+    _whole_reads(host_b, ask)
+    b_file = tmp_path / "b" / "views" / FILE_NAME
+    held = b_file.read_bytes()
+    document_of = {chunk: document for _, chunk, document in host_b.store.chunk_refs()}
+    cited: dict[str, int] = {}
+    for report in host_b.graph().reports():
+        for chunk in report.chunk_ids:
+            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
+    victim = max(cited, key=lambda d: cited[d])
+    gone = sorted(host_b.store.chunk_ids_of_documents([victim]))
+    assert any(c.encode() in held for c in gone)
+    c_file = tmp_path / "c" / "views" / FILE_NAME
+    c_file.parent.mkdir(parents=True)
+    shutil.copyfile(b_file, c_file)  # a third host's copy, made before the delete
+
+    host_a = make_runtime(data_dir, local_embedder)
+    opened.append(host_a)
+    deleted = delete_documents(
+        host_a.graph_services(), host_a.jobs(), [victim], indexes=host_a.indexes
+    )
+    assert deleted.graph.as_dict()["reports_refreshed"] > 0
+    assert b_file.read_bytes() == held  # another host's disk: the delete cannot reach it
+    forgotten = host_a.graph().view_forgotten()  # type: ignore[attr-defined]
+    assert forgotten > 0
+
+    after, whole = _whole_reads(host_b, ask)  # its view patched by id, then written back
+    assert whole == 0
+    assert not any(c.encode() in b_file.read_bytes() for c in gone)
+    assert ViewSnapshots(b_file.parent).key().forgotten == forgotten  # type: ignore[union-attr]
+
+    host_c = _on_host(make_runtime(data_dir, local_embedder), c_file.parent)
+    opened.append(host_c)
+    fresh, whole = _whole_reads(host_c, ask)
+    assert whole == 2  # its old file was not loaded: read from the store
+    assert fresh == after
+    assert not any(c.encode() in c_file.read_bytes() for c in gone)
+
+
 def test_the_cyclic_collector_is_paused_while_the_view_is_read(
     data_dir: Path,
     opened: list[Runtime],
