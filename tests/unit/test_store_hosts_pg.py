@@ -2,9 +2,9 @@
 
 Two runtimes on one ``store.url`` and two data directories stand for two API replicas:
 what one ingests or deletes, the other serves, its BM25/HNSW replicas rebuilt from the
-shared store when empty and then caught up from the shared change log. Jobs, quarantine,
-graph tables and report vectors are still SQLite files in each data directory until
-their port lands. Namespaces get schemas of their own.
+shared store when empty and then caught up from the shared change log; the graph, jobs
+and the other components' tables are shared too, and each host keeps only its index
+directories and its global view snapshot. Namespaces get schemas of their own.
 """
 
 from __future__ import annotations
@@ -108,3 +108,45 @@ def test_cli_reads_the_postgresql_store(
     found = CliRunner().invoke(main, args, env=env)
     assert found.exit_code == 0, found.output
     assert '"documents_done": 1' in found.output
+
+
+def test_a_delete_on_one_host_reaches_the_view_snapshot_another_host_keeps(
+    tmp_path: Path, postgres_url: str, local_embedder: LocalEmbedder
+) -> None:
+    """Each host keeps the global view on its own disk; a delete elsewhere still reaches it."""
+    import asyncio
+
+    from retrieval.ask_contract import AskRequest
+    from retrieval.view_snapshot import FILE_NAME
+
+    host_a = make_runtime(tmp_path / "a", local_embedder, store={"url": postgres_url})
+    host_b = make_runtime(tmp_path / "b", local_embedder, store={"url": postgres_url})
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus" / "production"
+    assert ops.ingest_paths(host_a, [corpus]).failed == []
+    ops.build_graph(host_a)
+    ask = AskRequest(question="How do the services handle database timeouts?", mode="global")
+
+    def answer(host: Runtime) -> str:
+        text = asyncio.run(host.queries().ask(ask)).answer
+        host.queries().asker.global_searcher.wait_for_snapshot()
+        return text
+
+    answer(host_b)
+    b_file = tmp_path / "b" / "views" / FILE_NAME
+    held = b_file.read_bytes()
+    cited: dict[str, int] = {}
+    document_of = {chunk: document for _, chunk, document in host_b.store.chunk_refs()}
+    for report in host_b.graph().reports():
+        for chunk in report.chunk_ids:
+            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
+    victim = max(cited, key=lambda d: cited[d])
+    gone = sorted(host_b.store.chunk_ids_of_documents([victim]))
+    assert any(c.encode() in held for c in gone)
+
+    deleted = ops.delete(host_a, victim)
+    assert deleted.graph.as_dict()["reports_refreshed"] > 0
+    assert b_file.read_bytes() == held  # host B's disk: the delete on A cannot reach it
+    answer(host_b)  # B's next global question: its file goes, its patched view is kept
+    assert not any(c.encode() in b_file.read_bytes() for c in gone)
+    host_a.close()
+    host_b.close()
