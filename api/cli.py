@@ -244,6 +244,13 @@ INGEST_PARTIAL = 3  # exit status of `lore ingest` when some documents failed
 @click.option("--sparse-weight", type=float, default=None)
 @click.option("--rrf-k", type=int, default=None)
 @click.option(
+    "--feedback",
+    "feedback_boost",
+    type=float,
+    default=None,
+    help="Weight of the dense feedback list, relative to the dense weight (0 = off).",
+)
+@click.option(
     "--preset",
     metavar="NAME",
     default=None,
@@ -270,6 +277,7 @@ def search(
     dense_weight: float | None,
     sparse_weight: float | None,
     rrf_k: int | None,
+    feedback_boost: float | None,
     preset: str | None,
     fusion: str | None,
     diversity: float | None,
@@ -309,6 +317,7 @@ def search(
                         "dense_weight": dense_weight,
                         "sparse_weight": sparse_weight,
                         "rrf_k_constant": rrf_k,
+                        "feedback_boost": feedback_boost,
                     },
                 }
             )

@@ -103,8 +103,8 @@ def forget_text(
     report says what it said, so a prompt that showed it shows nothing deleted); the text
     staged in job records; the global view kept on disk for new processes when a report's
     text changed (:mod:`retrieval.view_snapshot`: this host's file is removed, and the
-    count of such deletes in the graph store tells every other host to remove or rewrite
-    its own at its next global question); then each embedded SQLite file's WAL is
+    count of such deletes in the graph store tells every other host to rewrite its own
+    at its next global question); then each embedded SQLite file's WAL is
     checkpointed (every connection deletes with ``secure_delete``), so the deleted text is
     in no file of the data directory. Every step reads by key what the delete touched,
     never a whole table.

@@ -94,25 +94,38 @@ def measure(service: QueryService, queries: list[str], fields: dict[str, Any]) -
 
 
 def measure_side_by_side(
-    runtimes: dict[str, QueryService], queries: list[str], fields: dict[str, Any], block: int = 1
+    runtimes: dict[str, QueryService],
+    queries: list[str],
+    fields: dict[str, Any],
+    block: int = 1,
+    per_name: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Percentiles per runtime, the runtimes taking turns (same load).
+
+    ``per_name``: request fields of one name on top of ``fields`` (one runtime may then
+    stand under two names, to compare two kinds of request in turns).
 
     They take turns every ``block`` queries (each runs the block, then the next runtime
     runs it): one query at a time would let one runtime's idle threads (PyTorch's OpenMP
     pool, ONNX Runtime's spinning pool) steal a core from the next runtime's query.
     """
-    for service in runtimes.values():
+    extra = per_name or {}
+    for name, service in runtimes.items():
         for text in queries[:10]:
-            service.query_sync(QueryRequest.model_validate({"search_text": text, **fields}))
+            service.query_sync(
+                QueryRequest.model_validate({"search_text": text, **fields, **extra.get(name, {})})
+            )
     samples: dict[str, list[float]] = {name: [] for name in runtimes}
     names = list(runtimes)
     for turn, begin in enumerate(range(0, len(queries), block)):
-        requests = [
-            QueryRequest.model_validate({"search_text": text, "top_k": 10, **fields})
-            for text in queries[begin : begin + block]
-        ]
+        texts = queries[begin : begin + block]
         for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            requests = [
+                QueryRequest.model_validate(
+                    {"search_text": text, "top_k": 10, **fields, **extra.get(name, {})}
+                )
+                for text in texts
+            ]
             for request in requests:
                 start = time.perf_counter()
                 runtimes[name].query_sync(request)
@@ -193,6 +206,15 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"query_runtimes": out["query_runtimes"]}), file=sys.stderr, flush=True)
     for name, fields in MODES.items():
         out[name] = measure(runtime.queries(), queries, fields)
+    # dense feedback (off by default) against the default hybrid request, in turns
+    service = runtime.queries()
+    feedback = {"hybrid_feedback": {"hybrid_params": {"feedback_boost": 1.0}}}
+    out["feedback"] = measure_side_by_side(
+        {"hybrid": service, "hybrid_feedback": service}, queries, {}, per_name=feedback
+    )
+    out["feedback"]["p50_ratio"] = round(
+        out["feedback"]["hybrid_feedback"]["p50_ms"] / out["feedback"]["hybrid"]["p50_ms"], 2
+    )
     out["filtered_hybrid_1pct"] = measure(
         runtime.queries(), queries, {"metadata_filter": {"bucket": 7}}
     )

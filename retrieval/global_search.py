@@ -635,10 +635,9 @@ class GlobalSearcher:
         key = self.snapshots.key()
         if key is None or key.generation[1] == 0:
             return None
-        if self._read_forgotten is not None and key.forgotten < self._read_forgotten:
-            # a delete on another host since it was written: it may quote what went
-            self.snapshots.remove()
-            return None
+        # a file older than a delete made on another host is loaded like any file behind
+        # the store: the reports that delete rewrote are patched in, and the file written
+        # again from the patched view (the third value of reports_view says so)
         if not key.derived_like(self._snapshot_key(generation)):
             return None
         if key.generation != generation:

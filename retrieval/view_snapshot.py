@@ -9,17 +9,17 @@ question of every new process (each ``lore ask``, each server or worker start).
 A snapshot keeps what that work built, in one file of the data directory
 (``views/global.pickle``; a delete that changes report text removes it, so deleted text
 stays in no file — on other hosts too: each file records the graph store's count of such
-deletes, and a process that finds the count moved past its host's file removes or
-rewrites that file at its next global question), keyed by the graph's view generation —
-its write count and the random token each write of communities or reports draws
-(``generation()`` of the graph store), so a restored store whose count comes back to an
-old number does not match — and by what the derived data depends on: the embedding
-model, the analyzer's configuration, and the source of the modules whose objects it
-holds (an upgrade of Lorekeeper never reads an older layout). A new process loads it
-when it is current, or when it is a few writes behind and the store's view log still
-names what those writes touched (the view is then patched with those communities alone,
-as a long-running process patches its own). Otherwise the view is read whole, as without
-a snapshot, and the snapshot written again.
+deletes, and a process that finds the count moved past its host's file rewrites that
+file at its next global question), keyed by the graph's view generation — its write
+count and the random token each write of communities or reports draws (``generation()``
+of the graph store), so a restored store whose count comes back to an old number does
+not match — and by what the derived data depends on: the embedding model, the analyzer's
+configuration, and the source of the modules whose objects it holds (an upgrade of
+Lorekeeper never reads an older layout). A new process loads it when it is current, or
+when it is a few writes behind and the store's view log still names what those writes
+touched (the view is then patched with those communities alone, as a long-running
+process patches its own). Otherwise the view is read whole, as without a snapshot, and
+the snapshot written again.
 
 The file is a pickle read by an unpickler that builds only the plain data classes of
 the view and numpy arrays (:data:`ALLOWED`): a damaged or foreign file is ignored, never

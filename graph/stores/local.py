@@ -292,7 +292,7 @@ class LocalGraphStore(Tables):
         A view kept on disk (:mod:`retrieval.view_snapshot`) records the count it was read
         at. Every host keeps its own file: the host that deleted removes its own, and any
         other host finds the count moved past its file's at its next global question and
-        removes or rewrites that file, so the deleted text stays in none.
+        rewrites that file, so the deleted text stays in none.
         """
         with self._transaction() as db:
             (now,) = db.execute(
