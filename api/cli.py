@@ -547,7 +547,9 @@ def mcp(
     Over HTTP it takes the HTTP API's keys and namespaces (``Authorization: Bearer``,
     ``/mcp?namespace=NAME``) when auth is on; stdio is local and has no auth.
     """
-    from app.orphans import OrphanSweep
+    import functools
+
+    from app.orphans import OrphanSweep, forget_stale_view
     from lore.errors import MissingExtraError
     from lore.extras import require
 
@@ -566,7 +568,11 @@ def mcp(
     with runtime_context(ctx, create=True) as runtime:
         server = build_mcp_server(runtime)
         sweep = OrphanSweep(  # a long-lived process
-            runtime.store, runtime.jobs(), runtime.indexes, runtime.settings.jobs.orphan_sweep_s
+            runtime.store,
+            runtime.jobs(),
+            runtime.indexes,
+            runtime.settings.jobs.orphan_sweep_s,
+            views=functools.partial(forget_stale_view, runtime.graph, runtime.data_dir),
         )
         sweep.start()
         try:

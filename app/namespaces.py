@@ -10,6 +10,7 @@ loaded model, so a query in one can never return a chunk of another.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from app.builders import store_exists, store_schema, stored_namespaces
 from app.keys import check_namespace
-from app.orphans import OrphanSweep, end_orphaned_jobs
+from app.orphans import OrphanSweep, end_orphaned_jobs, forget_stale_view
 from app.runtime import Runtime, open_runtime
 from lore.embedders import Embedder
 from lore.settings import Settings
@@ -79,7 +80,11 @@ class Namespaces:
             # jobs of a server that died mid-request end here
             end_orphaned_jobs(runtime.store, runtime.jobs())
             sweep = OrphanSweep(  # and of one dying later
-                runtime.store, runtime.jobs(), runtime.indexes, settings.jobs.orphan_sweep_s
+                runtime.store,
+                runtime.jobs(),
+                runtime.indexes,
+                settings.jobs.orphan_sweep_s,
+                views=functools.partial(forget_stale_view, runtime.graph, runtime.data_dir),
             )
             sweep.start()
             self._sweeps.append(sweep)

@@ -13,19 +13,24 @@ another host (replicas sharing a PostgreSQL store) when its heartbeat went stale
 
 Processes that stay up — ``lore serve`` (each open namespace) and every worker process —
 also sweep every ``jobs.orphan_sweep_s`` seconds (:class:`OrphanSweep`), so the job of a
-host that died ends while every other process keeps running. A sweep that finds nothing
-is one SELECT on an index; two sweeps of one store never run at once in one process.
+host that died ends while every other process keeps running (the same sweep removes a
+global view snapshot that a delete on another host made stale,
+:func:`forget_stale_view`). A sweep that finds nothing is one SELECT on an index; two
+sweeps of one store never run at once in one process.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 from app.jobs import JobStatus, JobStore
 from lore.periodic import Periodic
 from lore.store import Store
 from retrieval.index_set import IndexSet
+from retrieval.view_snapshot import ViewSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,21 @@ def end_orphaned_jobs(store: Store, jobs: JobStore) -> list[str]:
         return ended
 
 
+def forget_stale_view(graph: Callable[[], object], data_dir: Path) -> bool:
+    """Remove this host's view snapshot if a delete on any host came after its view.
+
+    The periodic sweep of long-running processes calls it, so another host's delete
+    reaches this host's disk within a sweep, global question or not (the next question
+    writes the snapshot back). ``graph`` opens the graph store, only when a snapshot is
+    there. Whether one was removed.
+    """
+    snapshots = ViewSnapshots.of(data_dir)
+    if not snapshots.path.exists():
+        return False
+    count = getattr(graph(), "view_forgotten", None)
+    return count is not None and snapshots.remove_if_older(int(count()))
+
+
 class OrphanSweep(Periodic):
     """A daemon thread calling :func:`end_orphaned_jobs` every ``interval_s`` seconds.
 
@@ -68,9 +88,17 @@ class OrphanSweep(Periodic):
     sweep (the database away for now) is logged once and tried again next interval.
     """
 
-    def __init__(self, store: Store, jobs: JobStore, indexes: IndexSet, interval_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        jobs: JobStore,
+        indexes: IndexSet,
+        interval_s: float,
+        views: Callable[[], bool] | None = None,
+    ) -> None:
         super().__init__("lore-orphan-sweep", "sweep for orphaned jobs", interval_s, log)
         self._store, self._jobs, self._indexes = store, jobs, indexes
+        self._views = views  # forget_stale_view for this data directory, if any
 
     def start(self) -> None:
         """Sweep every interval from now on (once started, or stopped, nothing changes)."""
@@ -82,7 +110,8 @@ class OrphanSweep(Periodic):
         """One sweep: orphaned jobs end, damaged index files are rebuilt, old changes saved.
 
         Index files removed or damaged under this process are rebuilt from the store;
-        index changes left unsaved for ``FLUSH_AFTER_S`` are saved.
+        index changes left unsaved for ``FLUSH_AFTER_S`` are saved; a view snapshot older
+        than a delete made on another host is removed (``views``).
         """
         ended = end_orphaned_jobs(self._store, self._jobs)
         if ended:
@@ -90,4 +119,6 @@ class OrphanSweep(Periodic):
         for name, why in self._indexes.heal().items():
             log.warning("rebuilt the %s index from the store: %s", name, why)
         self._indexes.flush(unsaved_for_s=FLUSH_AFTER_S)
+        if self._views is not None and self._views():
+            log.info("removed the global view snapshot: a delete elsewhere came after it")
         return True

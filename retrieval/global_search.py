@@ -456,10 +456,8 @@ class GlobalSearcher:
         snapshots, now = self.snapshots, self._read_forgotten
         if snapshots is None or now is None or seen is None or now == seen:
             return False
-        key = snapshots.key()
-        if key is None or key.forgotten >= now:
+        if not snapshots.remove_if_older(now):
             return False
-        snapshots.remove()
         self._read_epoch = snapshots.epoch()  # this view was read after that delete
         return True
 

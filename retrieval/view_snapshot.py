@@ -159,6 +159,21 @@ class ViewSnapshots:
         except OSError as exc:
             logger.warning("view snapshot %s not removed: %s", self.path, exc)
 
+    def remove_if_older(self, forgotten: int) -> bool:
+        """Remove the snapshot when it was read before the ``forgotten``-th delete.
+
+        ``forgotten``: the graph store's count of deletes that changed report text, on
+        any host; a snapshot recording less may quote what one of them removed. Whether
+        it was removed (no file, or a current one: False).
+        """
+        if not self.path.exists():
+            return False
+        key = self.key()
+        if key is None or key.forgotten >= forgotten:
+            return False
+        self.remove()
+        return True
+
     def epoch(self) -> int:
         """How many times a delete removed the snapshot (read before a view is read)."""
         try:

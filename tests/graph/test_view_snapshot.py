@@ -340,6 +340,7 @@ def test_a_delete_on_one_host_reaches_the_snapshots_other_hosts_keep(
     loads the old file, patches in the reports the delete rewrote, and writes it again).
     """
     from app.lifecycle import delete_documents
+    from app.orphans import forget_stale_view
 
     ask = AskRequest(question=QUESTION, mode="global")
     host_b = _on_host(make_runtime(data_dir, local_embedder), tmp_path / "b" / "views")
@@ -369,6 +370,9 @@ def test_a_delete_on_one_host_reaches_the_snapshots_other_hosts_keep(
     forgotten = host_a.graph().view_forgotten()  # type: ignore[attr-defined]
     assert forgotten > 0
 
+    # the sweep of a process with no snapshot of its own finds nothing to do there
+    assert forget_stale_view(host_a.graph, tmp_path / "nowhere") is False
+    assert ViewSnapshots(b_file.parent).remove_if_older(forgotten - 1) is False  # current
     after, whole = _whole_reads(host_b, ask)  # its view patched by id, then written back
     assert whole == 0
     assert not any(c.encode() in b_file.read_bytes() for c in gone)

@@ -115,7 +115,9 @@ def test_a_delete_on_one_host_reaches_the_view_snapshot_another_host_keeps(
 ) -> None:
     """Each host keeps the global view on its own disk; a delete elsewhere still reaches it."""
     import asyncio
+    import functools
 
+    from app.orphans import forget_stale_view
     from retrieval.ask_contract import AskRequest
     from retrieval.view_snapshot import FILE_NAME
 
@@ -146,7 +148,12 @@ def test_a_delete_on_one_host_reaches_the_view_snapshot_another_host_keeps(
     deleted = ops.delete(host_a, victim)
     assert deleted.graph.as_dict()["reports_refreshed"] > 0
     assert b_file.read_bytes() == held  # host B's disk: the delete on A cannot reach it
-    answer(host_b)  # B's next global question: its file goes, its patched view is kept
+    # B's periodic sweep (lore serve, lore mcp) notices, global question or not
+    views = functools.partial(forget_stale_view, host_b.graph, host_b.data_dir)
+    assert views() is True and not b_file.exists()
+    assert views() is False  # nothing left to remove
+    answer(host_b)  # B's next global question writes its patched view back
     assert not any(c.encode() in b_file.read_bytes() for c in gone)
+    assert views() is False  # the new file is as current as the count
     host_a.close()
     host_b.close()
