@@ -25,7 +25,9 @@ function request() {
 }
 
 function resultItem(query, result, index) {
-  const ranks = ENGINES.map((engine) => {
+  // the dense feedback list is off unless asked for: shown only where it ranked the chunk
+  const engines = result.ranks.feedback ? [...ENGINES, "feedback"] : ENGINES;
+  const ranks = engines.map((engine) => {
     const rank = result.ranks[engine];
     return el("span", { class: `rank rank-${engine}${rank ? " hit" : ""}`, title: `${engine} rank` },
       `${engine} ${rank ?? "–"}`);
