@@ -82,3 +82,14 @@ def build_graph(
         llm_stats=llm_stats,
     )
     return report, refreshed.communities
+
+
+def most_cited(runtime: Runtime) -> tuple[str, list[str]]:
+    """The document whose chunks the most community reports cite, and its chunk ids."""
+    document_of = {chunk: document for _, chunk, document in runtime.store.chunk_refs()}
+    cited: dict[str, int] = {}
+    for report in runtime.graph().reports():
+        for chunk in report.chunk_ids:
+            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
+    victim = max(cited, key=lambda d: cited[d])
+    return victim, sorted(runtime.store.chunk_ids_of_documents([victim]))

@@ -26,6 +26,7 @@ from graph.stores.local import LocalGraphStore
 from lore.embedders import LocalEmbedder
 from retrieval.ask_contract import AskRequest
 from retrieval.view_snapshot import FILE_NAME, ViewSnapshots
+from tests import ops
 from tests.conftest import make_runtime
 
 QUESTION = "How do the services handle database timeouts?"
@@ -288,13 +289,7 @@ def test_a_process_that_keeps_its_view_current_puts_back_a_snapshot_a_delete_rem
     searcher.wait_for_snapshot()
     snapshots = ViewSnapshots.of(data_dir)
     held = snapshots.path.read_bytes()
-    document_of = {chunk: document for _, chunk, document in server.store.chunk_refs()}
-    cited: dict[str, int] = {}  # the document whose chunks the most reports cite
-    for report in server.graph().reports():
-        for chunk in report.chunk_ids:
-            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
-    victim = max(cited, key=lambda d: cited[d])
-    gone = sorted(server.store.chunk_ids_of_documents([victim]))
+    victim, gone = ops.most_cited(server)
     assert any(c.encode() in held for c in gone)
 
     deleted = delete_documents(
@@ -348,13 +343,7 @@ def test_a_delete_on_one_host_reaches_the_snapshots_other_hosts_keep(
     _whole_reads(host_b, ask)
     b_file = tmp_path / "b" / "views" / FILE_NAME
     held = b_file.read_bytes()
-    document_of = {chunk: document for _, chunk, document in host_b.store.chunk_refs()}
-    cited: dict[str, int] = {}
-    for report in host_b.graph().reports():
-        for chunk in report.chunk_ids:
-            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
-    victim = max(cited, key=lambda d: cited[d])
-    gone = sorted(host_b.store.chunk_ids_of_documents([victim]))
+    victim, gone = ops.most_cited(host_b)
     assert any(c.encode() in held for c in gone)
     c_file = tmp_path / "c" / "views" / FILE_NAME
     c_file.parent.mkdir(parents=True)

@@ -136,13 +136,7 @@ def test_a_delete_on_one_host_reaches_the_view_snapshot_another_host_keeps(
     answer(host_b)
     b_file = tmp_path / "b" / "views" / FILE_NAME
     held = b_file.read_bytes()
-    cited: dict[str, int] = {}
-    document_of = {chunk: document for _, chunk, document in host_b.store.chunk_refs()}
-    for report in host_b.graph().reports():
-        for chunk in report.chunk_ids:
-            cited[document_of[chunk]] = cited.get(document_of[chunk], 0) + 1
-    victim = max(cited, key=lambda d: cited[d])
-    gone = sorted(host_b.store.chunk_ids_of_documents([victim]))
+    victim, gone = ops.most_cited(host_b)
     assert any(c.encode() in held for c in gone)
 
     deleted = ops.delete(host_a, victim)
