@@ -33,7 +33,16 @@ class CeleryDispatcher:
         kwargs = {} if self.namespace is None else {"namespace": self.namespace}
         try:
             for name, args in calls:
-                app.send_task(name, args=args, kwargs=kwargs, queue=self.settings.broker.queue)
+                # nobody here waits for a result: without ignore_result, the Redis result
+                # backend readies each task's result on a connection of its own that
+                # app.close() leaves open (a socket per request, left to the collector)
+                app.send_task(
+                    name,
+                    args=args,
+                    kwargs=kwargs,
+                    queue=self.settings.broker.queue,
+                    ignore_result=True,
+                )
             return len(calls)
         finally:
             app.close()

@@ -117,7 +117,13 @@ def _warm_up(**kwargs: Any) -> None:
 
 def _send_again(task: Resend) -> None:
     settings, _ = _namespaces()
-    app.send_task(task.name, args=task.args, kwargs=task.kwargs, queue=settings.broker.queue)
+    app.send_task(  # nobody waits for its result (see workers.client)
+        task.name,
+        args=task.args,
+        kwargs=task.kwargs,
+        queue=settings.broker.queue,
+        ignore_result=True,
+    )
 
 
 def heartbeat() -> Heartbeat:
