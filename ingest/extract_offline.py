@@ -11,7 +11,8 @@ where a word stands rather than from a list of one corpus's words:
   yields a *name* — title case there is layout, not evidence; identifiers count
   everywhere, in the chunk's own heading (and an outer heading that is one identifier);
 - a capitalised word opening a sentence or list item is not a name on its own, and a
-  capitalised word the same text also writes in lower case is an ordinary word; so is a
+  capitalised word the same chunk's prose also writes in lower case (a word of its own,
+  outside code, paths and commands) is an ordinary word; so is a
   lone capitalised word ("Output", "Actually") that its whole *document* writes in lower
   case more often than capitalised inside a sentence (:func:`document_words`), while a
   name the document capitalises ("Windows", "Python") stays one;
@@ -31,9 +32,10 @@ where a word stands rather than from a list of one corpus's words:
   counts in code as well;
 - a kebab-case compound of function words (``built-in``, ``one-by-one``), with an
   English prefix (``non-linear``) or, unless marked as code, of words its document's
-  prose also writes on their own (``four-digit``, ``gdb-like``) is English, a heading
-  marks its words as code only when it is one identifier, and a clause after a colon or
-  dash opens like a sentence (a definition list's description).
+  prose also writes on their own (``four-digit``, ``gdb-like``) or of two common words
+  of general English (``top-level``, ``eye-pleasing``: wordfreq's packaged frequencies)
+  is English, a heading marks its words as code only when it is one identifier, and a
+  clause after a colon or dash opens like a sentence (a definition list's description).
 
 Each entity gets the first sentence it appears in as description. Relations link
 entities of one sentence; their weight counts the sentences that pair them in the chunk.
@@ -43,7 +45,9 @@ the chunk mentions.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -52,7 +56,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "15"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "16"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -340,17 +344,48 @@ def _not_a_compound(word: str, words: DocumentWords = NO_DOCUMENT_WORDS) -> bool
     a part that is a function word ("in", "by", "to") says it is a compound
     ("built-in", "one-by-one", "up-to-date"), and so do two parts that the document's
     prose both writes as words of their own, joined just once in it ("four-digit",
-    "gdb-like"; ``git-clean``, which a page names again and again, stays a name); a
-    one-letter part with a number is an expression ("k-1").
+    "gdb-like"; ``git-clean``, which a page names again and again, stays a name); two
+    parts that are both common words of general English (:func:`_common_english`) make an
+    English compound however often the prose writes it ("eye-pleasing", "top-level",
+    "read-only", while ``db-host`` names something; three parts, ``trust-exit-code``, name
+    an option more often than not); a one-letter part with a number is an expression
+    ("k-1"). Marked as code, any of them is a name (:func:`classify`).
     """
     parts = word.split("-")
     if any(part in _FUNCTION_WORDS for part in parts) or parts[0] in _PREFIXES:
         return False
+    if len(parts) == 2 and all(map(_common_english, parts)):
+        return False  # "eye-pleasing", "top-level": common English words, however often
     if len(parts) == 2 and word not in words.recurring and all(p in words.lower for p in parts):
         return False  # two words of the prose, once: a compound; a term recurs or has 3 parts
     if len(parts) == 2 and any(len(p) == 1 for p in parts) and any(p.isdigit() for p in parts):
         return False
     return any(ch.isdigit() for ch in word) or len(parts) >= 3 or min(map(len, parts)) <= 3
+
+
+# Zipf frequency (log10 of uses per billion words) above which a word is common English:
+# 3, once per million words, is the floor of wordfreq's "small" list; a part of three
+# letters or fewer must be far more common (30 per million words), since abbreviations
+# that name things ("api", "db", "url", "cli") are short and fairly frequent too
+COMMON_ZIPF = 3.0
+COMMON_SHORT_ZIPF = 4.5
+
+
+@functools.cache
+def _english_frequencies() -> dict[str, float]:
+    """Word frequencies of general English (wordfreq's packaged "small" list; no download)."""
+    from wordfreq import get_frequency_dict  # imported on first use: 0.4 s
+
+    return get_frequency_dict("en", "small")
+
+
+def _common_english(word: str) -> bool:
+    """Whether a lower-case word is a common word of general English (not a corpus's name)."""
+    frequency = _english_frequencies().get(word, 0.0) if word.isalpha() else 0.0
+    if frequency <= 0.0 or len(word) < 2:  # "x-1", "k-means": a variable, not a word
+        return False
+    zipf = math.log10(frequency) + 9.0
+    return zipf >= (COMMON_SHORT_ZIPF if len(word) <= 3 else COMMON_ZIPF)
 
 
 def extract(
@@ -365,8 +400,8 @@ def extract(
     first: dict[str, tuple[str, str, str]] = {}  # key -> (name, type, sentence)
     pairs: Counter[tuple[str, str]] = Counter()
     pair_sentence: dict[tuple[str, str], str] = {}
-    lowered = _lower_words(text)
     parts = segments(text)
+    lowered = _lower_words(parts)
     prose = {
         key for seg in parts if seg.kind != "code" for key in _entities_in(seg, lowered, words)
     }
@@ -446,9 +481,26 @@ def _first_sentence(text: str) -> str:
     return " ".join(text.split())
 
 
-def _lower_words(text: str) -> set[str]:
-    """Words the text writes in lower case (so a capitalised one is an ordinary word)."""
-    return {w for w in re.findall(r"\b[a-z][a-z'\u2019]+\b", text)}
+def _lower_words(parts: Iterable[Segment]) -> set[str]:
+    """Words a chunk's prose writes in lower case (so a capitalised one is an ordinary word).
+
+    As in :func:`document_words`, code blocks and code spans are left out, and so is a
+    word that is part of a token (``profile-opt``, ``python.exe``, ``/usr/bin/python``): a
+    command's ``python`` says nothing of "Python Software Foundation" in the prose.
+    """
+    lower: set[str] = set()
+    for segment in parts:
+        if segment.kind == "code":
+            continue
+        for match in _CASED_WORD.finditer(_CODE_SPAN.sub(" ; ", segment.text)):
+            word = match.group()
+            if (
+                len(word) >= 2
+                and word.islower()
+                and re.fullmatch(r"[^\W\d_]+(?:['\u2019]\w+)?", word)
+            ):
+                lower.add(word)
+    return lower
 
 
 def _entities_in(

@@ -192,6 +192,37 @@ def test_a_kebab_compound_of_the_documents_words_is_no_entity_unless_code() -> N
     assert "keep-going" in with_words  # marked as code: a name whatever its parts
 
 
+def test_a_kebab_compound_of_common_english_words_is_no_entity_unless_code() -> None:
+    text = (
+        "A readable and eye-pleasing style for high-end machines, and old-style formatting. "
+        "Set db-host and the api-server flag; a cli-style menu."
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert not names & {"eye-pleasing", "high-end", "old-style"}, names
+    # a short part that is no common word reads as an abbreviation: a name
+    assert {"db-host", "api-server", "cli-style"} <= names, names
+    marked = {e.name for e in extract("The `high-end` option.")[0]}
+    assert "high-end" in marked  # marked as code: a name whatever its parts
+    # written again and again, an English compound is still no name of the corpus
+    recurring = document_words(["Our old-style tables. Old-style tables sort; old-style wins."])
+    assert "old-style" in recurring.recurring
+    assert "old-style" not in {e.name for e in extract(text, words=recurring)[0]}
+
+
+def test_only_the_chunk_s_prose_says_a_capitalised_word_is_ordinary() -> None:
+    text = (
+        "The Python Software Foundation signs it. Build with Profile Guided Optimization "
+        "(`make profile-opt`).\n\n```\npython -m venv env\n```\n\nRun /usr/bin/python or "
+        "python.exe to check."
+    )
+    names = {e.name for e in extract(text)[0]}
+    # ``python`` and ``profile`` stand only in code, a path and a command's name here
+    assert {"Python Software Foundation", "Profile Guided Optimization"} <= names, names
+    assert not names & {"Software Foundation", "Guided Optimization"}, names
+    prose = {e.name for e in extract(text + " Install the python package.")[0]}
+    assert "Software Foundation" in prose  # the prose writes "python": an ordinary word
+
+
 def test_document_words_ignore_code_and_sentence_openers() -> None:
     words = document_words(["Output is kept.\n\n```\noutput = run()\n```\n"])
     assert "output" not in words.lower  # only code writes it in lower case
