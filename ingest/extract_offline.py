@@ -401,7 +401,7 @@ def extract(
     pairs: Counter[tuple[str, str]] = Counter()
     pair_sentence: dict[tuple[str, str], str] = {}
     parts = segments(text)
-    lowered = _lower_words(parts)
+    lowered = _lower_words(text, parts)
     prose = {
         key for seg in parts if seg.kind != "code" for key in _entities_in(seg, lowered, words)
     }
@@ -481,13 +481,21 @@ def _first_sentence(text: str) -> str:
     return " ".join(text.split())
 
 
-def _lower_words(parts: Iterable[Segment]) -> set[str]:
-    """Words a chunk's prose writes in lower case (so a capitalised one is an ordinary word).
+@dataclass(frozen=True, slots=True)
+class ChunkWords:
+    """The words one chunk writes in lower case (so a capitalised one may be ordinary).
 
-    As in :func:`document_words`, code blocks and code spans are left out, and so is a
-    word that is part of a token (``profile-opt``, ``python.exe``, ``/usr/bin/python``): a
-    command's ``python`` says nothing of "Python Software Foundation" in the prose.
+    ``prose``: as words of its prose, as in :func:`document_words` (not in code blocks or
+    spans, not as a token's part: ``profile-opt``, ``python.exe``, ``/usr/bin/python``);
+    ``anywhere``: in any of its text, commands and options included.
     """
+
+    prose: frozenset[str]
+    anywhere: frozenset[str]
+
+
+def _lower_words(text: str, parts: Iterable[Segment]) -> ChunkWords:
+    """The :class:`ChunkWords` of a chunk's text, given with its segments."""
     lower: set[str] = set()
     for segment in parts:
         if segment.kind == "code":
@@ -500,11 +508,12 @@ def _lower_words(parts: Iterable[Segment]) -> set[str]:
                 and re.fullmatch(r"[^\W\d_]+(?:['\u2019]\w+)?", word)
             ):
                 lower.add(word)
-    return lower
+    anywhere = frozenset(re.findall(r"\b[a-z][a-z'\u2019]+\b", text))
+    return ChunkWords(frozenset(lower), anywhere)
 
 
 def _entities_in(
-    segment: Segment, lowered: set[str], words: DocumentWords
+    segment: Segment, lowered: ChunkWords, words: DocumentWords
 ) -> dict[str, tuple[str, str]]:
     if segment.kind == "field":
         return {}  # a label ("Severity", "Comments") is layout
@@ -537,15 +546,20 @@ def _identifiers(
     return found
 
 
-def _names(sentence: str, lowered: set[str], here: DocumentWords = NO_DOCUMENT_WORDS) -> list[str]:
+def _names(
+    sentence: str, lowered: ChunkWords, here: DocumentWords = NO_DOCUMENT_WORDS
+) -> list[str]:
     """Runs of capitalised words ("Lothair II", "Boso the Elder").
 
     The opening word of a sentence is capitalised by grammar, so it counts only inside a
-    longer run and only when it is not a function word or a word the text writes in
-    lower case elsewhere (or its whole document, ``here``, mostly does: "Surely Python
-    raises …", while "Git" opening a sentence of a page that runs ``git`` stays); the
-    same holds for a lone capitalised word anywhere, which is also no name when its
-    document mostly writes it in lower case (an upper-case word there, ``PATH`` or
+    longer run and only when it is not a function word or a word the chunk writes in
+    lower case anywhere, even in a command or an option (``--enable-x``: "Enable C-level
+    …"), or its whole document, ``here``, mostly does ("Surely Python raises …", while
+    "Git" opening a sentence of a page that runs ``git`` stays). A capitalised word
+    inside a sentence was capitalised on purpose: it is ordinary only when the chunk's
+    prose writes it in lower case ("Profile Guided Optimization" beside ``profile-opt``
+    stays whole); the same holds for a lone capitalised word, which is also no name when
+    its document mostly writes it in lower case (an upper-case word there, ``PATH`` or
     ``DEBUG``, is a constant's name, not "path"). Punctuation opening a sentence
     ("(Lacking …", "“Extending …") does not move its first word, and a word glued to a
     slash is part of a path ("Tools/demo/redemo.py"). A hyphenated word is one word
@@ -558,14 +572,6 @@ def _names(sentence: str, lowered: set[str], here: DocumentWords = NO_DOCUMENT_W
     run: list[str] = []
     run_start = 0
 
-    def ordinary(word: str) -> bool:
-        bare = word.rstrip(".").lower()
-        if re.search(r"['\u2019](?:ve|re|ll|d|m|s|t)$", bare) and bare[:1] == "i":
-            return True  # "I've", "I'm": a pronoun, capitalised by grammar
-        return bare in _FUNCTION_WORDS or (
-            bare in lowered and (not word.isupper() or bare.isalpha())
-        )
-
     def close() -> None:
         while run and (
             run[-1] in _CONNECTORS or (run[-1].lower() in _FUNCTION_WORDS and run[-1] != "I")
@@ -573,10 +579,13 @@ def _names(sentence: str, lowered: set[str], here: DocumentWords = NO_DOCUMENT_W
             run.pop()  # "B. You", "Maildir They": a pronoun ends no name ("Charles I" may)
         if run:
             words = [*run[:-1], re.sub(r"['\u2019]s$", "", run[-1].rstrip("."))]
-            if run_start == 0 and len(words) > 1 and words[0].lower() in here.ordinary:
-                words = words[1:]  # capitalised by grammar, a word of the document's prose
-            while words and (ordinary(words[0]) or (run_start == 0 and len(words) == 1)):
-                words = words[1:]
+            opening = run_start == 0  # words[0] opens the sentence: capitalised by grammar
+            if opening and len(words) > 1 and words[0].lower() in here.ordinary:
+                words, opening = words[1:], False  # a word of the document's prose
+            while words and (
+                _ordinary(words[0], lowered, opening) or (run_start == 0 and len(words) == 1)
+            ):
+                words, opening = words[1:], False
             if run_start == 0 and len(words) > 2 and words[1] in _CONNECTORS:
                 words = words[1:]  # "Review the Grafana …": an imperative, not "X the Elder"
             while words and words[0].lower() in _CONNECTORS:
@@ -584,7 +593,7 @@ def _names(sentence: str, lowered: set[str], here: DocumentWords = NO_DOCUMENT_W
             if len(words) >= 2 or (
                 words
                 and len(words[0]) >= 4
-                and not ordinary(words[0])
+                and not _ordinary(words[0], lowered)
                 and not _shouting(words[0])
                 and (words[0].isupper() or words[0].lower() not in here.ordinary)
             ):
@@ -625,6 +634,15 @@ def _names(sentence: str, lowered: set[str], here: DocumentWords = NO_DOCUMENT_W
             close()
     close()
     return out
+
+
+def _ordinary(word: str, lowered: ChunkWords, opening: bool = False) -> bool:
+    """Whether a capitalised word is an ordinary word of the chunk (see :func:`_names`)."""
+    bare = word.rstrip(".").lower()
+    if re.search(r"['\u2019](?:ve|re|ll|d|m|s|t)$", bare) and bare[:1] == "i":
+        return True  # "I've", "I'm": a pronoun, capitalised by grammar
+    lower = lowered.anywhere if opening else lowered.prose
+    return bare in _FUNCTION_WORDS or (bare in lower and (not word.isupper() or bare.isalpha()))
 
 
 def _in_path(sentence: str, start: int, end: int) -> bool:

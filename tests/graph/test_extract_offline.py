@@ -221,6 +221,9 @@ def test_only_the_chunk_s_prose_says_a_capitalised_word_is_ordinary() -> None:
     assert not names & {"Software Foundation", "Guided Optimization"}, names
     prose = {e.name for e in extract(text + " Install the python package.")[0]}
     assert "Software Foundation" in prose  # the prose writes "python": an ordinary word
+    # opening a sentence or a clause, a capital says nothing: an option's word will do
+    options = "--enable-shared : Enable Shared Library builds.\n\n--with-lto : Use LTO."
+    assert "Shared Library" in {e.name for e in extract(options)[0]}
 
 
 def test_document_words_ignore_code_and_sentence_openers() -> None:
