@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "16"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "17"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -197,14 +197,19 @@ class DocumentWords:
 
     ``lower``: the words its prose writes in lower case; ``ordinary``: those it writes in
     lower case more often than capitalised inside a sentence; ``recurring``: the
-    kebab-case words its prose writes more than once (a term, not a one-off compound).
-    Built from the document alone (:func:`document_words`), so a chunk's extraction
-    never depends on which other documents are ingested or extracted with it.
+    kebab-case words its prose writes more than once (a term, not a one-off compound);
+    ``named``: the words it capitalises inside a sentence more than once ("on Windows"
+    again and again); ``read``: whether a document was read at all (not
+    :data:`NO_DOCUMENT_WORDS`). Built from the document alone (:func:`document_words`),
+    so a chunk's extraction never depends on which other documents are ingested or
+    extracted with it.
     """
 
     lower: frozenset[str] = frozenset()
     ordinary: frozenset[str] = frozenset()
     recurring: frozenset[str] = frozenset()  # kebab-case words its prose writes twice or more
+    named: frozenset[str] = frozenset()
+    read: bool = False
 
 
 NO_DOCUMENT_WORDS = DocumentWords()
@@ -241,6 +246,8 @@ def document_words(texts: Iterable[str]) -> DocumentWords:
         frozenset(lower),
         frozenset(w for w, n in lower.items() if n > inside[w]),
         frozenset(w for w, n in kebab.items() if n > 1),
+        frozenset(w for w, n in inside.items() if n > 1),
+        read=True,
     )
 
 
@@ -596,6 +603,7 @@ def _names(
                 and not _ordinary(words[0], lowered)
                 and not _shouting(words[0])
                 and (words[0].isupper() or words[0].lower() not in here.ordinary)
+                and not _common_word_once(words[0], here)
             ):
                 out.append(" ".join(words))
         run.clear()
@@ -634,6 +642,18 @@ def _names(
             close()
     close()
     return out
+
+
+def _common_word_once(word: str, here: DocumentWords) -> bool:
+    """Whether a lone capitalised word is a common English word its document names once.
+
+    "Helped", "Currently", "Problems": a word of general English (:func:`_common_english`)
+    capitalised inside a sentence at most once in the whole document is more likely a
+    quoted label or a title's word than a name; a name ("Windows", "Python") is written
+    so again and again. Without its document (``here`` not read) nothing is said.
+    """
+    bare = word.lower()
+    return here.read and word[1:].islower() and bare not in here.named and _common_english(bare)
 
 
 def _ordinary(word: str, lowered: ChunkWords, opening: bool = False) -> bool:

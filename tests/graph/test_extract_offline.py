@@ -226,6 +226,18 @@ def test_only_the_chunk_s_prose_says_a_capitalised_word_is_ordinary() -> None:
     assert "Shared Library" in {e.name for e in extract(options)[0]}
 
 
+def test_a_common_word_capitalised_once_in_its_document_is_no_name() -> None:
+    text = "It builds on Windows and on Gentoo. Setup was Helped by the installer's Wizard."
+    document = [text, "Windows is supported; on Windows the launcher is used."]
+    words = document_words(document)
+    assert "windows" in words.named and "helped" not in words.named
+    names = {e.name for e in extract(text, words=words)[0]}
+    # "Helped" and "Wizard" are English words written so once: labels, not names
+    assert "Windows" in names and not names & {"Helped", "Wizard"}, names
+    assert "Gentoo" in names  # no common English word: one mention will do
+    assert {"Helped", "Wizard"} <= {e.name for e in extract(text)[0]}  # no document read
+
+
 def test_document_words_ignore_code_and_sentence_openers() -> None:
     words = document_words(["Output is kept.\n\n```\noutput = run()\n```\n"])
     assert "output" not in words.lower  # only code writes it in lower case
