@@ -161,7 +161,7 @@ class Asker:
                 allowed = self.store.chunk_ids_of_rows(flt.allowed)
             if preparing is None:
                 preparing = self.global_searcher.prepare(budget, request.level)
-            focus = await self.focus(request)
+            focus = await self.focus(request, searched.results if searched else None)
             await preparing
             found = await self.global_searcher.search(
                 request.question,
@@ -223,15 +223,21 @@ class Asker:
             warnings=warnings,
         )
 
-    async def focus(self, request: AskRequest) -> tuple[dict[str, float], list[QueryResult]] | None:
+    async def focus(
+        self, request: AskRequest, local: Sequence[QueryResult] | None = None
+    ) -> tuple[dict[str, float], list[QueryResult]] | None:
         """The passages the local engines find for a global question (``ask.focus_chunks``).
 
         Their relevance (chunk id → (0, 1]) and the engines' results. Global search reads
         only the communities holding them and keeps only the key points resting on them
-        (:mod:`retrieval.global_search`, "Focus"); None: off.
+        (:mod:`retrieval.global_search`, "Focus"); None: off. The pages a local answer to
+        the same question cites (``local``: its passages, searched here when not given)
+        are never left out, so a global answer covers at least what a local one would.
         """
         if not self.settings.focus_chunks:
             return None
+        if local is None:  # first: the pool's search then reuses the question's embedding
+            local = (await self.searcher.search(self.local_request(request))).results
         pool = await self.searcher.search(
             QueryRequest(
                 search_text=request.question,
@@ -244,7 +250,8 @@ class Asker:
             )
         )
         relevance = chunk_relevance(
-            [(r.chunk_id, r.document_id, r.rrf_score) for r in pool.results]
+            [(r.chunk_id, r.document_id, r.rrf_score) for r in pool.results],
+            keep={hit.document_id for hit in local},
         )
         return relevance, pool.results
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -823,7 +823,9 @@ class GlobalSearcher:
 
 
 def chunk_relevance(
-    ranked: Sequence[tuple[str, str, float]], document_share: float = DOCUMENT_SHARE
+    ranked: Sequence[tuple[str, str, float]],
+    document_share: float = DOCUMENT_SHARE,
+    keep: Collection[str] = (),
 ) -> dict[str, float]:
     """Chunk id → relevance in (0, 1], for the chunks of the documents a question is about.
 
@@ -834,8 +836,10 @@ def chunk_relevance(
     mentions the question's words in passing; its chunks are left out. The document of
     the engines' first passage always stays: a short page (one chunk, a runbook that
     alone names the question's identifier) cannot gather the sum a long page gathers
-    from many passages, and the best passage is not a mention in passing. A kept
-    chunk's relevance is its fused score relative to the best one.
+    from many passages, and the best passage is not a mention in passing. So do the
+    documents in ``keep`` (``ask`` passes the pages a local answer to the same question
+    cites: a global answer leaves none of them out). A kept chunk's relevance is its
+    fused score relative to the best one.
     """
     mass: dict[str, float] = {}
     for rank, (_, document, _) in enumerate(ranked, start=1):
@@ -843,11 +847,11 @@ def chunk_relevance(
     if not mass:
         return {}
     floor = document_share * max(mass.values())
-    first = ranked[0][1]
+    kept = {ranked[0][1], *keep}
     best = max(score for _, _, score in ranked)
     out: dict[str, float] = {}
     for rank, (chunk, document, score) in enumerate(ranked, start=1):
-        if mass[document] >= floor or document == first:
+        if mass[document] >= floor or document in kept:
             out[chunk] = max(score, 0.0) / best if best > 0 else 1.0 / rank
     return out
 

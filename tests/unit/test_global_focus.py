@@ -45,6 +45,18 @@ def test_the_document_of_the_first_passage_stays_however_short() -> None:
     assert "b0" not in chunk_relevance(stray, document_share=0.15)
 
 
+def test_the_documents_a_local_answer_cites_stay() -> None:
+    # one passage at rank 5 beside a long page holding forty: ~2 % of its sum
+    ranked = [(f"a{i}", "long", 1.0 - i / 100) for i in range(4)] + [("b0", "five", 0.955)]
+    ranked += [(f"a{i}", "long", 0.95 - i / 1000) for i in range(4, 40)]
+    ranked += [("c0", "later", 0.9)]
+    assert "b0" not in chunk_relevance(ranked, document_share=0.15)
+    relevance = chunk_relevance(ranked, document_share=0.15, keep={"five", "absent"})
+    assert relevance["b0"] == 0.955
+    assert "c0" not in relevance
+    assert {f"a{i}" for i in range(40)} <= set(relevance)
+
+
 def test_chunk_relevance_without_scores_falls_back_to_rank() -> None:
     assert chunk_relevance([("a", "d", 0.0), ("b", "d", 0.0)]) == {"a": 1.0, "b": 0.5}
     assert chunk_relevance([]) == {}
