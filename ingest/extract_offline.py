@@ -20,7 +20,8 @@ where a word stands rather than from a list of one corpus's words:
   abbreviations ("e.g.") are markup, not entities;
 - a type comes from the token's shape (metric suffix, call parentheses, dotted key,
   path, host — whose last label has letters, so ``4.2.1`` is a section number and no
-  entity) and use (``$NAME`` or ``NAME=`` is an ``env_var``, not an error code; an
+  entity; a letter minus a number, ``n-1`` or ``N-2``, is arithmetic, in code or not)
+  and use (``$NAME`` or ``NAME=`` is an ``env_var``, not an error code; an
   upper-case constant is an ``error_code`` only when numbered like ``PAY-5031``, named
   with an error part like ``ERR_CONN_RESET``, or used among words of errors — ``SHA-1``
   and ``UTF-16`` are not) or stays generic: ``identifier`` for code-like words, ``name``
@@ -56,13 +57,14 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "17"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "18"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*(?:-[^\W\d_][\w'\u2019.]*)*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){1,}\.[a-z][a-z0-9-]*[a-z]$")
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\.?$")  # 4.2.1: a section or version number
+_LETTER_MINUS_NUMBER = re.compile(r"^[A-Za-z]-\d{1,2}$")  # n-1, N-2, x-10: an expression
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
 _NUMBERED_CODE = re.compile(r"^[A-Z]{2,}-?\d{3,}$")  # PAY-5031, ORA-00060: a numbered code
 # what makes an upper-case constant an error code: a part of its name or a word beside it
@@ -268,6 +270,8 @@ def classify(
     bare = token.rstrip("()")
     if _NUMBERED.match(bare):
         return None  # a section number names no concept; it is no host either
+    if _LETTER_MINUS_NUMBER.match(bare):
+        return None  # "n-1", "x(i-10)", "the first N-1 terms": arithmetic, in code or not
     if bare.startswith(("/", "~/")) and "/" in bare[1:] and len(bare) > 3:
         return "path"
     if _ERROR.match(bare) and _ENV_USE.search(_env_context(bare, sentence)):
