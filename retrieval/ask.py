@@ -232,7 +232,8 @@ class Asker:
         only the communities holding them and keeps only the key points resting on them
         (:mod:`retrieval.global_search`, "Focus"); None: off. The pages a local answer to
         the same question cites (``local``: its passages, searched here when not given)
-        are never left out, so a global answer covers at least what a local one would.
+        are never left out of the focus: a global answer reads at least the pages a local
+        one would (within its reduce and answer bounds).
         """
         if not self.settings.focus_chunks:
             return None
