@@ -431,7 +431,13 @@ class AskSettings(Section):
     map_batch_tokens: int = Field(
         2000, ge=100, le=200_000, description="report tokens per map batch (one LLM call each)"
     )
-    local_top_k: int = Field(8, ge=1, le=100, description="chunks retrieved for a local answer")
+    local_top_k: int = Field(
+        8,
+        ge=1,
+        le=100,
+        description="chunks retrieved for a local answer (a global answer also keeps the "
+        "pages they come from)",
+    )
     focus_chunks: int = Field(
         80,
         ge=0,
