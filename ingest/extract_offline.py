@@ -57,14 +57,15 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "18"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "19"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*(?:-[^\W\d_][\w'\u2019.]*)*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){1,}\.[a-z][a-z0-9-]*[a-z]$")
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\.?$")  # 4.2.1: a section or version number
-_LETTER_MINUS_NUMBER = re.compile(r"^[A-Za-z]-\d{1,2}$")  # n-1, N-2, x-10: an expression
+# n-1, N-2, x-10, 3-d: a letter and a number joined by a hyphen are an expression
+_LETTER_AND_NUMBER = re.compile(r"^(?:[A-Za-z]-\d+|\d+-[A-Za-z])$")
 _ERROR = re.compile(r"^(?:[A-Z][A-Z0-9]*[_-])+[A-Z0-9]+$|^[A-Z]{2,}-?\d{3,}$")
 _NUMBERED_CODE = re.compile(r"^[A-Z]{2,}-?\d{3,}$")  # PAY-5031, ORA-00060: a numbered code
 # what makes an upper-case constant an error code: a part of its name or a word beside it
@@ -270,7 +271,7 @@ def classify(
     bare = token.rstrip("()")
     if _NUMBERED.match(bare):
         return None  # a section number names no concept; it is no host either
-    if _LETTER_MINUS_NUMBER.match(bare):
+    if _LETTER_AND_NUMBER.match(bare):
         return None  # "n-1", "x(i-10)", "the first N-1 terms": arithmetic, in code or not
     if bare.startswith(("/", "~/")) and "/" in bare[1:] and len(bare) > 3:
         return "path"
@@ -359,8 +360,9 @@ def _not_a_compound(word: str, words: DocumentWords = NO_DOCUMENT_WORDS) -> bool
     parts that are both common words of general English (:func:`_common_english`) make an
     English compound however often the prose writes it ("eye-pleasing", "top-level",
     "read-only", while ``db-host`` names something; three parts, ``trust-exit-code``, name
-    an option more often than not); a one-letter part with a number is an expression
-    ("k-1"). Marked as code, any of them is a name (:func:`classify`).
+    an option more often than not). Marked as code, any of them is a name
+    (:func:`classify`, where a letter joined to a number, ``k-1``, is an expression
+    wherever it stands).
     """
     parts = word.split("-")
     if any(part in _FUNCTION_WORDS for part in parts) or parts[0] in _PREFIXES:
@@ -369,8 +371,6 @@ def _not_a_compound(word: str, words: DocumentWords = NO_DOCUMENT_WORDS) -> bool
         return False  # "eye-pleasing", "top-level": common English words, however often
     if len(parts) == 2 and word not in words.recurring and all(p in words.lower for p in parts):
         return False  # two words of the prose, once: a compound; a term recurs or has 3 parts
-    if len(parts) == 2 and any(len(p) == 1 for p in parts) and any(p.isdigit() for p in parts):
-        return False
     return any(ch.isdigit() for ch in word) or len(parts) >= 3 or min(map(len, parts)) <= 3
 
 

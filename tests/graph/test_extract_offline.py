@@ -128,14 +128,15 @@ def test_kebab_compounds_of_function_words_are_no_entities() -> None:
 
 def test_a_letter_minus_a_number_is_an_expression_wherever_it_stands() -> None:
     text = (
-        "Sum the first N-1 terms of `x-2`, then use i-10 for Z-1.\n\n"
-        "```\ny = a(n-1) + b(N-1) * x(i-10);\n```\n"
+        "Sum the first N-1 terms of `x-2`, then use i-10 for Z-1 and k-100 steps.\n\n"
+        "```\ny = a(n-1) + b(N-1) * x(i-10) + c(k-100);\n```\n"
     )
     names = {e.name for e in extract(text)[0]}
-    assert not names & {"N-1", "x-2", "n-1", "i-10", "Z-1"}, names
+    assert not names & {"N-1", "x-2", "n-1", "i-10", "Z-1", "k-100"}, names
     text = "Hashes use SHA-1 and text UTF-8; see RFC-822, IEEE-754 and CRC-32."
     names = {e.name for e in extract(text)[0]}
     assert {"SHA-1", "UTF-8", "RFC-822", "IEEE-754", "CRC-32"} <= names, names
+    assert "utf-8" in {e.name for e in extract("The file is read as utf-8 text.")[0]}
 
 
 def test_a_description_after_a_colon_opens_like_a_sentence() -> None:
