@@ -20,7 +20,7 @@ from dataclasses import replace
 from graph.communities import Community
 from graph.llm_reports import LLMReportWriter
 from graph.models import CommunityReport
-from graph.reports import ChunkTexts, ExtractiveWriter, ReportJob
+from graph.reports import ChunkTexts, ReportJob, job_report
 from graph.store import EntityReader, GraphStore
 from lore.llm import LLMStats
 
@@ -36,8 +36,7 @@ class LazyWriter:
         self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
         """Extractive report of each job, marked :data:`LAZY_METHOD`."""
-        written = ExtractiveWriter().write_level(graph, chunk_texts, jobs)
-        return [replace(r, method=LAZY_METHOD) for r in written]
+        return [replace(job_report(j, graph, chunk_texts), method=LAZY_METHOD) for j in jobs]
 
 
 def _by_depth(reports: Sequence[CommunityReport]) -> list[list[CommunityReport]]:

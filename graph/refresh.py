@@ -36,6 +36,7 @@ from graph.reports import (
     ReportJob,
     ReportWriter,
     community_chunks,
+    is_current,
     report_fingerprint,
     same_text,
 )
@@ -353,7 +354,7 @@ def report_jobs(graph: GraphStore, community_ids: Sequence[str], largest: int) -
         previous = reports.get(community_id)
         held = tuple(material.get(community_id, ()))
         now = report_fingerprint(graph, community, held)
-        if previous is not None and previous.fingerprint == now:
+        if is_current(previous, now):
             continue
         jobs.append(ReportJob(community, held, largest, now, previous))
     return jobs

@@ -4,8 +4,9 @@ Offline (no LLM), a report is extractive and written for a reader:
 
 - **members by importance**: an entity's weight inside the community is its weighted
   degree over the community's relations (ties: mentions, then name);
-- **title**: the most central entities, then the documents they come from (the
-  offline extractor makes a document's title an entity of each of its chunks);
+- **title**: the most central entities, then the pages the community's chunks come
+  from, the page holding the most central chunks first (the offline extractor makes a
+  page's title an entity of each of its chunks; with no such entity, the members alone);
 - **findings**: whole sentences of the member chunks (the shared splitter,
   :mod:`lore.sentences`, joins hard-wrapped lines and drops fragments), ranked by the
   centrality of the members they mention, at most two per chunk, no repeats; a
@@ -14,12 +15,15 @@ Offline (no LLM), a report is extractive and written for a reader:
 
 A parent whose children's reports cover more than :data:`MAX_CHUNKS` chunks is reported
 from those reports alone (:func:`from_children`): their best findings, a title from the
-entities they cite most, the union of their chunks. Nothing of its members is read, so
+entities they cite most and the pages of the chunks their findings cite, the union of
+their chunks. Nothing of its members is read, so
 rewriting a top-level community costs what its children's reports hold, not what the
 corpus holds under it. Each report stores a fingerprint of its inputs
 (:func:`report_fingerprint`, with :data:`REPORT_VERSION`): members, their provenance and
 relation weights; for a parent reported from its children, its members and its
-children's fingerprints. A later change can tell it is stale.
+children's fingerprints. A later change can tell it is stale. An offline report's
+fingerprint also carries :data:`EXTRACTIVE_VERSION` (:func:`stamped`), so a change to
+what only offline reports say rewrites those and never an LLM's (a bill).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from graph.communities import Community
@@ -39,7 +43,9 @@ from lore.sentences import statements, whole_sentences
 MAX_FINDINGS = 8
 MAX_CHUNKS = 60
 """A community whose children's reports cover more chunks is reported from those reports."""
-REPORT_VERSION = "3"  # bump when what a report says changes: every report is then rewritten
+REPORT_VERSION = "3"  # bump when what every report says changes: each is then rewritten
+EXTRACTIVE_VERSION = "t1"
+"""Bump when what an offline report says changes: only offline reports are rewritten then."""
 TITLE_ENTITIES = 3
 TITLE_DOCUMENTS = 2
 
@@ -85,6 +91,23 @@ def fingerprint(graph: EntityReader, members: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def stamped(inputs: str) -> str:
+    """An offline report's fingerprint: its inputs' and :data:`EXTRACTIVE_VERSION`."""
+    return f"{inputs}.{EXTRACTIVE_VERSION}"
+
+
+def is_current(previous: CommunityReport | None, inputs: str) -> bool:
+    """Whether a stored report was written from inputs of this fingerprint, as now.
+
+    An offline report (method ``extractive``) must also carry today's
+    :data:`EXTRACTIVE_VERSION`; an LLM's, a lazy one's or a fallback's need not.
+    """
+    if previous is None:
+        return False
+    wanted = stamped(inputs) if previous.method == ExtractiveWriter.name else inputs
+    return previous.fingerprint == wanted
+
+
 def centrality(entities: Mapping[str, Entity], relations: Sequence[Relation]) -> dict[str, float]:
     """Weighted degree of each member inside the community."""
     degree: defaultdict[str, float] = defaultdict(float)
@@ -112,15 +135,41 @@ def ranked_members(graph: EntityReader, members: Sequence[str]) -> list[str]:
     return [key for key, _ in ranked_member_names(graph, members)]
 
 
-def report_title(entities: Mapping[str, Entity], central: Sequence[str], fallback: str) -> str:
-    """The most central entities, then (after a dash) the most central documents."""
+def report_title(
+    entities: Mapping[str, Entity],
+    central: Sequence[str],
+    fallback: str,
+    pages: Sequence[str] = (),
+) -> str:
+    """The most central entities, then (after a dash) the pages they come from.
+
+    ``pages``: the page titles of the community's chunks, the most central first; without
+    them, the members that are page titles.
+    """
     names = [entities[k].name for k in central if entities[k].type != "title"]
-    documents = [entities[k].name for k in central if entities[k].type == "title"]
-    head = ", ".join(names[:TITLE_ENTITIES])
+    documents = list(pages) or [entities[k].name for k in central if entities[k].type == "title"]
+    shown = {entity_key(d) for d in documents[:TITLE_DOCUMENTS]}
+    head = ", ".join([n for n in names if entity_key(n) not in shown][:TITLE_ENTITIES])
     tail = "; ".join(documents[:TITLE_DOCUMENTS])
     if head and tail:
         return f"{head} — {tail}"
     return head or tail or fallback
+
+
+def chunk_pages(graph: EntityReader, weight: Mapping[str, float]) -> list[str]:
+    """The page titles of these chunks, the page whose chunks weigh most first.
+
+    A chunk's page title is what it mentions as a ``title`` (the offline extractor makes
+    a page's title an entity of each of its chunks); a page weighs the sum of its
+    chunks' ``weight``. One read, of those mentions alone.
+    """
+    score: defaultdict[str, float] = defaultdict(float)
+    names: dict[str, str] = {}
+    for chunk, titles in graph.mentioned_as(sorted(weight), "title").items():
+        for key, name in titles:
+            score[key] += weight[chunk]
+            names.setdefault(key, name)
+    return [names[k] for k in sorted(score, key=lambda k: (-score[k], k))]
 
 
 def extractive_report(
@@ -163,7 +212,9 @@ def extractive_report(
     return CommunityReport(
         community_id=community.id,
         level=community.level,
-        title=report_title(entities, central, community.id),
+        title=report_title(
+            entities, central, community.id, chunk_pages(graph, {c: weight[c] for c in read})
+        ),
         summary=summary,
         findings=tuple(findings[:MAX_FINDINGS]),
         importance=round(10.0 * min(1.0, len(chunk_ids) / max(1, largest)), 2),
@@ -197,13 +248,18 @@ def _children_report(
     found = graph.entities(central)  # a few entities, for their names
     entities = {k: found[k] for k in central if k in found}
     chunk_ids = sorted({c for r in children for c in r.chunk_ids})
+    cited: defaultdict[str, float] = defaultdict(float)  # the chunks the findings cite
+    for child in children:
+        for rank, finding in enumerate(child.findings, start=1):
+            for chunk in finding.chunks:
+                cited[chunk] += (1.0 + child.importance) / rank
     summary = " ".join(f.text for f in findings[:2]) or (
         "Mentions " + ", ".join(e.name for e in list(entities.values())[:5]) + "."
     )
     return CommunityReport(
         community_id=community.id,
         level=community.level,
-        title=report_title(entities, list(entities), community.id),
+        title=report_title(entities, list(entities), community.id, chunk_pages(graph, cited)),
         summary=summary,
         findings=tuple(findings),
         importance=round(10.0 * min(1.0, len(chunk_ids) / max(1, largest)), 2),
@@ -309,12 +365,13 @@ class ExtractiveWriter:
     def write_level(
         self, graph: EntityReader, chunk_texts: ChunkTexts, jobs: Sequence[ReportJob]
     ) -> list[CommunityReport]:
-        """Extractive report of each job."""
-        return [job_report(j, graph, chunk_texts) for j in jobs]
+        """Extractive report of each job, its fingerprint :func:`stamped`."""
+        written = [job_report(j, graph, chunk_texts) for j in jobs]
+        return [replace(r, fingerprint=stamped(r.fingerprint)) for r in written]
 
 
 def job_report(job: ReportJob, graph: EntityReader, chunk_texts: ChunkTexts) -> CommunityReport:
-    """The extractive report of one job (also an LLM writer's fallback)."""
+    """The extractive report of one job, its fingerprint not stamped (an LLM's fallback)."""
     return extractive_report(
         job.community,
         graph,

@@ -70,6 +70,14 @@ class EntityReader(Protocol):
         """Chunk ids that mention each entity."""
         ...
 
+    def mentioned_as(self, chunk_ids: Sequence[str], kind: str) -> dict[str, list[tuple[str, str]]]:
+        """``(entity key, name as written)`` of what each chunk mentions with type ``kind``.
+
+        The type of that mention in that chunk, not the entity's merged one (a page's title
+        is a ``title`` in the page's own chunks); sorted by key. Reads no description.
+        """
+        ...
+
     def edges(self) -> list[Edge]:
         """Every relation as (source key, target key, weight), sorted (O(graph))."""
         ...

@@ -39,7 +39,14 @@ from typing import Any, TypeVar
 from graph.llm_reports import LLMReportWriter
 from graph.models import CommunityReport
 from graph.refresh import preview_refresh
-from graph.reports import ChunkTexts, ReportJob, ReportWriter, from_children, report_fingerprint
+from graph.reports import (
+    ChunkTexts,
+    ReportJob,
+    ReportWriter,
+    from_children,
+    is_current,
+    report_fingerprint,
+)
 from graph.store import GraphStore
 from ingest.extract_llm import LLMExtractor
 from ingest.extraction import ChunkInput, Extractor
@@ -248,7 +255,7 @@ def _estimate_reports(
         if previous is not None:
             children[community.parent].append(previous)
             # a parent reported from its children is rewritten when one of them is
-            if previous.fingerprint == report_fingerprint(graph, community, held) and not (
+            if is_current(previous, report_fingerprint(graph, community, held)) and not (
                 from_children(held) and rewritten.intersection(r.community_id for r in held)
             ):
                 continue

@@ -493,6 +493,24 @@ class LocalGraphStore(Tables):
         """Chunk ids by entity key."""
         return self._pairs("entity_key", "chunk_id", keys)
 
+    def mentioned_as(self, chunk_ids: Sequence[str], kind: str) -> dict[str, list[tuple[str, str]]]:
+        """What each chunk mentions with type ``kind``: ``(key, name)``, by key."""
+        rows: list[tuple[str, str, str]] = []
+        wanted = sorted(set(chunk_ids))
+        with self._read() as db:
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows += db.execute(
+                    "SELECT chunk_id, entity_key, name FROM entity_mentions "
+                    f"WHERE chunk_id IN ({marks}) AND type = ?",
+                    [*batch, kind],
+                ).fetchall()
+        out: dict[str, list[tuple[str, str]]] = {}
+        for chunk, key, name in sorted((str(c), str(k), str(n)) for c, k, n in rows):
+            out.setdefault(chunk, []).append((key, name))
+        return out
+
     def _pairs(self, by: str, other: str, values: Sequence[str]) -> dict[str, list[str]]:
         pairs: list[tuple[str, str]] = []
         with self._read() as db:

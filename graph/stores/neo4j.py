@@ -369,6 +369,14 @@ class Neo4jGraphStore:
         """Chunk ids by entity key."""
         return self._pairs(q.CHUNKS_OF_ENTITIES, keys)
 
+    def mentioned_as(self, chunk_ids: Sequence[str], kind: str) -> dict[str, list[tuple[str, str]]]:
+        """What each chunk mentions with type ``kind``: ``(key, name)``, by key."""
+        rows = self._select(q.MENTIONED_AS, "values", sorted(set(chunk_ids)), kind=kind)
+        out: dict[str, list[tuple[str, str]]] = {}
+        for chunk, key, name in sorted((str(r["k"]), str(r["key"]), str(r["name"])) for r in rows):
+            out.setdefault(chunk, []).append((key, name))
+        return out
+
     def _pairs(self, query: str, values: Sequence[str]) -> dict[str, list[str]]:
         rows = self._select(query, "values", sorted(set(values)))
         out: dict[str, list[str]] = {}

@@ -174,6 +174,13 @@ MATCH (c:LoreChunk {ns: $ns, id: chunk_id})-[:MENTIONS]->(e:LoreEntity)
 RETURN c.id AS k, e.key AS v
 """
 
+MENTIONED_AS: Final = """
+UNWIND $values AS chunk_id
+MATCH (c:LoreChunk {ns: $ns, id: chunk_id})-[m:MENTIONS]->(e:LoreEntity)
+WHERE m.type = $kind
+RETURN c.id AS k, e.key AS key, m.name AS name
+"""
+
 CHUNKS_OF_ENTITIES: Final = """
 UNWIND $values AS key
 MATCH (e:LoreEntity {ns: $ns, key: key})<-[:MENTIONS]-(c:LoreChunk)

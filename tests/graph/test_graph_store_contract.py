@@ -274,6 +274,14 @@ def test_chunk_and_entity_lookups(store: GraphStore) -> None:
         "c2": ["a-svc"],
     }
     assert store.chunks_of_entities(["a-svc", "zz"]) == {"a-svc": ["c1", "c2"]}
+    # the type of the mention in that chunk, as written there, not the merged entity's
+    store.put_chunk("c4", "d3", [mention("Guide Page", "title"), mention("a-svc")], [])
+    store.put_chunk("c5", "d1", [mention("guide  page", "concept")], [])
+    assert store.mentioned_as(["c5", "c4", "c1", "c9"], "title") == {
+        "c4": [("guide page", "Guide Page")]
+    }
+    assert store.mentioned_as(["c1"], "service") == {"c1": [("a-svc", "a-svc"), ("b-svc", "b-svc")]}
+    assert store.remove_chunks(["c4", "c5"]) == 1  # guide page
     assert store.entity_keys() == {"a-svc", "b-svc"}
     assert store.extracted_chunks() == {"c1", "c2", "c3"}
     assert store.counts() == {

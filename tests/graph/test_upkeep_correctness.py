@@ -21,7 +21,7 @@ from graph.incremental import measure_drift
 from graph.models import ChunkMentions, CommunityReport, EntityMention, RelationMention
 from graph.quarantine import Quarantine
 from graph.refresh import Summarizer, plan_refresh, preview_refresh, run_plan
-from graph.reports import ExtractiveWriter, report_fingerprint
+from graph.reports import ExtractiveWriter, report_fingerprint, stamped
 from graph.store import GraphStore
 from graph.stores import open_graph_store
 from graph.upkeep_lock import upkeep_lock
@@ -62,14 +62,17 @@ def _refresh(graph: GraphStore, **options: object) -> str:
 def _inputs(graph: GraphStore) -> dict[str, str]:
     """Each community's input fingerprint, from its membership and its children's reports.
 
-    As a full rebuild computes it.
+    As a full rebuild computes it, stamped as the offline writer stores it.
     """
     reports = {r.community_id: r for r in graph.reports()}
     children: dict[str | None, list[CommunityReport]] = {}
     for community in graph.communities():
         if community.id in reports:
             children.setdefault(community.parent, []).append(reports[community.id])
-    return {c.id: report_fingerprint(graph, c, children.get(c.id, [])) for c in graph.communities()}
+    return {
+        c.id: stamped(report_fingerprint(graph, c, children.get(c.id, [])))
+        for c in graph.communities()
+    }
 
 
 def _state(graph: GraphStore) -> tuple[list[object], dict[str, str]]:
