@@ -1,9 +1,11 @@
 """Loaders: files and directories in; documents, rejections or skips out.
 
 Supported: Markdown (YAML ``---`` or TOML ``+++`` front matter becomes metadata, see
-``ingest.front_matter``), plain text, HTML (converted to Markdown, see ``ingest.html``)
-and JSON Lines (one record per line: ``id`` or ``_id``, ``text``, optional ``title`` and
-``metadata`` object; every other top-level scalar field becomes metadata too).
+``ingest.front_matter``; what its rendering hides — comments, link reference
+definitions — is left out, see ``ingest.markdown``), plain text, HTML (converted to
+Markdown, see ``ingest.html``) and JSON Lines (one record per line: ``id`` or ``_id``,
+``text``, optional ``title`` and ``metadata`` object; every other top-level scalar field
+becomes metadata too).
 Directories are walked recursively with include/exclude globs. Anything unreadable is
 returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
 MkDocs ``_index.md``) is ``Skipped`` with the reason, and so is an HTML page whose main
@@ -40,6 +42,7 @@ from ingest.boilerplate import RepeatedBlocks
 from ingest.front_matter import FrontMatterError
 from ingest.front_matter import split_front_matter as _split_front_matter
 from ingest.html import html_to_markdown, redirect_target
+from ingest.markdown import rendered_markdown
 from ingest.roots import Target, plain_target
 from lore import jsonsafe
 from lore.errors import InvalidRequestError
@@ -278,6 +281,7 @@ def from_bytes(
             return Rejected(doc_id, source, str(exc))
         if had_front_matter and not body.strip():
             return Skipped(doc_id, source, "front matter only, no body to index")
+        body = rendered_markdown(body)
         found = _MD_TITLE.search(body)
         title = str(meta.pop("title", "") or "") or (found.group(1).strip(" \t#") if found else "")
         title = title or stem
