@@ -2,11 +2,12 @@
 
 The conversion is markdownify's (a maintained HTML → Markdown converter on top of
 BeautifulSoup). Before it runs, what is not content goes: scripts, styles, forms,
-``<nav>``, ARIA navigation/banner/search regions, and page-level
+buttons (a listing's "copy"), ``<nav>``, ARIA navigation/banner/search regions, and page-level
 ``<header>``/``<footer>`` (those inside an ``<article>`` or ``<main>`` stay). A page with a
 single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``),
 ``<pre>`` as fenced code kept byte for byte (indentation included, the language taken
-from a ``language-*`` class), lists as ``-``/``1.`` lists, tables as Markdown tables with
+from a ``language-*`` class; a ``<code>`` listing right after another in one ``<pre>``
+on lines of its own), lists as ``-``/``1.`` lists, tables as Markdown tables with
 ``|`` in cells escaped. Links keep their text; images go. Nothing is escaped for
 Markdown's sake (``snake_case`` must stay searchable as written).
 
@@ -35,7 +36,7 @@ from bs4 import BeautifulSoup, Tag
 from bs4.element import NavigableString
 from markdownify import MarkdownConverter
 
-_DROP = ("script", "style", "noscript", "template", "svg", "nav", "form", "iframe")
+_DROP = ("script", "style", "noscript", "template", "svg", "nav", "form", "iframe", "button")
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search", "complementary"}
 _PAGE_CHROME = ("header", "footer")
 _LANGUAGE = re.compile(r"^(?:language|lang)-([\w+#.-]+)$")
@@ -155,6 +156,15 @@ def redirect_target(html: str) -> str | None:
 def _strip_chrome(soup: BeautifulSoup) -> None:
     for tag in soup(["head", *_DROP]):
         tag.decompose()
+    for pre in soup.find_all("pre"):  # listings side by side (ES module and CommonJS)
+        for code in pre.find_all("code", recursive=False)[1:]:
+            before = code.previous_sibling  # right after another: not a grammar's tokens
+            if (
+                isinstance(before, Tag)
+                and before.name == "code"
+                and not before.get_text().endswith("\n")
+            ):
+                code.insert_before("\n")
     for tag in soup.find_all(role=True):
         if not _gone(tag) and str(tag.get("role", "")).lower() in _DROP_ROLES:
             tag.decompose()

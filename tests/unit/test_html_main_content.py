@@ -208,3 +208,27 @@ def test_rules_at_the_ends_of_a_page_go_and_those_inside_stay() -> None:
     # thousands of rules: still read line by line, once (no pattern that backtracks)
     _, body = html_to_markdown("<html><body>" + "<hr>" * 20_000 + "<p>Text.</p></body></html>")
     assert body == "Text."
+
+
+def test_a_listing_s_buttons_go_and_its_side_by_side_variants_keep_their_lines() -> None:
+    page = (
+        "<html><body><main><h1>File system</h1><p>To use the promise-based APIs:</p>"
+        '<pre><input type="checkbox" aria-label="Show ES modules">'
+        '<code class="language-js mjs"><span>import</span> * as fs from '
+        "'node:fs/promises';</code><code class=\"language-js cjs\">const fs = "
+        "require('node:fs/promises');</code><button class=\"copy-button\">copy</button></pre>"
+        "<pre><code>one();\n</code><code>two();</code></pre>"
+        "</main></body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert (
+        "```js\nimport * as fs from 'node:fs/promises';\n"
+        "const fs = require('node:fs/promises');\n```"
+    ) in body
+    assert "```\none();\ntwo();\n```" in body  # a listing that ends its line gains none
+    assert "copy" not in body
+    grammar = (  # tokens of one line, as Sphinx writes a grammar: they stay on it
+        "<html><body><main><h1>Grammar</h1><pre><strong>arg_name</strong> ::= "
+        "[<code>identifier</code> | <code>digit</code>+]</pre></main></body></html>"
+    )
+    assert "arg_name ::= [identifier | digit+]" in html_to_markdown(grammar)[1]
