@@ -9,8 +9,8 @@ becomes metadata too).
 Directories are walked recursively with include/exclude globs. Anything unreadable is
 returned as ``Rejected`` with a reason; a file of front matter and no body (a Hugo or
 MkDocs ``_index.md``) is ``Skipped`` with the reason, and so is an HTML page whose main
-content is headings alone once its navigation and repeated blocks are left out (a
-generated index or table of contents), and a redirect stub (a page that sends its reader
+content is headings alone, or nothing, once its navigation and repeated blocks are left
+out (a generated index or table of contents), and a redirect stub (a page that sends its reader
 elsewhere at once by a meta refresh and has few words of its own); loading never stops
 the batch.
 The HTML pages of a directory are first read once for their repeated blocks (footers,
@@ -268,9 +268,11 @@ def from_bytes(
                 f"a redirect: the page sends the reader on to {printable(target)[:200]} at "
                 "once (meta refresh); the text is there",
             )
-        if body.strip() and all(
-            not line.strip() or _HEADING.match(line) for line in body.split("\n")
-        ):
+        if not body.strip():
+            return Skipped(
+                doc_id, source, "navigation only: the page holds links and chrome, no text to index"
+            )
+        if all(not line.strip() or _HEADING.match(line) for line in body.split("\n")):
             return Skipped(
                 doc_id, source, "headings only: the page holds navigation, no text to index"
             )

@@ -62,9 +62,16 @@ def test_an_html_page_of_headings_and_navigation_alone_is_skipped(tmp_path: Path
             f"<p>Returns what {name} computes.</p>{footer}</body></html>"
         )
     (tmp_path / "short.html").write_text("<html><body><h1>Short</h1><p>One line.</p></body></html>")
+    (tmp_path / "toc.html").write_text(  # a table of contents and nothing else (Node.js's)
+        '<html><head><title>Index</title></head><body><div id="column2"><ul>'
+        + "".join(f'<li><a href="{n}.html">{n} module</a></li>' for n in "abcdefgh")
+        + "</ul></div></body></html>"
+    )
     loaded = _load(tmp_path)
     skipped = loaded["genindex.html"]
     assert isinstance(skipped, Skipped) and "headings only" in skipped.reason
+    toc = loaded["toc.html"]
+    assert isinstance(toc, Skipped) and "navigation only" in toc.reason
     assert all(isinstance(loaded[f"{n}.html"], SourceDocument) for n in ("a", "b", "short"))
 
 
