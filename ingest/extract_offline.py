@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "19"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "20"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -589,7 +589,8 @@ def _names(
         ):
             run.pop()  # "B. You", "Maildir They": a pronoun ends no name ("Charles I" may)
         if run:
-            words = [*run[:-1], re.sub(r"['\u2019]s$", "", run[-1].rstrip("."))]
+            last = re.sub(r"['\u2019]s$", "", run[-1].rstrip(".")).rstrip("'\u2019_")
+            words = [*(w.rstrip("_") for w in run[:-1]), last]  # 'Expect', _Async APIs_
             opening = run_start == 0  # words[0] opens the sentence: capitalised by grammar
             if opening and len(words) > 1 and words[0].lower() in here.ordinary:
                 words, opening = words[1:], False  # a word of the document's prose

@@ -277,6 +277,16 @@ def test_names_follow_english_typography() -> None:
         assert noise not in names, noise
 
 
+def test_a_quote_or_an_emphasis_mark_ends_no_name() -> None:
+    text = (
+        "Sending an 'Expect' header sends the request headers at once. Errors of the "
+        "_Asynchronous Gateway_ arrive later; the Parents' Council meets in ‘Reykjavik’."
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert {"Expect", "Asynchronous Gateway", "Parents' Council", "Reykjavik"} <= names, names
+    assert not any(n.endswith(("'", "_", "\u2019")) for n in names), names
+
+
 def test_a_sentence_opener_the_document_mostly_writes_in_lower_case_is_dropped() -> None:
     chunk = "Surely Python raises an error here."
     assert "Surely Python" in {e.name for e in extract(chunk)[0]}
