@@ -25,7 +25,8 @@ where a word stands rather than from a list of one corpus's words:
   upper-case constant is an ``error_code`` only when numbered like ``PAY-5031``, named
   with an error part like ``ERR_CONN_RESET``, or used among words of errors — ``SHA-1``
   and ``UTF-16`` are not) or stays generic: ``identifier`` for code-like words, ``name``
-  for names;
+  for names; a capitalised word with a file's extension (``Node.js``, ``Python.h``) is a
+  ``name``, not a ``Class.method`` function;
 - a code block's own names (an example's variables and helpers: ``foo_instance``,
   ``do_bar()``) count only when the chunk's prose names them too; what is a thing of its
   own wherever it stands (an error code, an HTTP status, a metric, a path, a host, an
@@ -57,12 +58,17 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "20"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "21"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
 _WORD = re.compile(r"[^\W\d_][\w'\u2019.]*(?:-[^\W\d_][\w'\u2019.]*)*|\S")
 _HOST = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+){1,}\.[a-z][a-z0-9-]*[a-z]$")
+# a capitalised name and a file extension: not Class.method
+_NAMED_FILE = re.compile(
+    r"[A-Z][A-Za-z0-9]*\.(?:js|mjs|cjs|jsx|ts|tsx|py|rb|rs|php|pl|sh|java|kt|swift|c|h|cpp"
+    r"|md|txt|json|ya?ml|toml|xml|html?|css|cfg|ini|conf|csv|exe|dll|so)"
+)
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\.?$")  # 4.2.1: a section or version number
 # n-1, N-2, x-10, 3-d: a letter and a number joined by a hyphen are an expression
 _LETTER_AND_NUMBER = re.compile(r"^(?:[A-Za-z]-\d+|\d+-[A-Za-z])$")
@@ -275,14 +281,14 @@ def classify(
         return None  # "n-1", "x(i-10)", "the first N-1 terms": arithmetic, in code or not
     if bare.startswith(("/", "~/")) and "/" in bare[1:] and len(bare) > 3:
         return "path"
-    if _ERROR.match(bare) and _ENV_USE.search(_env_context(bare, sentence)):
-        return "env_var"  # $GIT_DIR, GIT_DIR=…: set in an environment, not raised
     if _ERROR.match(bare):
-        return "error_code" if _error_like(bare, sentence) else "identifier"
+        return _upper_case_kind(bare, sentence)
     if _HOST.match(bare) and _host_suffix(bare):
         return "hostname"
     if "_" in bare and "." not in bare and bare.islower() and bare.endswith(_METRIC_SUFFIX):
         return "metric"
+    if _NAMED_FILE.fullmatch(bare) and not token.endswith("()"):
+        return "name"  # Node.js, Chart.js, Setup.py: a file, or a product named after one
     if (
         re.fullmatch(r"[A-Z][A-Za-z0-9]*\.[a-z_][A-Za-z0-9_]*", bare)
         or (token.endswith("()") and len(bare) > 1)
@@ -308,6 +314,13 @@ def classify(
             else ("identifier")
         )
     return None
+
+
+def _upper_case_kind(bare: str, sentence: str) -> str:
+    """An upper-case code's type: set in an environment, raised as an error, or neither."""
+    if _ENV_USE.search(_env_context(bare, sentence)):
+        return "env_var"  # $GIT_DIR, GIT_DIR=…: set in an environment, not raised
+    return "error_code" if _error_like(bare, sentence) else "identifier"
 
 
 _ENV_USE = re.compile(r"^\$|^\$\{|=|\benvironment\b|\bexport\b|\benv\b", re.IGNORECASE)

@@ -277,10 +277,17 @@ def test_names_follow_english_typography() -> None:
         assert noise not in names, noise
 
 
+def test_a_capitalised_name_with_a_file_s_extension_is_no_method() -> None:
+    text = "Node.js loads Python.h rarely; Logger.error() and Math.log run. Buffer.from works."
+    kinds = {e.name: e.type for e in extract(text)[0]}
+    assert kinds["Node.js"] == "name" and kinds["Python.h"] == "name", kinds
+    assert {kinds[n] for n in ("Logger.error", "Math.log", "Buffer.from")} == {"function"}
+
+
 def test_a_quote_or_an_emphasis_mark_ends_no_name() -> None:
     text = (
         "Sending an 'Expect' header sends the request headers at once. Errors of the "
-        "_Asynchronous Gateway_ arrive later; the Parents' Council meets in ‘Reykjavik’."
+        "_Asynchronous Gateway_ arrive later; the Parents' Council meets in \u2018Reykjavik\u2019."
     )
     names = {e.name for e in extract(text)[0]}
     assert {"Expect", "Asynchronous Gateway", "Parents' Council", "Reykjavik"} <= names, names
