@@ -30,9 +30,11 @@ _DEFINITION = re.compile(
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
 _EMPTY_ANCHOR = re.compile(r"<a\s+(?:id|name)\s*=\s*(?:\"[^\"]*\"|'[^']*')\s*>\s*</a>", re.I)
-_TEXT = r"((?:`[^`\n]*`|\\.|[^\[\]`\\\n])+)"  # a link's text: code spans may hold brackets
+# a link's text, over lines but not across a blank one; code spans may hold brackets
+_TEXT = r"((?:`[^`]*`|\\.|[^\[\]`\\\n]|\n(?![ \t]*\n))+)"
 Replace = Callable[[re.Match[str]], str]
-_REFERENCE = re.compile(rf"!?\[{_TEXT}\](?:\[{_TEXT}?\]|(?![(\[:]))")
+# [text][label], [text][] or [label]; a label right after "]" is part of a full reference
+_REFERENCE = re.compile(rf"(?<!\])!?\[{_TEXT}\](?:\[{_TEXT}?\]|(?![(\[:]))")
 
 
 def rendered_markdown(body: str) -> str:

@@ -11,7 +11,9 @@ PAGE = """<!--introduced_in=v0.10.0-->
 
 <!-- type=misc -->
 
-Use [`require()`][require], [`Buffer.from(string[, encoding])`][`Buffer.from(string)`],
+The [environment
+variables that configure it][env] are read; use [`require()`][require],
+[`Buffer.from(string[, encoding])`][`Buffer.from(string)`],
 [Node-API][] and [Worker] here; see [the guide](n-api.md), [no such label][nolabel], a
 footnote[^1] and a task [ ] list. Inline `<!-- not a comment -->` and `[a][b]` stay.
 <a id="ERR_X"></a>
@@ -35,6 +37,7 @@ The callback runs once.
 [`Buffer.from(string)`]: #bufferfrom
 [Node-API]: n-api.md "Node-API"
 [worker]: <worker_threads.md>
+[env]: #environment-variables
 """
 
 
@@ -43,7 +46,8 @@ def test_comments_definitions_and_anchors_go_and_reference_links_keep_their_text
     assert "<!--introduced_in" not in shown and "YAML" not in shown and "v14.8.0" not in shown
     assert "type=misc" not in shown and '<a id="ERR_X">' not in shown
     assert "modules.md#require" not in shown and "#bufferfrom" not in shown
-    assert "Use `require()`, `Buffer.from(string[, encoding])`,\nNode-API and Worker here" in shown
+    assert "The environment\nvariables that configure it are read; use `require()`,\n" in shown
+    assert "`Buffer.from(string[, encoding])`,\nNode-API and Worker here" in shown
     assert "[the guide](n-api.md)" in shown  # an inline link is left as written
     assert "[no such label][nolabel]" in shown and "footnote[^1]" in shown and "[ ]" in shown
     assert "Inline `<!-- not a comment -->` and `[a][b]` stay." in shown
@@ -71,4 +75,4 @@ def test_a_loaded_markdown_file_is_indexed_as_rendered(tmp_path: Path) -> None:
     assert isinstance(document, SourceDocument)
     assert document.title == "Addons"
     assert "modules.md#require" not in document.text and "YAML" not in document.text
-    assert "Use `require()`" in document.text
+    assert "use `require()`" in document.text
