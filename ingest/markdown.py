@@ -13,7 +13,9 @@ inside a paragraph, and its destination is one token (``[Note]: see below`` is t
 a footnote (``[^1]: …``) is content and stays; a reference link is text only when its
 label is defined in the document (labels match case-insensitively, whitespace
 collapsed). Fenced code blocks and code spans are left byte for byte, so an example of
-any of these stays in its example. An unclosed comment is left as written.
+any of these stays in its example. An unclosed comment is left as written. Only fences
+are tracked: an indented code block keeps its definitions (four spaces in is code for
+the definition rule too), but a comment inside one goes.
 """
 
 from __future__ import annotations
