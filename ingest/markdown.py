@@ -42,13 +42,12 @@ _REFERENCE = re.compile(rf"(?<!\])!?\[{_TEXT}\](?:\[{_TEXT}?\]|(?![(\[:]))")
 def rendered_markdown(body: str) -> str:
     """``body`` without what its rendering hides (see the module docstring)."""
     blocks = _blocks(body)
-    labels = {
-        _label(match.group(1))
-        for code, text in blocks
-        if not code
-        for _, match in _definitions(text.split("\n"))
-    }
-    shown = "\n".join(text if code else _prose(text, labels) for code, text in blocks)
+    found = {i: _definitions(text.split("\n")) for i, (code, text) in enumerate(blocks) if not code}
+    labels = {_label(match.group(1)) for defined in found.values() for _, match in defined}
+    shown = "\n".join(
+        text if code else _prose(text, {line for line, _ in found[i]}, labels)
+        for i, (code, text) in enumerate(blocks)
+    )
     return re.sub(r"\n{3,}", "\n\n", shown).strip("\n") if shown != body else body
 
 
@@ -95,12 +94,11 @@ def _label(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _prose(text: str, labels: set[str]) -> str:
-    """A run of lines outside fenced code, its hidden parts taken out."""
-    lines = text.split("\n")
-    dropped = {i for i, _ in _definitions(lines)}
-    text = "\n".join(line for i, line in enumerate(lines) if i not in dropped)
-    closed = text.rfind("-->") + 3  # no comment opened after the last close is closed
+def _prose(text: str, dropped: set[int], labels: set[str]) -> str:
+    """A run of lines outside fenced code, its hidden parts (``dropped`` lines) taken out."""
+    text = "\n".join(line for i, line in enumerate(text.split("\n")) if i not in dropped)
+    # no comment opened after the last close is closed: only the text before it is searched
+    closed = text.rfind("-->") + 3 if "-->" in text else 0
     text = _outside_code(text[:closed], _COMMENT, lambda match: "") + text[closed:]
     text = _outside_code(text, _EMPTY_ANCHOR, lambda match: "")
     if not labels:
