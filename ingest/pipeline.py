@@ -27,7 +27,7 @@ from lore.models import (
     text_hash,
 )
 from lore.settings import ChunkSettings
-from lore.store import NewChunk, Store, Vector
+from lore.store import NOTHING_REUSABLE, NewChunk, Store, Vector
 from lore.tokens import WordPieceCounter
 
 Outcome = tuple[str, str, str]
@@ -65,6 +65,7 @@ class _Pending:
     doc: SourceDocument
     drafts: list[ChunkDraft]
     embed_texts: list[str]
+    ids: list[str]
     vectors: list[Vector | None]  # reused vectors; None = still to embed
 
 
@@ -164,10 +165,16 @@ class IngestPipeline:
         drafts = self.chunks_of(doc)
         if not drafts:
             raise DocumentRejectedError(f"no indexable text in {doc.source!r}")
-        reusable = self.store.embeddings_by_text_hash(doc.id) if existing else {}
+        reusable = self.store.reusable(doc.id) if existing else NOTHING_REUSABLE
         embed_texts = [draft.embed_text(doc.title) for draft in drafts]
-        vectors = [reusable.get(text_hash(text)) for text in embed_texts]
-        return _Pending(doc, drafts, embed_texts, vectors)
+        hashes = [text_hash(text) for text in embed_texts]
+        ids = [
+            reusable.ids.get((draft.ordinal, digest))
+            or chunk_id(doc.id, draft.ordinal, draft.text, doc.title, draft.heading)
+            for draft, digest in zip(drafts, hashes, strict=True)
+        ]
+        vectors = [reusable.vectors.get(digest) for digest in hashes]
+        return _Pending(doc, drafts, embed_texts, ids, vectors)
 
     def _flush(
         self, pending: list[_Pending], report: IngestReport, emit: Callable[[Outcome], None]
@@ -200,7 +207,7 @@ class IngestPipeline:
         for item in pending:
             chunks = [
                 NewChunk(
-                    chunk_id(item.doc.id, draft.ordinal, draft.text),
+                    identity,
                     draft.ordinal,
                     draft.text,
                     draft.heading,
@@ -208,8 +215,8 @@ class IngestPipeline:
                     text_hash(text),
                     next(fresh) if vector is None else vector,
                 )
-                for draft, text, vector in zip(
-                    item.drafts, item.embed_texts, item.vectors, strict=True
+                for draft, identity, text, vector in zip(
+                    item.drafts, item.ids, item.embed_texts, item.vectors, strict=True
                 )
             ]
             if not self.store.replace_document(item.doc, chunks, skip_if_stored=True):

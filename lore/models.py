@@ -171,10 +171,15 @@ class ChunkDraft:
         return f"{context}\n{self.text}" if context else self.text
 
 
-def chunk_id(document_id: str, ordinal: int, text: str) -> str:
-    """Stable chunk id from the document id, position and content."""
-    digest = hashlib.sha256(f"{document_id}\x00{ordinal}\x00{text}".encode()).hexdigest()
-    return digest[:20]
+def chunk_id(document_id: str, ordinal: int, text: str, title: str, heading: str) -> str:
+    """Stable chunk id from the document id, position and all an index or extractor reads.
+
+    The title and heading are part of it: the embedder and the graph's extractors read them
+    with the text, so a page or section renamed over the same words is a new chunk, and
+    each catch-up (search indexes, graph) replaces it like any edited one.
+    """
+    key = "\x00".join((document_id, str(ordinal), title, heading, text))
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 def text_hash(text: str) -> str:

@@ -106,6 +106,23 @@ class NewChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Reusable:
+    """What a document's stored chunks lend its next version (:meth:`Store.reusable`).
+
+    ``vectors`` by text hash: a chunk whose embedded text is unchanged is not embedded
+    again. ``ids`` by place, ``(ordinal, text hash)``: a chunk at the same place with the
+    same text, title and heading keeps its id, whatever formula made it, so the graph and
+    the LLM's reply cache keep what they hold of it.
+    """
+
+    vectors: dict[str, Vector]
+    ids: dict[tuple[int, str], str]
+
+
+NOTHING_REUSABLE = Reusable({}, {})
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """One entry of the change sequence."""
 
@@ -341,13 +358,17 @@ class Store(Tables):
             f"{ref!r} is the source of {count} documents ({shown}); give one id"
         )
 
-    def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
-        """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""
+    def reusable(self, document_id: str) -> Reusable:
+        """The vectors and ids a document's current chunks lend its next version."""
         with self._read() as db:
             rows = db.execute(
-                "SELECT text_hash, embedding FROM chunks WHERE document_id = ?", (document_id,)
+                "SELECT id, ordinal, text_hash, embedding FROM chunks WHERE document_id = ?",
+                (document_id,),
             ).fetchall()
-        return {str(h): np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+        return Reusable(
+            {str(h): np.frombuffer(blob, dtype=np.float32) for _, _, h, blob in rows},
+            {(int(ordinal), str(h)): str(i) for i, ordinal, h, _ in rows},
+        )
 
     def replace_document(
         self, doc: SourceDocument, chunks: Sequence[NewChunk], *, skip_if_stored: bool = False

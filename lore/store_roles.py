@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: importing a role does not load the store
     from lore.models import DocumentInfo, DocumentStatus, SourceDocument, StoredChunk
-    from lore.store import Change, IndexRow, NewChunk, Vector
+    from lore.store import Change, IndexRow, NewChunk, Reusable, Vector
 
 
 @runtime_checkable
@@ -93,8 +93,8 @@ class DocumentWriter(Protocol):
     that adds or removes chunks appends to the change log in the same transaction.
     """
 
-    def embeddings_by_text_hash(self, document_id: str) -> dict[str, Vector]:
-        """Embeddings of a document's current chunks, keyed by text hash (for reuse)."""
+    def reusable(self, document_id: str) -> Reusable:
+        """The vectors and ids a document's current chunks lend its next version."""
         ...
 
     def replace_document(

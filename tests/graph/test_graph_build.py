@@ -220,3 +220,49 @@ def test_a_clustering_that_rewrote_many_communities_counts_them_for_the_planner(
         )
     rt.close()
     assert rows["communities"] == communities and rows["community_members"] > 0, rows
+
+
+def test_a_new_title_or_heading_over_the_same_text_is_extracted_again(
+    store_url: str | None, tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    # the extractors read a chunk's page title and heading with its text: a page renamed
+    # (its front matter, its <title>) or a section renamed leaves no entity of the old name
+    text = "## Kestrel ridge\n\nThe Kestrel Range lies north of Tollan Bay and Osprey Point."
+    rt = make_runtime(tmp_path, local_embedder)
+    graph = rt.graph()
+    for extract_graph in (True, False):  # at ingest, and by a later build
+        ops.ingest(rt, [SourceDocument("d1", "d1", text, "Harbour Almanac")], extract_graph=False)
+        ops.build_graph(rt)
+        assert graph.entity("Harbour Almanac") is not None
+        renamed = SourceDocument("d1", "d1", text.replace("ridge", "heights"), "Coastal Gazetteer")
+        ops.ingest(rt, [renamed], extract_graph=extract_graph)
+        ops.build_graph(rt)
+        assert graph.entity("Coastal Gazetteer") is not None
+        assert graph.entity("Harbour Almanac") is None
+        assert graph.entity("Kestrel Range") is not None
+        assert all("Harbour Almanac" not in r.title for r in graph.reports())
+    rt.close()
+
+
+def test_an_edit_keeps_the_ids_of_unchanged_chunks_whatever_formula_made_them(
+    tmp_path: Path, local_embedder: LocalEmbedder, monkeypatch: MonkeyPatch
+) -> None:
+    # a store written before chunk ids held the title and heading: an edit of one part
+    # extracts that part again, not the whole document (with an LLM, a bill)
+    parts = [_paragraph(n, "") for n in (1, 2, 3)]
+    rt = make_runtime(tmp_path, local_embedder, chunk={"size_tokens": 128, "overlap_tokens": 0})
+    with monkeypatch.context() as older:
+        older.setattr("ingest.pipeline.chunk_id", lambda d, o, t, *_: f"older-{d}-{o}-{len(t)}")
+        ops.ingest(rt, [SourceDocument("d1", "d1", "\n".join(parts), "Relay notes")])
+    before = [c.id for c in rt.store.chunks_of_document("d1")]
+    assert len(before) >= 3 and all(c.startswith("older-") for c in before)
+    parts[-1] = _paragraph(3, "The Kestrel Range lies north of Tollan Bay.")
+    edited = SourceDocument("d1", "d1", "\n".join(parts), "Relay notes")
+    ops.ingest(rt, [edited], extract_graph=False)
+    after = [c.id for c in rt.store.chunks_of_document("d1")]
+    kept, new = after[: len(before) - 1], after[len(before) - 1 :]
+    assert kept == before[:-1] and not set(new) & set(before)
+    report = build_graph(rt.store, rt.graph(), OfflineExtractor(), rt.quarantine())
+    assert (report.extracted, report.removed) == (len(new), 1)
+    assert rt.graph().entity("Kestrel Range") is not None
+    rt.close()

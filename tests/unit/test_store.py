@@ -160,8 +160,9 @@ def test_texts_vectors_and_lookups(store: Store) -> None:
     index_rows = store.index_rows(rows[:2])
     assert index_rows[0].text == "Title\nt0" and ("env", "prod") in index_rows[0].terms
     np.testing.assert_array_equal(index_rows[0].embedding, chunks[0].embedding)
-    reused = store.embeddings_by_text_hash("d")
-    np.testing.assert_array_equal(reused["ht1"], chunks[1].embedding)
+    reused = store.reusable("d")
+    np.testing.assert_array_equal(reused.vectors["ht1"], chunks[1].embedding)
+    assert reused.ids[(1, "ht1")] == "d-1"
     assert store.titled_chunks()[0] == ("d-0", "d", "Title")
     assert store.metadata_values("env") == ["prod"]
     assert store.row_ids_matching({"env": (*[f"v{i}" for i in range(600)], "prod")}) == set(rows)
