@@ -7,7 +7,8 @@ buttons (a listing's "copy"), ``<nav>``, ARIA navigation/banner/search regions, 
 single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``),
 ``<pre>`` as fenced code kept byte for byte (indentation included, the language taken
 from a ``language-*`` class; a ``<code>`` listing right after another in one ``<pre>``
-on lines of its own), lists as ``-``/``1.`` lists, tables as Markdown tables with
+on lines of its own), lists as ``-``/``1.`` lists (a list whose items hold headings lays
+out sections, and gives plain blocks), tables as Markdown tables with
 ``|`` in cells escaped. Links keep their text; images go. Nothing is escaped for
 Markdown's sake (``snake_case`` must stay searchable as written).
 
@@ -102,6 +103,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     root: Tag = mains[0] if len(mains) == 1 else (soup.body or soup)
     _drop_permalinks(root)
     _drop_link_blocks(root)
+    _unlist_sections(root)
     _escape_cell_pipes(root)
     converter = _Converter(
         heading_style="ATX",
@@ -265,6 +267,26 @@ def _beside(block: Tag, root: Tag, *, before: bool) -> str:
             return str(near.name)
         node = node.parent
     return ""
+
+
+def _unlist_sections(root: Tag) -> None:
+    """Lists whose items hold headings lay out sections: they become plain blocks.
+
+    An API reference (Javadoc's member details) puts each section in a list item; written
+    as a list, its heading would be an indented ``  - ### spin`` that no chunker takes
+    for a heading, and the member's text would lose its subject. A list with no heading
+    in it stays a list.
+    """
+    done: set[int] = set()
+    for heading in root.find_all(_HEADINGS):
+        for holder in heading.parents:
+            if holder is root:
+                break
+            if holder.name in ("ul", "ol") and id(holder) not in done:
+                done.add(id(holder))
+                holder.name = "div"
+                for item in holder.find_all("li", recursive=False):
+                    item.name = "div"
 
 
 def _escape_cell_pipes(root: Tag) -> None:

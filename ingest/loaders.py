@@ -52,6 +52,13 @@ from lore.models import Rejected, Skipped, SourceDocument, document_problem, pri
 SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
 _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
+BINARY_NUL_SHARE = 1 / 1000
+"""NUL bytes per byte, in the first ``_SNIFF_BYTES`` or in the whole file, that make it binary.
+
+Binary formats and UTF-16 text are full of NULs (UTF-16 has one in every other byte of
+ASCII); a text page may hold a stray one, as a documented ``'\\0'`` constant does in an
+API reference. That page is text: its NUL is shown as U+FFFD.
+"""
 _RESERVED_JSONL = {"id", "_id", "text", "title", "metadata"}
 _HTML = (".html", ".htm")
 _HEADING = re.compile(r"\s{0,3}#{1,6}(?:\s|$)")
@@ -337,10 +344,15 @@ def make_document(
 
 
 def decode_text(raw: bytes) -> str:
-    """Decode UTF-8 (with or without BOM); binary or undecodable input is an error."""
+    """Decode UTF-8 (with or without BOM); binary or undecodable input is an error.
+
+    A file whose NULs pass :data:`BINARY_NUL_SHARE` is binary; a stray NUL in text
+    becomes U+FFFD, as CommonMark prescribes and a browser shows it.
+    """
     if not raw.strip():
         raise InvalidRequestError("document is empty (0 bytes of text)")
-    if b"\x00" in raw[:_SNIFF_BYTES]:
+    head = raw[:_SNIFF_BYTES]
+    if any(part.count(b"\x00") > len(part) * BINARY_NUL_SHARE for part in (head, raw)):
         raise InvalidRequestError("binary file (contains NUL bytes); only text formats are read")
     try:
         text = raw.decode("utf-8-sig")
@@ -348,7 +360,7 @@ def decode_text(raw: bytes) -> str:
         raise InvalidRequestError(
             f"not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})"
         ) from exc
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:

@@ -232,3 +232,22 @@ def test_a_listing_s_buttons_go_and_its_side_by_side_variants_keep_their_lines()
         "[<code>identifier</code> | <code>digit</code>+]</pre></main></body></html>"
     )
     assert "arg_name ::= [identifier | digit+]" in html_to_markdown(grammar)[1]
+
+
+def test_a_list_that_lays_out_sections_gives_headings_not_list_items() -> None:
+    # an API reference puts each member's section in a list item; its heading is still
+    # the member's heading, so the chunker gives the member's text its subject
+    page = (
+        "<html><title>Widgets</title><body><h1>Class Widget</h1>"
+        "<section class='details'><ul><li><section><h2>Method Details</h2>"
+        "<ul class='member-list'><li><section id='spin()'><h3>spin</h3>"
+        "<div><code>public void spin(int turns)</code></div><p>Turns the widget.</p>"
+        "</section></li><li><section><h3>stop</h3><p>Stops it.</p></section></li>"
+        "<li>a stray item</li></ul></section></li></ul></section>"
+        "<ul><li>a real list</li><li>of two items</li></ul></body></html>"
+    )
+    _, body = html_to_markdown(page)
+    lines = body.splitlines()
+    assert "## Method Details" in lines and "### spin" in lines and "### stop" in lines
+    assert "Turns the widget." in lines and "a stray item" in lines
+    assert "- a real list" in lines  # a list of text stays a list

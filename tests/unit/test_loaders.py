@@ -148,6 +148,8 @@ def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
     ("name", "content", "reason"),
     [
         ("bin.md", b"abc\x00def", "binary"),
+        ("utf16.txt", "plain words, many of them".encode("utf-16"), "binary"),
+        ("late.txt", b"x" * 9000 + b"\x00" * 10, "binary"),  # past the sniffed start
         ("empty.txt", b"", "empty"),
         ("blank.md", b"  \n\n ", "empty"),
         ("latin.txt", "caf\u00e9".encode("latin-1"), "not UTF-8"),
@@ -163,6 +165,20 @@ def test_bad_files_are_rejected_with_reason(
     (item,) = list(load_paths([path], include=["*"], exclude=[], max_bytes=LIMIT))
     assert isinstance(item, Rejected)
     assert reason in item.reason
+
+
+def test_a_stray_nul_in_a_text_page_is_shown_as_a_replacement_character(tmp_path: Path) -> None:
+    # an API reference documents the NUL constant with the character itself: still text
+    words = " ".join(f"word{i}" for i in range(400))
+    page = f"<html><title>CharUtils</title><body><p>{words}</p>"
+    page += "<dl><dt>NUL</dt><dd><code>\x00</code> null control character</dd></dl></body>"
+    (tmp_path / "CharUtils.html").write_text(page)
+    (tmp_path / "notes.md").write_text(f"# Notes\n\n{words}\n\nThe byte `\x00` ends it.\n")
+    got = _load(tmp_path)
+    for name in ("CharUtils.html", "notes.md"):
+        doc = got[name]
+        assert isinstance(doc, SourceDocument), doc
+        assert "\x00" not in doc.text and "\ufffd" in doc.text
 
 
 def test_directory_walk_include_exclude_and_missing(tmp_path: Path) -> None:
