@@ -22,7 +22,10 @@ documentation", "Installing | MyProject", "Accumulation (GNU Octave (version 7.3
 title part (split at a spaced dash, bar or middle dot, or a spaced bracketed tail) that
 ends or opens the titles of that many pages is the site's name:
 :meth:`RepeatedBlocks.title` leaves it out, so titles — and the graph entities and
-report titles made of them — name the page.
+report titles made of them — name the page. A whole title that at least ``min_pages``
+pages share ("Source code" on every source listing of a Javadoc tree, "Index" on each
+letter of a Sphinx index) names no page (:meth:`RepeatedBlocks.shared`): the loader
+names each such page by its first heading or its file name, with the shared title after.
 """
 
 from __future__ import annotations
@@ -112,6 +115,14 @@ class RepeatedBlocks:
         bracketed = _bracketed(title.strip())
         if bracketed:
             self.affixes[("bracketed", _affix(bracketed.group(2)))] += 1
+        if title.strip():
+            self.affixes[("whole", _affix(title))] += 1
+
+    def shared(self, title: str) -> bool:
+        """Whether at least ``min_pages`` pages bear exactly this title: it names none."""
+        return bool(title.strip()) and self.affixes.get(("whole", _affix(title)), 0) >= (
+            self.min_pages
+        )
 
     def title(self, title: str) -> str:
         """``title`` without the site's name at either end (see the module docstring)."""

@@ -224,7 +224,10 @@ def _drop_link_blocks(root: Tag) -> None:
         code or a heading is never navigation, nor is one that opens a section under a heading
     (a "See also" list). At the page's edges (before its first heading,
         after its last heading, code or paragraph of prose) a lower share of link text is
-        enough: a previous/next bar there carries the neighbours' titles as plain text.
+        enough: a previous/next bar there carries the neighbours' titles as plain text. The
+        block right under the heading of a ``<section>`` is that section's text, not the
+        page's edge: an API page's last member opens with its signature, whose name and
+        types are links.
     """
     order: dict[int, int] = {}
     content: list[int] = []
@@ -247,8 +250,21 @@ def _drop_link_blocks(root: Tag) -> None:
         inner = block.find_all(True)
         end = order.get(id(inner[-1]), start) if inner else start
         edge = start < first_heading or not (content and content[-1] > end)
+        if edge and _opens_section(block):
+            edge = False  # a section's own first block (the last member's signature)
         if density >= (_EDGE_DENSITY if edge else _NAV_DENSITY):
             block.decompose()
+
+
+def _opens_section(block: Tag) -> bool:
+    """Whether the block comes right after the heading of its ``<section>``/``<article>``."""
+    before = block.find_previous_sibling(True)
+    return (
+        isinstance(before, Tag)
+        and before.name in _HEADINGS
+        and block.parent is not None
+        and block.parent.name in ("section", "article")
+    )
 
 
 def _titled(block: Tag, root: Tag) -> bool:

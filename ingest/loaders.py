@@ -51,6 +51,7 @@ from lore.models import Rejected, Skipped, SourceDocument, document_problem, pri
 
 SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
 _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
+_ANY_HEADING = re.compile(r"^#{1,6}[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
 BINARY_NUL_SHARE = 1 / 1000
 """NUL bytes per byte, in the first ``_SNIFF_BYTES`` or in the whole file, that make it binary.
@@ -266,7 +267,10 @@ def from_bytes(
         title, body = converted or html_to_markdown(text)
         if chrome is not None:
             body = chrome.strip(body)
+            shared = chrome.shared(title)
             title = chrome.title(title)
+            if shared:  # many pages bear it: it names none of them
+                title = own_title(title, body, stem)
         target = redirect_target(text)
         if target is not None and len(body.split()) <= REDIRECT_MAX_WORDS:
             return Skipped(
@@ -341,6 +345,19 @@ def make_document(
     if problem is not None:
         return Rejected(printable(doc_id), printable(source), problem)
     return SourceDocument(id=doc_id, source=source, text=text, title=title.strip(), metadata=meta)
+
+
+def own_title(shared: str, body: str, stem: str) -> str:
+    """A name for a page whose title many pages share: its first heading, or its file name.
+
+    The shared title follows unless the heading holds it already: "StringUtils — Source
+    code" for one of a Javadoc tree's source listings, "Index - A" for a Sphinx index letter.
+    """
+    found = _ANY_HEADING.search(body)
+    heading = found.group(1).strip(" \t#") if found else ""
+    if heading and shared.casefold() in heading.casefold():
+        return heading
+    return f"{heading or stem} \u2014 {shared}" if shared else heading or stem
 
 
 def decode_text(raw: bytes) -> str:

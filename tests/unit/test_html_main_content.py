@@ -251,3 +251,51 @@ def test_a_list_that_lays_out_sections_gives_headings_not_list_items() -> None:
     assert "## Method Details" in lines and "### spin" in lines and "### stop" in lines
     assert "Turns the widget." in lines and "a stray item" in lines
     assert "- a real list" in lines  # a list of text stays a list
+
+
+def test_a_signature_of_links_right_under_the_last_heading_is_its_content() -> None:
+    # the last member of an API page: its signature links its name and parameter types;
+    # at the page's end, but its section's own text, not a previous/next or letter bar
+    page = (
+        "<html><title>Widgets</title><body><h1>Class Widget</h1>"
+        "<p>Widgets turn and stop when they are told to, and report what they did.</p>"
+        "<section><h3>spin</h3><div class='member-signature'>public static "
+        "<a href='#'>Widget</a> <a href='s.html#l1'>spin</a>(<a href='#'>Turns</a> turns)"
+        "</div><div>Turns it.</div><dl><dt>Returns:</dt><dd>the widget</dd></dl></section>"
+        "<table><tr><th>Jump to:</th><td>"
+        + " ".join(f"<a href='#{c}'>{c}</a>" for c in "ABCDEF")
+        + "</td></tr></table>"
+        "<div><a href='p.html'>Prev</a> <a href='n.html'>Next</a> Widget Spinner</div>"
+        "</body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "public static Widget spin(Turns turns)" in body
+    assert "Prev" not in body and "Jump" not in body  # bars at the end still go
+
+
+def test_a_title_many_pages_share_gives_way_to_the_page_s_heading_or_file_name(
+    tmp_path: Path,
+) -> None:
+    # a generator titling every source listing "Source code" and every index letter
+    # "Index": each page gets a name of its own, the shared title kept after it
+    for name in ("Widget", "Spinner", "Gear"):
+        (tmp_path / f"{name}.html").write_text(
+            f"<html><title>Source code</title><body><pre>class {name} {{ int turns; }}\n"
+            f"// {name} turns things over</pre></body></html>"
+        )
+    for letter in "ABC":
+        (tmp_path / f"index-{letter}.html").write_text(
+            f"<html><title>Index &#8212; Acme docs</title><body><h1>Index \u2013 {letter}</h1>"
+            f"<p>{letter}thing, a word under {letter} that the index lists.</p></body></html>"
+        )
+    (tmp_path / "guide.html").write_text(
+        "<html><title>Guide &#8212; Acme docs</title><body><h1>Guide</h1><p>Read me.</p></body>"
+    )
+    docs = {
+        d.id.rsplit("/", 1)[-1]: d.title
+        for d in load_paths([tmp_path], include=["*.html"], exclude=[], max_bytes=10**6)
+        if isinstance(d, SourceDocument)
+    }
+    assert docs["Widget.html"] == "Widget \u2014 Source code"
+    assert docs["index-B.html"] == "Index \u2013 B"
+    assert docs["guide.html"] == "Guide"
