@@ -7,6 +7,12 @@ of a table row, a heading that is the name, and the title of a page that is the 
 chunk (its text and heading path) and returns the identifiers found there, as the index
 terms :meth:`retrieval.analyzer.Analyzer.identifiers` gives for a query, so the hybrid
 searcher can prefer the defining chunk when a query names an identifier.
+
+A qualified name (``CharSequenceUtils.toCharArray``, ``pool.idle_timeout_ms``) is mostly
+defined without its qualifier: an API reference's class page has a heading ``toCharArray``,
+a settings page a ``[pool]`` section whose table's first cells are ``idle_timeout_ms``.
+:func:`defines_member` says a chunk defines one when a defining place names the member
+and the page title or the headings above it name the qualifier.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from retrieval.analyzer import Analyzer
 
 _DEFINITION = re.compile(r"^:[ \t]{1,4}\S")
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
+_NAME = re.compile(r"[^\W\d][\w$]*")
+_QUALIFIED = re.compile(r"[^\W\d][\w$]*(?:(?:\.|::|#)[^\W\d][\w$]*)+")
 
 
 def defining_spans(text: str, heading: str) -> list[str]:
@@ -55,3 +63,32 @@ def defined_terms(analyzer: Analyzer, text: str, heading: str) -> set[str]:
     for span in defining_spans(text, heading):
         found.update(analyzer.identifiers(span.replace("`", " "))[0])
     return found
+
+
+def qualified(identifier: str) -> tuple[str, str] | None:
+    """(the qualifier's last part, the member) of a qualified name, lower-cased; else None.
+
+    ``charsequenceutils.tochararray`` → ``("charsequenceutils", "tochararray")``,
+    ``threadutils.threadpredicate.test`` → ``("threadpredicate", "test")``; a version, a
+    path or a file name (``3.11.2``, ``/etc/app.toml``) is no qualified name.
+    """
+    if not _QUALIFIED.fullmatch(identifier):
+        return None
+    parts = re.split(r"\.|::|#", identifier.lower())
+    return parts[-2], parts[-1]
+
+
+def defines_member(title: str, text: str, heading: str, qualifier: str, member: str) -> bool:
+    """Whether the chunk defines ``member`` where its page or headings name ``qualifier``.
+
+    A defining place (:func:`defining_spans`) must open with the member's name (a heading
+    ``toCharArray``, a term ``join(path, *paths)``), and the page title or a heading above
+    the chunk's own must hold the qualifier as a word (``CharSequenceUtils (… API)``).
+    """
+    if not any(
+        (first := _NAME.search(span.replace("`", " "))) and first.group().lower() == member
+        for span in defining_spans(text, heading)
+    ):
+        return False
+    above = heading.rsplit(" > ", maxsplit=1)[0] if " > " in heading else ""
+    return qualifier in {name.lower() for name in _NAME.findall(f"{title}\n{above}")}

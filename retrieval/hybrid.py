@@ -59,7 +59,7 @@ from retrieval.contract import (
     QueryResponse,
     QueryResult,
 )
-from retrieval.defines import defined_terms, named_by
+from retrieval.defines import defined_terms, defines_member, named_by, qualified
 from retrieval.dense import DenseIndex
 from retrieval.feedback import feedback_query
 from retrieval.filters import (
@@ -207,7 +207,7 @@ class HybridSearcher:
         )
         lists = {"sparse": sparse, "dense": dense, "feedback": feedback, "exact": exact}
         lists["graph"] = await self._graph_source(plan, lists)
-        lists["defines"] = self._defines_source(plan, lists["exact"])
+        lists["defines"] = self._defines_source(plan, lists["exact"], lists["sparse"])
         fused = stable_fusion(lists, plan.weights, plan.k, request.fusion, plan.head_pool)
         shaped = await self._shape(request, fused)
         if plan.flt is not None and not plan.flt.allowed:
@@ -283,17 +283,27 @@ class HybridSearcher:
             self._sparse_search, plan.text, plan.sparse_pool, plan.flt, list(plan.identifiers)
         )
 
-    def _defines_source(self, plan: _Plan, exact: Ranked) -> Ranked:
+    def _defines_source(self, plan: _Plan, exact: Ranked, sparse: Ranked) -> Ranked:
         """Of the chunks holding the query's identifiers, those that define one.
 
         A page titled by the identifier, then a definition-list term, a table row's first
         cell or a heading naming it (:mod:`retrieval.defines`): a third vote, so the place
-        that defines a setting or function ranks above pages that merely mention it.
+        that defines a setting or function ranks above pages that merely mention it. A
+        qualified name (``CharSequenceUtils.toCharArray``) is also defined by a keyword
+        result whose defining place names the member under a page or heading naming the
+        qualifier (:func:`~retrieval.defines.defines_member`): the class page's heading
+        ``toCharArray``, which never writes the whole name, before the source file of
+        another class that calls it.
         """
-        if not exact or not plan.identifiers:
+        if not plan.identifiers:
             return []
         wanted = set(plan.identifiers)
-        chunks = self.store.chunks_by_row_ids([row for row, _ in exact])
+        members = [parts for parts in map(qualified, plan.identifiers) if parts is not None]
+        holding = {row for row, _ in exact}
+        others = [(row, score) for row, score in sparse if row not in holding] if members else []
+        if not exact and not others:
+            return []
+        chunks = self.store.chunks_by_row_ids([row for row, _ in [*exact, *others]])
         # a page whose title is the identifier defines it, before a list of them
         # elsewhere (git-write-tree(1) itself, then git(1)'s list of commands)
         titled: list[tuple[int, float]] = []
@@ -306,7 +316,15 @@ class HybridSearcher:
                 titled.append((row, score))
             elif wanted & defined_terms(self.analyzer, chunk.text, chunk.heading):
                 defining.append((row, score))
-        return titled + defining
+        members_defined = [
+            (row, score)
+            for row, score in others
+            if (chunk := chunks.get(row)) is not None
+            and any(
+                defines_member(chunk.title, chunk.text, chunk.heading, *parts) for parts in members
+            )
+        ]
+        return titled + members_defined + defining
 
     async def _graph_source(self, plan: _Plan, lists: Mapping[str, Ranked]) -> Ranked:
         """Chunks reached through the graph from the best of a first fusion, filtered."""

@@ -125,3 +125,57 @@ def test_a_page_titled_by_the_identifier_defines_it_before_a_list_of_them(
         assert first.document_id == "wt.md", first.document_id
     finally:
         rt.close()
+
+
+def test_a_qualified_name_is_defined_by_its_member_under_its_qualifier(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    from retrieval.defines import defines_member, qualified
+
+    assert qualified("charsequenceutils.tochararray") == ("charsequenceutils", "tochararray")
+    assert qualified("threadutils.threadpredicate.test") == ("threadpredicate", "test")
+    assert qualified("tokio::spawn") == ("tokio", "spawn")
+    assert qualified("3.11.2") is None and qualified("/etc/app.toml") is None
+    assert qualified("tochararray") is None
+    heading = "Class CharSequenceUtils > Method Details > toCharArray"
+    assert defines_member(
+        "CharSequenceUtils", "Converts it.", heading, *qualified("charsequenceutils.tochararray")
+    )  # type: ignore[misc]
+    assert not defines_member(
+        "StringUtils",
+        "Converts it.",
+        heading.replace("CharSequence", "String"),
+        "charsequenceutils",
+        "tochararray",
+    )
+    assert not defines_member(
+        "CharSequenceUtils",
+        "Converts it.",
+        "Class X > toString",
+        "charsequenceutils",
+        "tochararray",
+    )
+    # the class page names the member alone; another class's source calls it by its full
+    # name (the exact vote): the class page ranks first
+    rt = make_runtime(tmp_path / "data", local_embedder)
+    page = (
+        "# Class CharSequenceUtils\n\nOperations on character sequences that are null safe.\n\n"
+        "## Method Details\n\n### subSequence\n\npublic static CharSequence subSequence(int start)"
+        "\n\nReturns a new sequence from the start index.\n\n### toCharArray\n\n"
+        "Converts the given sequence to an array of characters, never null.\n"
+    )
+    source = "\n".join(
+        f"    if (n > {i}) return CharSequenceUtils.toCharArray(cs{i}).length;" for i in range(8)
+    )
+    docs = [
+        SourceDocument("CharSequenceUtils.html", "c.html", page, "CharSequenceUtils", {}),
+        SourceDocument("src/StringUtils.html", "s.html", f"```\n{source}\n```", "Source code", {}),
+    ]
+    try:
+        assert len(ops.ingest(rt, docs).done) == 2
+        request = QueryRequest(search_text="CharSequenceUtils.toCharArray", top_k=3)
+        first = rt.queries().query_sync(request).results[0]
+        assert first.document_id == "CharSequenceUtils.html", first.document_id
+        assert first.heading.endswith("toCharArray")
+    finally:
+        rt.close()
