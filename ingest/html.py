@@ -7,10 +7,11 @@ buttons (a listing's "copy"), ``<nav>``, ARIA navigation/banner/search regions, 
 single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``),
 ``<pre>`` as fenced code kept byte for byte (indentation included, the language taken
 from a ``language-*`` class; a ``<code>`` listing right after another in one ``<pre>``
-on lines of its own), lists as ``-``/``1.`` lists (a list whose items hold headings lays
-out sections, and gives plain blocks), tables as Markdown tables with
-``|`` in cells escaped. Links keep their text; images go. Nothing is escaped for
-Markdown's sake (``snake_case`` must stay searchable as written).
+on lines of its own; line numbers drawn as elements of their own go), lists as
+``-``/``1.`` lists (a list whose items hold headings lays out sections, and gives plain
+blocks), tables as Markdown tables with ``|`` in cells escaped. Links keep their text;
+images go. Nothing is escaped for Markdown's sake (``snake_case`` must stay searchable
+as written).
 
 Navigation that generators draw without saying so (previous/next/up bars as tables in a
 plain ``<div>``, tables of contents, breadcrumbs, link lists in side panels) is found by
@@ -31,6 +32,7 @@ many pages of one ingest (copyright footers, "last updated" lines) are removed a
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Any
 
 from bs4 import BeautifulSoup, Tag
@@ -57,6 +59,8 @@ _NAV_BLOCKS = ("div", "table", "tr", "ul", "ol", "dl", "p", "section", "header",
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PROSE_WORDS = 8
 _CONTENT_ONLY = ("pre", "code", "h1", "h2", "h3", "h4", "h5", "h6")
+_NUMBERED_LINES = 3  # a listing's line numbers: at least this many, on this share of lines
+_NUMBERED_SHARE = 0.8
 
 
 class _Converter(MarkdownConverter):
@@ -158,6 +162,8 @@ def redirect_target(html: str) -> str | None:
 def _strip_chrome(soup: BeautifulSoup) -> None:
     for tag in soup(["head", *_DROP]):
         tag.decompose()
+    for pre in soup.find_all("pre"):
+        _drop_line_numbers(pre)
     for pre in soup.find_all("pre"):  # listings side by side (ES module and CommonJS)
         for code in pre.find_all("code", recursive=False)[1:]:
             before = code.previous_sibling  # right after another: not a grammar's tokens
@@ -175,6 +181,39 @@ def _strip_chrome(soup: BeautifulSoup) -> None:
             tag.decompose()
     for tag in soup.find_all("aside"):
         if not _gone(tag) and not _in_main(tag):
+            tag.decompose()
+
+
+def _drop_line_numbers(pre: Tag) -> None:
+    """Remove the line numbers a listing draws as elements of their own.
+
+    Javadoc's source pages, Pygments' and Hugo's inline line numbers: an element holding
+    only a number opens each line, and the numbers run on by one. Kept, they would be
+    words of the code (a query for ``504`` would find line 504 of every listing). A number
+    the code itself starts a line with is no element of its own, and a listing whose
+    numbered elements are not most of its lines or do not count up is left whole.
+    """
+    found: list[Tag] = []
+    last = "\n"
+    stack: list[Tag | NavigableString] = list(reversed(list(pre.children)))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Tag):
+            text = node.get_text()
+            if last == "\n" and text.strip().isdigit() and node.find(True) is None:
+                found.append(node)
+                last = text[-1]
+            else:
+                stack.extend(reversed(list(node.children)))
+        elif isinstance(node, NavigableString) and str(node):
+            last = str(node)[-1]
+    if len(found) < _NUMBERED_LINES:
+        return
+    numbers = [int(tag.get_text()) for tag in found]
+    lines = pre.get_text().count("\n") + 1
+    counting = all(b == a + 1 for a, b in pairwise(numbers))
+    if counting and len(found) >= _NUMBERED_SHARE * lines:
+        for tag in found:
             tag.decompose()
 
 

@@ -299,3 +299,22 @@ def test_a_title_many_pages_share_gives_way_to_the_page_s_heading_or_file_name(
     assert docs["Widget.html"] == "Widget \u2014 Source code"
     assert docs["index-B.html"] == "Index \u2013 B"
     assert docs["guide.html"] == "Guide"
+
+
+def test_a_listing_s_line_numbers_go_and_numbers_of_the_code_stay() -> None:
+    numbered = "".join(
+        f"<span class='source-line-no'>{n:03d}</span><span id='line-{n}'>{code}</span>\n"
+        for n, code in enumerate(["int a = 504;", "  return a;", "}", "// done"], start=98)
+    )
+    inline = "".join(f"<span class='linenos'>{n}</span>x{n} = {n * 7}\n" for n in range(1, 5))
+    data = "<span>1</span> apple\n<span>3</span> pear\n<span>2</span> fig\n"  # no count
+    page = (
+        f"<html><body><h1>Listings</h1><pre>{numbered}</pre><pre>{inline}</pre>"
+        f"<pre>{data}</pre><pre>1 first\n2 second\n3 third\n</pre></body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "\nint a = 504;\n  return a;\n}\n// done\n" in body
+    assert "098" not in body and "101" not in body
+    assert "\nx1 = 7\nx2 = 14\n" in body
+    assert "1 apple\n3 pear\n2 fig" in body  # numbers that do not count up are data
+    assert "1 first\n2 second\n3 third" in body  # numbers written in the code itself
