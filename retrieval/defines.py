@@ -23,7 +23,9 @@ from retrieval.analyzer import Analyzer
 
 _DEFINITION = re.compile(r"^:[ \t]{1,4}\S")
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
-_NAME = re.compile(r"[^\W\d][\w$]*")
+_OPENING_NAME = re.compile(r"\s*([^\W\d][\w$]*)")
+_WORD = re.compile(r"[^\W\d][\w$.:#-]*")
+_QUALIFIERS = re.compile(r"\.|::|#")
 _QUALIFIED = re.compile(r"[^\W\d][\w$]*(?:(?:\.|::|#)[^\W\d][\w$]*)+")
 
 
@@ -82,13 +84,16 @@ def defines_member(title: str, text: str, heading: str, qualifier: str, member: 
     """Whether the chunk defines ``member`` where its page or headings name ``qualifier``.
 
     A defining place (:func:`defining_spans`) must open with the member's name (a heading
-    ``toCharArray``, a term ``join(path, *paths)``), and the page title or a heading above
-    the chunk's own must hold the qualifier as a word (``CharSequenceUtils (… API)``).
+    ``toCharArray``, a term ``join(path, *paths)``; not an option ``--depth``), and the
+    page title or a heading above the chunk's own must hold the qualifier as a word or a
+    qualified word's part (``CharSequenceUtils (… API)``, ``ThreadUtils.ThreadPredicate``;
+    not a piece of ``git-pack-objects(1)``).
     """
     if not any(
-        (first := _NAME.search(span.replace("`", " "))) and first.group().lower() == member
+        (first := _OPENING_NAME.match(span.replace("`", " "))) and first.group(1).lower() == member
         for span in defining_spans(text, heading)
     ):
         return False
     above = heading.rsplit(" > ", maxsplit=1)[0] if " > " in heading else ""
-    return qualifier in {name.lower() for name in _NAME.findall(f"{title}\n{above}")}
+    words = _WORD.findall(f"{title}\n{above}".lower())
+    return any(qualifier in _QUALIFIERS.split(word) for word in words)

@@ -142,6 +142,10 @@ def test_a_qualified_name_is_defined_by_its_member_under_its_qualifier(
         "CharSequenceUtils", "Converts it.", heading, *qualified("charsequenceutils.tochararray")
     )  # type: ignore[misc]
     assert not defines_member(
+        "git-pack-objects(1)", "--depth=<n>\n:   Limit.", "OPTIONS", "pack", "depth"
+    )
+    assert defines_member("git-config(1)", "x", "Variables > pack > depth", "pack", "depth")
+    assert not defines_member(
         "StringUtils",
         "Converts it.",
         heading.replace("CharSequence", "String"),
