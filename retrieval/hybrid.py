@@ -23,7 +23,10 @@ One request goes through small steps (:meth:`HybridSearcher.search`):
    * ``defines``: of the ``exact`` list, the chunks that *define* an identifier of the
      query (a definition-list term, a table row's first cell, a heading:
      :mod:`retrieval.defines`), with the same weight — the defining place outranks a
-     changelog that mentions the name;
+     changelog that mentions the name. A qualified name (``Class.member``) is also
+     defined by a keyword result naming the member in a defining place under a title or
+     heading naming the qualifier; such a chunk joins the ``exact`` list too (after the
+     verbatim ones), as it holds the name the way its page writes it;
    * ``graph`` (when ``graph_weight`` > 0): the knowledge graph walked from the best
      chunks of a first fusion of the other lists (:mod:`retrieval.graph_search`);
 3. **fuse** — weighted RRF, or relative score fusion, ordered on lists cut to a pool
@@ -207,7 +210,11 @@ class HybridSearcher:
         )
         lists = {"sparse": sparse, "dense": dense, "feedback": feedback, "exact": exact}
         lists["graph"] = await self._graph_source(plan, lists)
-        lists["defines"] = self._defines_source(plan, lists["exact"], lists["sparse"])
+        defines, qualified_defines = self._defines_source(plan, exact, sparse)
+        lists["defines"] = defines
+        # a definer of a qualified name holds it as its page writes it (the qualifier in
+        # the title or headings): it counts in the exact vote too, as a verbatim one does
+        lists["exact"] = [*exact, *qualified_defines]
         fused = stable_fusion(lists, plan.weights, plan.k, request.fusion, plan.head_pool)
         shaped = await self._shape(request, fused)
         if plan.flt is not None and not plan.flt.allowed:
@@ -283,7 +290,7 @@ class HybridSearcher:
             self._sparse_search, plan.text, plan.sparse_pool, plan.flt, list(plan.identifiers)
         )
 
-    def _defines_source(self, plan: _Plan, exact: Ranked, sparse: Ranked) -> Ranked:
+    def _defines_source(self, plan: _Plan, exact: Ranked, sparse: Ranked) -> tuple[Ranked, Ranked]:
         """Of the chunks holding the query's identifiers, those that define one.
 
         A page titled by the identifier, then a definition-list term, a table row's first
@@ -293,16 +300,16 @@ class HybridSearcher:
         result whose defining place names the member under a page or heading naming the
         qualifier (:func:`~retrieval.defines.defines_member`): the class page's heading
         ``toCharArray``, which never writes the whole name, before the source file of
-        another class that calls it.
+        another class that calls it. Returns the list, and those qualified definers.
         """
         if not plan.identifiers:
-            return []
+            return [], []
         wanted = set(plan.identifiers)
         members = [parts for parts in map(qualified, plan.identifiers) if parts is not None]
         holding = {row for row, _ in exact}
         others = [(row, score) for row, score in sparse if row not in holding] if members else []
         if not exact and not others:
-            return []
+            return [], []
         chunks = self.store.chunks_by_row_ids([row for row, _ in [*exact, *others]])
         # a page whose title is the identifier defines it, before a list of them
         # elsewhere (git-write-tree(1) itself, then git(1)'s list of commands)
@@ -324,7 +331,7 @@ class HybridSearcher:
                 defines_member(chunk.title, chunk.text, chunk.heading, *parts) for parts in members
             )
         ]
-        return titled + members_defined + defining
+        return titled + members_defined + defining, members_defined
 
     async def _graph_source(self, plan: _Plan, lists: Mapping[str, Ranked]) -> Ranked:
         """Chunks reached through the graph from the best of a first fusion, filtered."""
