@@ -36,7 +36,7 @@ from itertools import pairwise
 from typing import Any
 
 from bs4 import BeautifulSoup, Tag
-from bs4.element import NavigableString
+from bs4.element import NavigableString, PageElement
 from markdownify import MarkdownConverter
 
 _DROP = ("script", "style", "noscript", "template", "svg", "nav", "form", "iframe", "button")
@@ -195,12 +195,12 @@ def _drop_line_numbers(pre: Tag) -> None:
     """
     found: list[Tag] = []
     last = "\n"
-    stack: list[Tag | NavigableString] = list(reversed(list(pre.children)))
+    stack: list[PageElement] = list(reversed(list(pre.children)))
     while stack:
         node = stack.pop()
         if isinstance(node, Tag):
             text = node.get_text()
-            if last == "\n" and text.strip().isdigit() and node.find(True) is None:
+            if last == "\n" and text.strip().isdecimal() and node.find(True) is None:
                 found.append(node)
                 last = text[-1]
             else:

@@ -32,8 +32,11 @@ JSON Lines record's own id, its source ``<file's id>#<record id>``.
 from __future__ import annotations
 
 import fnmatch
+import gzip
+import io
 import re
 import tempfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -50,6 +53,9 @@ from lore.metadata import Metadata, normalize_metadata
 from lore.models import Rejected, Skipped, SourceDocument, document_problem, printable
 
 SUPPORTED = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".jsonl")
+COMPRESSED = ".gz"
+"""A supported file compressed with gzip (``fs.md.gz``: Debian ships its docs so) is read
+as its inner type; JSON Lines is streamed, so not compressed."""
 _MD_TITLE = re.compile(r"^#[ \t]+([^\r\n]*)", re.MULTILINE)
 _ANY_HEADING = re.compile(r"^#{1,6}[ \t]+([^\r\n]*)", re.MULTILINE)
 _SNIFF_BYTES = 8192
@@ -106,6 +112,54 @@ def load_paths(
             yield Rejected(target.id_of(path), str(path), "no such file or directory")
 
 
+def file_type(name: str) -> tuple[str, bool]:
+    """(the type a file is read as, whether it is gzip-compressed): ``fs.md.gz`` → .md."""
+    path = PurePosixPath(name.lower())
+    if path.suffix == COMPRESSED:
+        return PurePosixPath(path.stem).suffix, True
+    return path.suffix, False
+
+
+def _unsupported(suffix: str, compressed: bool) -> str | None:
+    """Why a file of this type is not read, or None when it is."""
+    if compressed and suffix == ".jsonl":
+        return "a compressed JSON Lines file is not read; decompress it first"
+    if suffix in SUPPORTED:
+        return None
+    shown = f"{suffix}{COMPRESSED}" if compressed else suffix
+    return (
+        f"unsupported file type {shown or '(none)'!r}; supported: {', '.join(SUPPORTED)}"
+        f" (each also gzip-compressed, {COMPRESSED})"
+    )
+
+
+def decompressed(raw: bytes, max_bytes: int) -> bytes:
+    """A gzip file's content, read no further than one byte over ``max_bytes``.
+
+    A file that decompresses past the limit (a compression bomb among them) or is no
+    gzip stream is an error naming why.
+    """
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+            content = stream.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InvalidRequestError(f"not a readable gzip file ({exc})") from exc
+    if len(content) > max_bytes:
+        raise InvalidRequestError(
+            f"decompressed, the file is over the {max_bytes:,}-byte limit "
+            "(ingest.max_document_bytes)"
+        )
+    return content
+
+
+def _stem(name: str) -> str:
+    """The file's name without its type (and compression): ``fs.md.gz`` → ``fs``."""
+    path = PurePosixPath(name)
+    if path.suffix.lower() == COMPRESSED:
+        path = PurePosixPath(path.stem)
+    return path.stem
+
+
 def count_documents(
     paths: Sequence[Path], *, include: Sequence[str], exclude: Sequence[str]
 ) -> int:
@@ -118,7 +172,7 @@ def count_documents(
     for path in paths:
         files = list(_walk(path, include, exclude)) if path.is_dir() else [path]
         for file in files:
-            if file.suffix.lower() == ".jsonl" and file.is_file():
+            if file_type(file.name) == (".jsonl", False) and file.is_file():
                 with file.open("rb") as handle:
                     total += sum(1 for line in handle if line.strip())
             else:
@@ -130,7 +184,7 @@ def _census(
     files: Sequence[Path], max_bytes: int
 ) -> tuple[RepeatedBlocks | None, dict[Path, tuple[str, str]]]:
     """Count the repeated blocks of a directory's HTML pages; the pages converted on the way."""
-    pages = [f for f in files if f.suffix.lower() in _HTML]
+    pages = [f for f in files if file_type(f.name)[0] in _HTML]
     chrome = RepeatedBlocks()
     if len(pages) < chrome.min_pages:
         return None, {}
@@ -139,10 +193,8 @@ def _census(
     converted: dict[Path, tuple[str, str]] = {}
     for page in sample:
         try:
-            if page.stat().st_size > max_bytes:
-                continue
-            title, body = html_to_markdown(decode_text(page.read_bytes()))
-        except (OSError, InvalidRequestError):
+            title, body = html_to_markdown(decode_text(read_file(page, max_bytes)))
+        except InvalidRequestError:
             continue
         chrome.add(body, title)
         converted[page] = (title, body)
@@ -169,7 +221,7 @@ def path_metadata(relative: PurePosixPath) -> dict[str, str]:
     return {
         "path": relative.as_posix(),
         "dir": parent or ".",
-        "ext": relative.suffix.lower().lstrip("."),
+        "ext": file_type(relative.name)[0].lstrip("."),
     }
 
 
@@ -192,29 +244,34 @@ def load_file(
     label, relative = (target or plain_target(path)).place(path)
     doc_id = f"{label}/{relative.as_posix()}"
     file_meta = path_metadata(relative)
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED:
-        yield Rejected(
-            doc_id,
-            doc_id,
-            f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED)}",
-        )
+    suffix, compressed = file_type(path.name)
+    refused = _unsupported(suffix, compressed)
+    if refused is not None:
+        yield Rejected(doc_id, doc_id, refused)
         return
     if suffix == ".jsonl":  # limits apply per record; the file is streamed
         yield from _jsonl(path, doc_id, extra_metadata or {}, max_bytes, file_meta)
         return
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            yield Rejected(doc_id, doc_id, over_limit("file", size, max_bytes))
-            return
-        raw = path.read_bytes()
-    except OSError as exc:
-        yield Rejected(doc_id, doc_id, f"cannot read file: {exc.strerror or exc}")
+        raw = read_file(path, max_bytes)
+    except InvalidRequestError as exc:
+        yield Rejected(doc_id, doc_id, str(exc))
         return
     yield from_bytes(
-        raw, suffix, path.stem, doc_id, doc_id, extra_metadata, file_meta, chrome, converted
+        raw, suffix, _stem(path.name), doc_id, doc_id, extra_metadata, file_meta, chrome, converted
     )
+
+
+def read_file(path: Path, max_bytes: int) -> bytes:
+    """A file's bytes (decompressed when it is gzip), within the size limit."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise InvalidRequestError(over_limit("file", size, max_bytes))
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InvalidRequestError(f"cannot read file: {exc.strerror or exc}") from exc
+    return decompressed(raw, max_bytes) if file_type(path.name)[1] else raw
 
 
 def load_upload(
@@ -226,14 +283,11 @@ def load_upload(
     extra_metadata: Metadata | None = None,
 ) -> Iterator[LoadResult]:
     """Load an uploaded file's bytes as if it were a file called ``name``."""
-    suffix = Path(name).suffix.lower()
+    suffix, compressed = file_type(name)
     source = f"upload:{name}"
-    if suffix not in SUPPORTED:
-        yield Rejected(
-            doc_id,
-            source,
-            f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED)}",
-        )
+    refused = _unsupported(suffix, compressed)
+    if refused is not None:
+        yield Rejected(doc_id, source, refused)
     elif suffix == ".jsonl":
         with tempfile.TemporaryDirectory() as tmp:
             staged = Path(tmp) / "upload.jsonl"
@@ -242,7 +296,12 @@ def load_upload(
     elif len(raw) > max_bytes:
         yield Rejected(doc_id, source, over_limit("upload", len(raw), max_bytes))
     else:
-        yield from_bytes(raw, suffix, Path(name).stem, doc_id, source, extra_metadata)
+        try:
+            content = decompressed(raw, max_bytes) if compressed else raw
+        except InvalidRequestError as exc:
+            yield Rejected(doc_id, source, str(exc))
+            return
+        yield from_bytes(content, suffix, _stem(name), doc_id, source, extra_metadata)
 
 
 def from_bytes(

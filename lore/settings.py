@@ -110,7 +110,14 @@ class IngestSettings(Section):
         description="larger files, uploads, JSON lines or JSON texts fail with a reason",
     )
     include: list[str] = Field(
-        default_factory=lambda: ["*.md", "*.markdown", "*.txt", "*.html", "*.htm", "*.jsonl"],
+        default_factory=lambda: [
+            *(
+                f"*.{kind}{gz}"
+                for kind in ("md", "markdown", "txt", "html", "htm")
+                for gz in ("", ".gz")
+            ),
+            "*.jsonl",
+        ],
         description="globs of file names taken from directories",
     )
     exclude: list[str] = Field(

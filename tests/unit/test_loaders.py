@@ -213,3 +213,38 @@ def test_front_matter_title_crlf_and_include_by_path(tmp_path: Path) -> None:
     assert "\r" not in doc.text
     old = by_name["old.txt"]
     assert isinstance(old, SourceDocument) and old.text == "line one\nline two"
+
+
+def test_gzip_compressed_pages_are_read_as_their_inner_type(tmp_path: Path) -> None:
+    # Debian ships documentation compressed (fs.md.gz); the default include takes it
+    import gzip
+
+    from ingest.loaders import load_upload
+    from lore.settings import IngestSettings
+
+    (tmp_path / "fs.md.gz").write_bytes(gzip.compress(b"# File system\n\nfs.watch() watches."))
+    (tmp_path / "page.html.gz").write_bytes(
+        gzip.compress(b"<html><title>Streams</title><body><p>Readable streams.</p></body>")
+    )
+    (tmp_path / "bomb.txt.gz").write_bytes(gzip.compress(b"x" * (LIMIT * 50)))
+    (tmp_path / "broken.md.gz").write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    (tmp_path / "records.jsonl.gz").write_bytes(gzip.compress(b'{"id": "1", "text": "t"}\n'))
+    (tmp_path / "changelog.gz").write_bytes(gzip.compress(b"v1: first"))
+    include = IngestSettings().include
+    items = load_paths([tmp_path], include=include, exclude=[], max_bytes=LIMIT)
+    got = {Path(i.source).name: i for i in items}
+    assert set(got) == {"fs.md.gz", "page.html.gz", "bomb.txt.gz", "broken.md.gz"}
+    fs, page = got["fs.md.gz"], got["page.html.gz"]
+    assert isinstance(fs, SourceDocument) and fs.title == "File system"
+    assert "fs.watch() watches." in fs.text and fs.metadata["ext"] == "md"
+    assert isinstance(page, SourceDocument) and page.title == "Streams"
+    assert "Readable streams." in page.text
+    bomb, broken = got["bomb.txt.gz"], got["broken.md.gz"]
+    assert isinstance(bomb, Rejected) and "decompressed" in bomb.reason
+    assert isinstance(broken, Rejected) and "gzip" in broken.reason
+    for name, reason in (("records.jsonl.gz", "decompress it first"), ("changelog.gz", "'.gz'")):
+        (item,) = list(load_paths([tmp_path / name], include=["*"], exclude=[], max_bytes=LIMIT))
+        assert isinstance(item, Rejected) and reason in item.reason, item
+    raw = gzip.compress(b"# Upload\n\nsent compressed")
+    (upload,) = list(load_upload("notes.md.gz", raw, doc_id="n", max_bytes=LIMIT))
+    assert isinstance(upload, SourceDocument) and upload.title == "Upload"
