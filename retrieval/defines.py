@@ -76,7 +76,7 @@ def qualified(identifier: str) -> tuple[str, str] | None:
     """
     if not _QUALIFIED.fullmatch(identifier):
         return None
-    parts = re.split(r"\.|::|#", identifier.lower())
+    parts = _QUALIFIERS.split(identifier.lower())
     return parts[-2], parts[-1]
 
 
