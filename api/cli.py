@@ -342,6 +342,8 @@ def print_results(response: QueryResponse) -> None:
     table.add_column("text", ratio=5)
     for rank, hit in enumerate(response.results, start=1):
         where = hit.source + (f"\n[dim]{hit.heading}[/]" if hit.heading else "")
+        if hit.duplicates:  # the same passage in other documents, folded into this one
+            where += f"\n[dim]also in {', '.join(d.source for d in hit.duplicates)}[/]"
         snippet = " ".join(hit.text.split())
         table.add_row(
             str(rank),

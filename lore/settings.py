@@ -213,6 +213,13 @@ class SearchSettings(Section):
         3, ge=1, le=50, description="best dense passages the feedback query moves toward"
     )
     diversity: float = Field(0.0, ge=0, le=1, description="default MMR diversity (0 = off)")
+    fold_duplicates: bool = Field(
+        True,
+        description=(
+            "the same passage in another document (a page as HTML and as Markdown) is one "
+            "result naming its copies"
+        ),
+    )
     graph_weight: float = Field(
         0.0, ge=0, description="weight of the knowledge-graph list (0 = off)"
     )

@@ -143,6 +143,15 @@ class EngineRanks(BaseModel):
     )
 
 
+class Duplicate(BaseModel):
+    """The same passage in another document, folded into a result ranked above it."""
+
+    chunk_id: str
+    document_id: str
+    source: str
+    title: str
+
+
 class QueryResult(BaseModel):
     """One retrieved chunk."""
 
@@ -157,6 +166,10 @@ class QueryResult(BaseModel):
     ranks: EngineRanks
     rerank_score: float | None = Field(None, description="the reranker's score, when reranked")
     namespace: str | None = Field(None, description="the namespace the chunk belongs to")
+    duplicates: list[Duplicate] = Field(
+        default_factory=list,
+        description="the same passage in other documents, ranked below and folded into this one",
+    )
 
 
 class QueryResponse(BaseModel):

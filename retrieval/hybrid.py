@@ -52,11 +52,13 @@ import numpy.typing as npt
 from lore.aio import run_sync
 from lore.embedders import Embedder
 from lore.errors import LoreError
+from lore.models import StoredChunk
 from lore.settings import RerankSettings, SearchSettings
 from lore.store import Store
 from retrieval.analyzer import Analyzer
 from retrieval.contract import (
     CandidateLimits,
+    Duplicate,
     EngineRanks,
     QueryRequest,
     QueryResponse,
@@ -76,7 +78,7 @@ from retrieval.fusion import guard_consensus, relative_score_fusion, weighted_rr
 from retrieval.graph_search import GraphExpander
 from retrieval.rerank import Reranker
 from retrieval.rwlock import ReadWriteLock
-from retrieval.shaping import mmr
+from retrieval.shaping import fold_duplicates, mmr
 from retrieval.sparse import SparseIndex
 
 FILTER_CACHE_SIZE = 64
@@ -349,8 +351,7 @@ class HybridSearcher:
     def _respond(
         self, request: QueryRequest, shaped: _Shaped, lists: Mapping[str, Ranked]
     ) -> QueryResponse:
-        top = shaped.rows[: request.top_k]
-        chunks = self.store.chunks_by_row_ids([row for row, _ in top])
+        top, chunks = self._folded(shaped.rows, request.top_k)
         ranks = {name: _ranks(hits) for name, hits in lists.items()}
         results = [
             QueryResult(
@@ -366,8 +367,17 @@ class HybridSearcher:
                     **{n: ranks[n].get(row) for n in ranks if n in EngineRanks.model_fields}
                 ),
                 rerank_score=shaped.rerank_scores.get(row),
+                duplicates=[
+                    Duplicate(
+                        chunk_id=chunks[copy].id,
+                        document_id=chunks[copy].document_id,
+                        source=chunks[copy].source,
+                        title=chunks[copy].title,
+                    )
+                    for copy in copies
+                ],
             )
-            for row, score in top
+            for row, score, copies in top
             if (chunk := chunks.get(row)) is not None
         ]
         return QueryResponse(
@@ -377,6 +387,34 @@ class HybridSearcher:
             reranker=shaped.reranker,
             warnings=shaped.warnings,
         )
+
+    def _folded(
+        self, rows: list[tuple[int, float]], top_k: int
+    ) -> tuple[list[tuple[int, float, list[int]]], dict[int, StoredChunk]]:
+        """The first ``top_k`` results (row, score, rows of their copies) and their chunks.
+
+        With ``fold_duplicates`` the same passage in another document is folded into the
+        result above it (:func:`~retrieval.shaping.fold_duplicates`); the rows read grow
+        until ``top_k`` results are found or the list ends.
+        """
+        if not self.settings.fold_duplicates:
+            first = rows[:top_k]
+            chunks = self.store.chunks_by_row_ids([row for row, _ in first])
+            return [(row, score, []) for row, score in first], chunks
+        size = 2 * top_k
+        while True:
+            window = rows[:size]
+            chunks = self.store.chunks_by_row_ids([row for row, _ in window])
+            present = [(row, score) for row, score in window if row in chunks]
+            groups = fold_duplicates(
+                [(chunks[r].document_id, chunks[r].heading, chunks[r].text) for r, _ in present],
+                top_k,
+            )
+            if len(groups) >= top_k or len(window) == len(rows):
+                break
+            size *= 2
+        top = [(present[g[0]][0], present[g[0]][1], [present[i][0] for i in g[1:]]) for g in groups]
+        return top, chunks
 
     async def _shape(self, request: QueryRequest, fused: list[tuple[int, float]]) -> _Shaped:
         """Rerank the head, diversify (MMR), apply the relative cut-off; best first."""

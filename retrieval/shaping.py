@@ -9,10 +9,15 @@
   best one's. Fused scores only mean something relative to one query, so a cut-off must
   be relative too: an absolute RRF threshold (say 0.02) keeps everything for one query
   and nothing for another.
+* :func:`fold_duplicates` — the same passage in another document (a page shipped both as
+  HTML and as Markdown, a runbook copied into a second collection) is one result: the
+  copy ranked lower is folded into the first, which names it, so the list shows
+  different passages and nothing is lost.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -73,3 +78,52 @@ def relative_cutoff(scores: Sequence[float], fraction: float | None) -> int:
         raise ValueError("fraction must be within (0, 1]")
     floor = scores[0] * fraction
     return sum(1 for score in scores if score >= floor)
+
+
+FOLD_SIMILARITY = 0.8
+"""Share of the shorter passage's words the other holds at or above which two passages
+under the same heading are one (Markdown and its HTML rendering of one section differ by
+link targets and marks, and are cut into chunks at other places)."""
+FOLD_MIN_WORDS = 12
+"""Shorter passages are never folded: "Returns the value." under the same heading in two
+classes' pages are two answers."""
+_FOLD_WORD = re.compile(r"[^\W_]+")
+
+
+def fold_duplicates(passages: Sequence[tuple[str, str, str]], limit: int) -> list[list[int]]:
+    """Group passages (document id, heading, text; best first) that are one passage.
+
+    A passage folds into the first kept one from *another* document whose last heading
+    has the same words and whose text holds the same words (at least
+    :data:`FOLD_SIMILARITY` of the shorter one's; both at least :data:`FOLD_MIN_WORDS`
+    words). Returns the
+    groups in rank order, each the kept passage's index first, then its copies; at most
+    ``limit`` groups. A passage's fate depends only on those ranked above it, so the
+    first groups do not depend on ``limit``.
+    """
+    groups: list[list[int]] = []
+    keys: list[tuple[str, tuple[str, ...], frozenset[str]]] = []
+    for index, (document, heading, text) in enumerate(passages):
+        words = frozenset(_FOLD_WORD.findall(text.casefold()))
+        last = tuple(_FOLD_WORD.findall(heading.rsplit(" > ", 1)[-1].casefold()))
+        home = None
+        if len(words) >= FOLD_MIN_WORDS:
+            home = next(
+                (
+                    g
+                    for g, (doc, head, seen) in enumerate(keys)
+                    if doc != document
+                    and head == last
+                    and len(seen) >= FOLD_MIN_WORDS
+                    and len(words & seen) >= FOLD_SIMILARITY * min(len(words), len(seen))
+                ),
+                None,
+            )
+        if home is not None:
+            groups[home].append(index)
+        elif len(groups) < limit:
+            groups.append([index])
+            keys.append((document, last, words))
+        else:
+            break
+    return groups

@@ -169,7 +169,8 @@ def _search_tools(server: MCPServer, runtime: Searching) -> None:
     ) -> dict[str, Any]:
         """Hybrid keyword + semantic search; exact identifiers (error codes) work.
 
-        Each result has its text, source, title, heading and the document's metadata.
+        Each result has its text, source, title, heading and the document's metadata;
+        `also_in` names the other documents holding the same passage (folded into it).
         """
         request = QueryRequest(
             search_text=query, top_k=top_k, metadata_filter=filters, graph_weight=graph_weight
@@ -186,6 +187,7 @@ def _search_tools(server: MCPServer, runtime: Searching) -> None:
                     "metadata": r.metadata,
                     "score": r.rrf_score,
                     "text": r.text,
+                    **({"also_in": [d.source for d in r.duplicates]} if r.duplicates else {}),
                 }
                 for r in response.results
             ],

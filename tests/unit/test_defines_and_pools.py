@@ -183,3 +183,39 @@ def test_a_qualified_name_is_defined_by_its_member_under_its_qualifier(
         assert first.heading.endswith("toCharArray")
     finally:
         rt.close()
+
+
+def test_a_page_shipped_twice_gives_each_passage_once_naming_its_copy(
+    tmp_path: Path, local_embedder: LocalEmbedder
+) -> None:
+    sections = "\n\n".join(
+        f"## Option {n}\n\nThe relay option number {n} sets how the relay forwards batch "
+        f"{n} to the collector, and how often it retries a batch the collector refused."
+        for n in range(6)
+    )
+    html = "<html><title>Relay</title><body><h1>Relay</h1>" + "".join(
+        f"<h2>Option {n}</h2><p>The relay option number {n} sets how the relay forwards "
+        f"batch {n} to the <a href='c.html'>collector</a>, and how often it retries a batch "
+        "the collector refused.</p>"
+        for n in range(6)
+    )
+    md = from_bytes(f"# Relay\n\n{sections}\n".encode(), ".md", "relay", "relay.md", "relay.md")
+    page = from_bytes(html.encode(), ".html", "relay", "relay.html", "relay.html")
+    assert isinstance(md, SourceDocument) and isinstance(page, SourceDocument)
+    for fold in (True, False):
+        rt = make_runtime(tmp_path / str(fold), local_embedder, search={"fold_duplicates": fold})
+        try:
+            assert len(ops.ingest(rt, [md, page]).done) == 2
+            request = QueryRequest(search_text="how does the relay retry a refused batch", top_k=6)
+            results = rt.queries().query_sync(request).results
+            headings = [r.heading for r in results]
+            if fold:
+                assert len(set(headings)) == len(headings) == 6, headings
+                assert all(len(r.duplicates) == 1 for r in results)
+                assert {r.document_id for r in results} | {
+                    d.document_id for r in results for d in r.duplicates
+                } == {"relay.md", "relay.html"}
+            else:
+                assert len(set(headings)) < 6 and all(r.duplicates == [] for r in results)
+        finally:
+            rt.close()

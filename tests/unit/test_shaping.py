@@ -31,3 +31,26 @@ def test_relative_cutoff() -> None:
     assert relative_cutoff([], 0.5) == 0
     with pytest.raises(ValueError):
         relative_cutoff(scores, 0.0)
+
+
+def test_the_same_passage_in_another_document_folds_into_the_first() -> None:
+    from retrieval.shaping import fold_duplicates
+
+    watch = (
+        "Watch for changes on filename, where filename is either a file or a directory; "
+        "the listener gets two arguments, the event type and the file name"
+    )
+    other = "Stop watching for changes on filename; without a listener every one is removed"
+    passages = [
+        ("fs.html", "File system > fs.watch(filename)", watch),
+        ("fs.md", "File system > `fs.watch(filename)`", f"{watch}. See [caveats](#caveats)."),
+        ("fs.md", "File system > fs.unwatchFile()", other),
+        ("fs.html", "File system > fs.unwatchFile()", other),
+        ("fs.html", "File system > fs.watch(filename)", watch),  # same document: kept
+        ("os.html", "Operating system > Notes", watch),  # another heading: another answer
+        ("a.html", "A > getValue", "Returns the value."),  # too short to fold
+        ("b.html", "B > getValue", "Returns the value."),
+    ]
+    groups = fold_duplicates(passages, limit=10)
+    assert groups == [[0, 1], [2, 3], [4], [5], [6], [7]]
+    assert fold_duplicates(passages, limit=2) == [[0, 1], [2, 3]]  # the first do not move

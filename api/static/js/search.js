@@ -41,7 +41,13 @@ function resultItem(query, result, index) {
       el("span", { class: "score", title: "fused score (relative within this query)" },
         result.rrf_score.toFixed(4))),
     el("div", { class: "ranks" }, ranks,
-      el("a", { class: "quiet", onclick: () => showChunk(result.chunk_id) }, "chunk")),
+      el("a", { class: "quiet", onclick: () => showChunk(result.chunk_id) }, "chunk"),
+      // the same passage in other documents, folded into this result
+      (result.duplicates ?? []).length
+        ? el("span", { class: "status also-in" }, "also in ",
+          ...result.duplicates.map((copy) => el("a", { class: "quiet",
+            href: `#documents/${pathOf(copy.document_id)}` }, `${copy.source} `)))
+        : null),
     highlight(renderMarkdown(result.text, "result-text md"), query));
 }
 
