@@ -112,12 +112,18 @@ def load_paths(
             yield Rejected(target.id_of(path), str(path), "no such file or directory")
 
 
+def _inner(name: str) -> tuple[PurePosixPath, bool]:
+    """The file's name without its compression, and whether it had one: ``fs.md.gz``."""
+    path = PurePosixPath(name)
+    if path.suffix.lower() == COMPRESSED:
+        return PurePosixPath(path.stem), True
+    return path, False
+
+
 def file_type(name: str) -> tuple[str, bool]:
     """(the type a file is read as, whether it is gzip-compressed): ``fs.md.gz`` → .md."""
-    path = PurePosixPath(name.lower())
-    if path.suffix == COMPRESSED:
-        return PurePosixPath(path.stem).suffix, True
-    return path.suffix, False
+    inner, compressed = _inner(name)
+    return inner.suffix.lower(), compressed
 
 
 def _unsupported(suffix: str, compressed: bool) -> str | None:
@@ -154,10 +160,7 @@ def decompressed(raw: bytes, max_bytes: int) -> bytes:
 
 def _stem(name: str) -> str:
     """The file's name without its type (and compression): ``fs.md.gz`` → ``fs``."""
-    path = PurePosixPath(name)
-    if path.suffix.lower() == COMPRESSED:
-        path = PurePosixPath(path.stem)
-    return path.stem
+    return _inner(name)[0].stem
 
 
 def count_documents(

@@ -309,7 +309,10 @@ class HybridSearcher:
         wanted = set(plan.identifiers)
         members = [parts for parts in map(qualified, plan.identifiers) if parts is not None]
         holding = {row for row, _ in exact}
-        others = [(row, score) for row, score in sparse if row not in holding] if members else []
+        # within the head of the keyword list, a pool that does not grow with top_k: a
+        # definer found deeper only for a larger top_k would reorder the first results
+        head = sparse[: plan.head_pool] if members else []
+        others = [(row, score) for row, score in head if row not in holding]
         if not exact and not others:
             return [], []
         chunks = self.store.chunks_by_row_ids([row for row, _ in [*exact, *others]])
@@ -397,14 +400,17 @@ class HybridSearcher:
         result above it (:func:`~retrieval.shaping.fold_duplicates`); the rows read grow
         until ``top_k`` results are found or the list ends.
         """
+        chunks: dict[int, StoredChunk] = {}
         if not self.settings.fold_duplicates:
             first = rows[:top_k]
-            chunks = self.store.chunks_by_row_ids([row for row, _ in first])
+            chunks.update(self.store.chunks_by_row_ids([row for row, _ in first]))
             return [(row, score, []) for row, score in first], chunks
         size = 2 * top_k
+        read = 0  # rows whose chunks were asked for (a deleted one has none)
         while True:
             window = rows[:size]
-            chunks = self.store.chunks_by_row_ids([row for row, _ in window])
+            chunks.update(self.store.chunks_by_row_ids([row for row, _ in window[read:]]))
+            read = len(window)
             present = [(row, score) for row, score in window if row in chunks]
             groups = fold_duplicates(
                 [(chunks[r].document_id, chunks[r].heading, chunks[r].text) for r, _ in present],

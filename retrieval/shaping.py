@@ -96,10 +96,9 @@ def fold_duplicates(passages: Sequence[tuple[str, str, str]], limit: int) -> lis
     A passage folds into the first kept one from *another* document whose last heading
     has the same words and whose text holds the same words (at least
     :data:`FOLD_SIMILARITY` of the shorter one's; both at least :data:`FOLD_MIN_WORDS`
-    words). Returns the
-    groups in rank order, each the kept passage's index first, then its copies; at most
-    ``limit`` groups. A passage's fate depends only on those ranked above it, so the
-    first groups do not depend on ``limit``.
+    words). Returns the groups in rank order, each the kept passage's index first, then
+    its copies; at most ``limit`` groups. A passage's fate depends only on those ranked
+    above it, so the first groups do not depend on ``limit``.
     """
     groups: list[list[int]] = []
     keys: list[tuple[str, tuple[str, ...], frozenset[str]]] = []

@@ -72,7 +72,13 @@ def test_the_defining_chunk_ranks_first(runtime: Runtime, identifier: str) -> No
 def test_top_five_do_not_depend_on_top_k(runtime: Runtime, feedback: float) -> None:
     rng = random.Random(27)
     params = HybridParams(feedback_boost=feedback)  # with the dense feedback list too
-    for text in ("waiting for a lock", "duplicate key", "locks words topic", "memory"):
+    for text in (
+        "waiting for a lock",
+        "duplicate key",
+        "locks words topic",
+        "memory",
+        "core.pager",
+    ):
         request = QueryRequest(search_text=text, hybrid_params=params)
         first = [r.chunk_id for r in runtime.queries().query_sync(request).results]
         for top_k in rng.sample(range(5, 60), 6):
