@@ -20,9 +20,9 @@ link text (:func:`link_density` at least ``_NAV_DENSITY``, with at least two lin
 navigation. An ``<aside>`` goes at page level, like a page's header and footer; inside
 the main content (``<article>``, ``<main>``, ``role="main"``) it is judged by its links
 like any block, so footnotes and a HOWTO's abstract (Sphinx writes both as ``<aside>``)
-stay and a side panel of links goes. A
-link whose whole text is code (``<a><code>json.dumps()</code></a>``) counts as text,
-since it names an API in the flow of the prose; a permalink (an in-page link whose text
+stay and a side panel of links goes. A link whose whole text is code
+(``<a><code>json.dumps()</code></a>``) or that stands inside code (a signature's linked
+types) counts as text, since it names an API; a permalink (an in-page link whose text
 is a lone symbol such as ``¶``) is dropped, and so is a horizontal rule that opens or
 closes the body (it divided the page from the navigation that went). Blocks repeated on
 many pages of one ingest (copyright footers, "last updated" lines) are removed afterwards by
@@ -59,6 +59,7 @@ _NAV_BLOCKS = ("div", "table", "tr", "ul", "ol", "dl", "p", "section", "header",
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PROSE_WORDS = 8
 _CONTENT_ONLY = ("pre", "code", "h1", "h2", "h3", "h4", "h5", "h6")
+_CODE_ONLY = ("pre", "code")
 _NUMBERED_LINES = 3  # a listing's line numbers: at least this many, on this share of lines
 _NUMBERED_SHARE = 0.8
 
@@ -237,8 +238,10 @@ def _drop_permalinks(root: Tag) -> None:
 def link_density(block: Tag) -> tuple[float, int]:
     """(share of the block's visible characters that are link text, number of links).
 
-    A link whose whole text is code (an API reference in prose) counts as ordinary text;
-    one whose code comes with a title (a table of contents entry) is link text.
+    A link whose whole text is code (an API reference in prose) counts as ordinary text,
+    and so does a link inside code (a signature whose member and types link to their
+    pages: ``<code><a>trim</a>(<a>String</a> s)</code>``); one whose code comes with a
+    title (a table of contents entry) is link text.
     """
     total = len("".join(block.get_text().split()))
     if total == 0:
@@ -248,8 +251,8 @@ def link_density(block: Tag) -> tuple[float, int]:
     for link in block.find_all("a"):
         chars = len("".join(link.get_text().split()))
         code = sum(len("".join(c.get_text().split())) for c in link.find_all(_CONTENT_ONLY))
-        if code and code >= chars:
-            continue  # a link that is only code names an API in the prose
+        if (code and code >= chars) or link.find_parent(_CODE_ONLY) is not None:
+            continue  # a link that is only code, or inside code, names an API
         if chars:
             links += 1
             linked += chars

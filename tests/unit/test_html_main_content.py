@@ -318,3 +318,27 @@ def test_a_listing_s_line_numbers_go_and_numbers_of_the_code_stay() -> None:
     assert "\nx1 = 7\nx2 = 14\n" in body
     assert "1 apple\n3 pear\n2 fig" in body  # numbers that do not count up are data
     assert "1 first\n2 second\n3 third" in body  # numbers written in the code itself
+
+
+def test_a_summary_cell_whose_code_links_its_member_and_types_stays() -> None:
+    # an API summary drawn as a grid of divs: the member's cell is code whose name and
+    # parameter types link to their pages; the links are the API, not navigation
+    rows = "".join(
+        f"<div class='col-first'><code>static String</code></div>"
+        f"<div class='col-second'><code><a href='#{name}'>{name}</a>(<a href='s.html'>String</a>"
+        f" str, <a href='c.html'>CharSequence</a> suffix)</code></div>"
+        f"<div class='col-last'><div class='block'>{what}</div></div>"
+        for name, what in (("appendIfMissing", "Appends the suffix."), ("trimEnd", "Trims it."))
+    )
+    page = (
+        "<html><title>Strings</title><body><h1>Class Strings</h1>"
+        "<p>Operations on strings that are safe when a string is null or empty.</p>"
+        f"<h2>Method Summary</h2><div class='summary-table'>{rows}</div>"
+        "<p>Every method here returns a new string and leaves its argument alone.</p>"
+        "<div><a href='p.html'>Prev Class</a> <a href='n.html'>Next Class</a></div>"
+        "</body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "appendIfMissing(String str, CharSequence suffix)" in body
+    assert "trimEnd(String str, CharSequence suffix)" in body
+    assert "Prev Class" not in body  # a bar of plain links still goes
