@@ -9,7 +9,8 @@ single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``)
 from a ``language-*`` class; a ``<code>`` listing right after another in one ``<pre>``
 on lines of its own; line numbers drawn as elements of their own go), lists as
 ``-``/``1.`` lists (a list whose items hold headings lays out sections, and gives plain
-blocks), tables as Markdown tables with ``|`` in cells escaped. Links keep their text;
+blocks), tables as Markdown tables with ``|`` in cells escaped (a row without text
+goes). Links keep their text;
 images go. Nothing is escaped for Markdown's sake (``snake_case`` must stay searchable
 as written).
 
@@ -38,6 +39,8 @@ from typing import Any
 from bs4 import BeautifulSoup, Tag
 from bs4.element import NavigableString, PageElement
 from markdownify import MarkdownConverter
+
+from lore.identifiers import TOKEN, identifier_kind
 
 _DROP = ("script", "style", "noscript", "template", "svg", "nav", "form", "iframe", "button")
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search", "complementary"}
@@ -109,6 +112,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     _drop_permalinks(root)
     _drop_link_blocks(root)
     _unlist_sections(root)
+    _drop_empty_rows(root)
     _escape_cell_pipes(root)
     converter = _Converter(
         heading_style="ATX",
@@ -240,8 +244,9 @@ def link_density(block: Tag) -> tuple[float, int]:
 
     A link whose whole text is code (an API reference in prose) counts as ordinary text,
     and so does a link inside code (a signature whose member and types link to their
-    pages: ``<code><a>trim</a>(<a>String</a> s)</code>``); one whose code comes with a
-    title (a table of contents entry) is link text.
+    pages: ``<code><a>trim</a>(<a>String</a> s)</code>``) or one whose text is one API
+    name (:func:`names_api`: a declaration's ``SDL_AudioSpec``); one whose code comes
+    with a title (a table of contents entry) is link text.
     """
     total = len("".join(block.get_text().split()))
     if total == 0:
@@ -251,12 +256,32 @@ def link_density(block: Tag) -> tuple[float, int]:
     for link in block.find_all("a"):
         chars = len("".join(link.get_text().split()))
         code = sum(len("".join(c.get_text().split())) for c in link.find_all(_CONTENT_ONLY))
-        if (code and code >= chars) or link.find_parent(_CODE_ONLY) is not None:
-            continue  # a link that is only code, or inside code, names an API
+        if (
+            (code and code >= chars)
+            or link.find_parent(_CODE_ONLY) is not None
+            or names_api(link.get_text())
+        ):
+            continue  # a link that is only code, inside code or one API name names an API
         if chars:
             links += 1
             linked += chars
     return linked / total, links
+
+
+def names_api(text: str) -> bool:
+    """Whether a link's text is one name of an API (``SDL_AudioSpec``, ``getBytes()``).
+
+    The one definition of an identifier (:func:`lore.identifiers.identifier_kind`), less
+    versions and bare numbers (a list of releases is navigation): a declaration whose
+    member and types link to their pages names them, as code does, even where no
+    ``<code>`` marks it (Doxygen's member tables).
+    """
+    stripped = text.strip()
+    name = TOKEN.fullmatch(stripped.removesuffix("()"))
+    if name is None:
+        return False
+    after = "(" if stripped.endswith("()") else ""
+    return identifier_kind(name.group(), "", after) not in (None, "version", "number")
 
 
 def _drop_link_blocks(root: Tag) -> None:
@@ -345,6 +370,13 @@ def _unlist_sections(root: Tag) -> None:
                 holder.name = "div"
                 for item in holder.find_all("li", recursive=False):
                     item.name = "div"
+
+
+def _drop_empty_rows(root: Tag) -> None:
+    """Table rows without text (spacers between a member table's entries) say nothing."""
+    for row in root.find_all("tr"):
+        if not _gone(row) and not row.get_text().strip():
+            row.decompose()
 
 
 def _escape_cell_pipes(root: Tag) -> None:

@@ -225,7 +225,7 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
     if quoted:
         cues.append(Cue("local", QUOTED, f"quoted string {quoted[0]!r}"))
-    # the analyzer's one definition of an identifier (retrieval.analyzer.identifier_kind),
+    # the analyzer's one definition of an identifier (lore.identifiers.identifier_kind),
     # the same the exact-match vote uses; an HTTP status is shown with its prefix
     statuses = [m.group().upper() for m in _HTTP_STATUS.finditer(question)]
     shown = {status[-3:] for status in statuses}

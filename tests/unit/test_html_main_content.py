@@ -342,3 +342,35 @@ def test_a_summary_cell_whose_code_links_its_member_and_types_stays() -> None:
     assert "appendIfMissing(String str, CharSequence suffix)" in body
     assert "trimEnd(String str, CharSequence suffix)" in body
     assert "Prev Class" not in body  # a bar of plain links still goes
+
+
+def test_a_declaration_whose_api_names_link_to_their_pages_stays() -> None:
+    # Doxygen's member table: no <code>, but the member and its types are links whose
+    # texts are API names (the one definition of an identifier); spacer rows are empty
+    row = (
+        "<tr><td>{kind}</td><td><a class='el' href='#a{n}'>{name}</a> ({args})</td></tr>"
+        "<tr><td colspan='2'>&#160;</td></tr>"
+    )
+    rows = "".join(
+        row.format(kind=kind, n=n, name=name, args=args)
+        for n, (kind, name, args) in enumerate(
+            (
+                ("int", "SDL_OpenAudio", "<a href='s.html'>SDL_AudioSpec</a> *desired"),
+                ("void", "SDL_PauseAudioDevice", "<a href='d.html'>SDL_AudioDeviceID</a> dev"),
+            )
+        )
+    )
+    page = (
+        "<html><title>SDL_audio.h</title><body>"
+        "<div class='contents'><h1>SDL_audio.h File Reference</h1>"
+        f"<table class='memberdecls'><tr><th colspan='2'>Functions</th></tr>{rows}</table>"
+        "<h2>Detailed Description</h2><p>Access to the raw audio mixing buffer for the "
+        "device, opened once and paused until the program starts it.</p></div>"
+        "<div><a href='3.11.2.html'>3.11.2</a> <a href='3.11.1.html'>3.11.1</a></div>"
+        "</body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "SDL_OpenAudio (SDL_AudioSpec *desired)" in body
+    assert "SDL_PauseAudioDevice (SDL_AudioDeviceID dev)" in body
+    assert "|  |" not in body and "| \xa0 |" not in body  # no empty spacer rows
+    assert "3.11.1" not in body  # a bar of version links is navigation
