@@ -7,7 +7,8 @@ buttons (a listing's "copy"), ``<nav>``, ARIA navigation/banner/search regions, 
 single ``<main>`` is reduced to it. What comes out: ATX headings (``## Owners``),
 ``<pre>`` as fenced code kept byte for byte (indentation included, the language taken
 from a ``language-*`` class; a ``<code>`` listing right after another in one ``<pre>``
-on lines of its own; line numbers drawn as elements of their own go), lists as
+on lines of its own; line numbers drawn as elements of their own go, and a listing drawn
+one element per line, each opening with its number, becomes one), lists as
 ``-``/``1.`` lists (a list whose items hold headings lays out sections, and gives plain
 blocks), tables as Markdown tables with ``|`` in cells escaped (a row without text
 goes). Links keep their text;
@@ -65,6 +66,8 @@ _CONTENT_ONLY = ("pre", "code", "h1", "h2", "h3", "h4", "h5", "h6")
 _CODE_ONLY = ("pre", "code")
 _NUMBERED_LINES = 3  # a listing's line numbers: at least this many, on this share of lines
 _NUMBERED_SHARE = 0.8
+_LINE_NUMBER = re.compile(r"^\s*\d+\s*$")
+_LINES = ("div", "span")  # a line drawn as an element (not a paragraph, item or table row)
 
 
 class _Converter(MarkdownConverter):
@@ -169,6 +172,7 @@ def _strip_chrome(soup: BeautifulSoup) -> None:
         tag.decompose()
     for pre in soup.find_all("pre"):
         _drop_line_numbers(pre)
+    _listings_of_lines(soup)
     for pre in soup.find_all("pre"):  # listings side by side (ES module and CommonJS)
         for code in pre.find_all("code", recursive=False)[1:]:
             before = code.previous_sibling  # right after another: not a grammar's tokens
@@ -220,6 +224,59 @@ def _drop_line_numbers(pre: Tag) -> None:
     if counting and len(found) >= _NUMBERED_SHARE * lines:
         for tag in found:
             tag.decompose()
+
+
+def _listings_of_lines(soup: BeautifulSoup) -> None:
+    """Listings drawn one element per line, each opening with its number, become ``<pre>``.
+
+    Doxygen's source pages draw a file as a ``<div>`` of line ``<div>``s, each opening
+    with an element that holds the line's number; read as paragraphs, every line would be
+    a block of prose with its number glued to its code (``358extern …``). Found by the
+    shape alone, as :func:`_drop_line_numbers` finds numbers in a ``<pre>``: at least
+    ``_NUMBERED_LINES`` child ``<div>``s or ``<span>``s (a paragraph, list item or table
+    row with a number is a step or a ranked row, not a line), ``_NUMBERED_SHARE`` of them
+    opening with a number element, the numbers counting up by one. The numbers go; the
+    lines' text stays, verbatim, as one listing.
+    """
+    holders: dict[int, tuple[Tag, list[tuple[Tag, Tag]]]] = {}
+    for text in soup.find_all(string=_LINE_NUMBER):
+        number = text.parent  # the outermost element that holds the number alone
+        while (
+            isinstance(number, Tag)
+            and isinstance(number.parent, Tag)
+            and len(number.parent.find_all(True, recursive=False)) == 1
+            and number.parent.get_text().strip() == text.strip()
+        ):
+            number = number.parent
+        if not isinstance(number, Tag) or number.get_text().strip() != text.strip():
+            continue
+        line, holder = number.parent, number.parent.parent if number.parent else None
+        if not isinstance(line, Tag) or not isinstance(holder, Tag) or line.name not in _LINES:
+            continue
+        if _first_text(line) is text:
+            holders.setdefault(id(holder), (holder, []))[1].append((line, number))
+    for holder, found in holders.values():
+        lines = holder.find_all(True, recursive=False)
+        numbers = [int(number.get_text()) for _, number in found]  # the number alone
+        counting = all(b == a + 1 for a, b in pairwise(numbers))
+        if len(found) < _NUMBERED_LINES or len(found) < _NUMBERED_SHARE * len(lines):
+            continue
+        if not counting or holder.name == "pre" or holder.find_parent("pre") is not None:
+            continue
+        for _, number in found:
+            number.decompose()
+        first, last = lines.index(found[0][0]), lines.index(found[-1][0])
+        listing = soup.new_tag("pre")  # from the first numbered line to the last
+        listing.string = "\n".join(line.get_text().rstrip("\n") for line in lines[first : last + 1])
+        holder.replace_with(listing)
+
+
+def _first_text(tag: Tag) -> NavigableString | None:
+    """The first string with visible characters inside ``tag``."""
+    for node in tag.descendants:
+        if isinstance(node, NavigableString) and node.strip():
+            return node
+    return None
 
 
 def _in_main(tag: Tag) -> bool:

@@ -374,3 +374,28 @@ def test_a_declaration_whose_api_names_link_to_their_pages_stays() -> None:
     assert "SDL_PauseAudioDevice (SDL_AudioDeviceID dev)" in body
     assert "|  |" not in body and "| \xa0 |" not in body  # no empty spacer rows
     assert "3.11.1" not in body  # a bar of version links is navigation
+
+
+def test_a_listing_drawn_one_element_per_line_becomes_code_without_its_numbers() -> None:
+    # Doxygen's source pages: a <div> of line <div>s, each opening with its number (some
+    # numbers are links); code, not paragraphs, and no number glued to its line
+    lines = ["/* audio */", "", "extern int SDL_OpenAudio(SDL_AudioSpec *desired);", "}"]
+    drawn = "".join(
+        f"<div class='line'><a id='l{n}'></a><span class='lineno'>"
+        + (f"<a href='#l{n}'>{n:>4}</a>" if n == 3 else f"{n:>4}")
+        + f"</span>{text}</div>"
+        for n, text in enumerate(lines, start=1)
+    )
+    steps = "".join(
+        f"<p><b>{n}</b> Step {word} of the setup.</p>" for n, word in enumerate("abc", 1)
+    )
+    ranked = "".join(f"<tr><td>{n}</td><td>team {n}</td></tr>" for n in range(1, 5))
+    page = (
+        "<html><title>SDL_audio.h</title><body><h1>SDL_audio.h</h1>"
+        f"<div class='fragment'>{drawn}</div>{steps}<table>{ranked}</table></body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "```\n/* audio */\n\nextern int SDL_OpenAudio(SDL_AudioSpec *desired);\n}\n```" in body
+    assert "3extern" not in body
+    assert "**1** Step a of the setup." in body  # numbered paragraphs are steps, not lines
+    assert "| 2 | team 2 |" in body  # a ranked table stays a table
