@@ -19,8 +19,9 @@ every manual page or the same example on two pages is structure and content.
 
 Page titles carry the same kind of chrome: "Logging HOWTO — Python 3.11.2
 documentation", "Installing | MyProject", "Accumulation (GNU Octave (version 7.3.0))". A
-title part (split at a spaced dash, bar or middle dot, or a spaced bracketed tail) that
-ends or opens the titles of that many pages is the site's name:
+title part (split at a spaced dash, bar or middle dot, a colon after a word as in
+Doxygen's "SDL: SDL_audio.h File Reference", or a spaced bracketed tail) that ends or
+opens the titles of that many pages is the site's name:
 :meth:`RepeatedBlocks.title` leaves it out, so titles — and the graph entities and
 report titles made of them — name the page. A whole title that at least ``min_pages``
 pages share ("Source code" on every source listing of a Javadoc tree, "Index" on each
@@ -38,7 +39,8 @@ from dataclasses import dataclass, field
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^#{1,6}[ \t]")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d|\d\d?:\d\d(?::\d\d)?")  # dates and times
-_TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+")
+# a spaced dash, bar, middle dot or "::", or a colon after a word ("SDL: SDL_audio.h")
+_TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+|(?<=\w):\s+")
 # "Accumulation (GNU Octave (version 7.3.0))": a spaced, bracketed tail (one level nested)
 _TITLE_BRACKETED = re.compile(r"^(.*\S)\s+(\((?:[^()]|\([^()]*\))*\))\s*$")
 _TITLE_MAX = 300  # longer "titles" are not read for a bracketed tail (the pattern backtracks)

@@ -159,6 +159,13 @@ def test_the_site_name_is_left_out_of_page_titles() -> None:
     for n in range(4):
         prefixed.add("body", f"Acme Docs | Page {n}")
     assert prefixed.title("Acme Docs | Installing") == "Installing"
+    colon = RepeatedBlocks()  # Doxygen: "Project: Page"; a colon in one title is its own
+    for page in ("SDL_audio.h File Reference", "SDL_Rect Struct Reference", "Globals"):
+        colon.add("body", f"SDL: {page}")
+    colon.add("body", "Chapter 2: Setup")
+    assert colon.title("SDL: SDL_video.h Source File") == "SDL_video.h Source File"
+    assert colon.title("Chapter 2: Setup") == "Chapter 2: Setup"
+    assert colon.title("Note:the ratio 3:2") == "Note:the ratio 3:2"
     bracketed = RepeatedBlocks()
     for n in range(4):
         bracketed.add("body", f"Page {n} (GNU Tool (version 7.3.0))")
