@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "21"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "22"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -586,7 +586,8 @@ def _names(
     its document mostly writes it in lower case (an upper-case word there, ``PATH`` or
     ``DEBUG``, is a constant's name, not "path"). Punctuation opening a sentence
     ("(Lacking …", "“Extending …") does not move its first word, and a word glued to a
-    slash is part of a path ("Tools/demo/redemo.py"). A hyphenated word is one word
+    slash is part of a path ("Tools/demo/redemo.py"), and a word with an underscore inside
+is an identifier that ends the run ("Uint32 SDL_GetWindowID" names no one thing). A hyphenated word is one word
     ("Kroah-Hartman"); one ending in a lower-case part is an adjective whose name part
     ends the run ("JSON-based" → JSON). A clause after a colon or a dash opens like a
     sentence ("--stat : Show the …", a definition list's term and its description read
@@ -638,6 +639,9 @@ def _names(
             continue
         if word[1:].islower() and _in_path(sentence, match.start(), match.end()):
             close()  # "Tools/demo/redemo.py": a path's part, no name
+            continue
+        if "_" in word.strip("_"):
+            close()  # "Uint32 SDL_GetWindowID": an identifier (found as one) ends a name
             continue
         parts = word.split("-")
         adjective = len(parts) > 1 and parts[-1][:1].islower()

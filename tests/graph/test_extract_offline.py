@@ -325,3 +325,14 @@ def test_a_manual_page_reference_names_a_command_even_of_function_words() -> Non
     names = {e.name: e.type for e in extract(text, "git-branch(1)")[0]}
     assert names.get("git-for-each-ref") == "identifier"
     assert "one-by-one" not in names  # an English compound stays none
+
+
+def test_an_identifier_with_an_underscore_ends_a_name_and_stands_alone() -> None:
+    text = (
+        "The call returns Uint32 SDL_GetWindowID for the window, and Grace Hopper "
+        "wrote about _Compiler Design_ while the Lothair II Map_Viewer stayed."
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert "SDL_GetWindowID" in names, names  # the identifier, whole
+    assert not any(" " in n and "_" in n.strip("_") for n in names), names
+    assert {"Grace Hopper", "Compiler Design", "Lothair II"} <= names, names
