@@ -586,12 +586,12 @@ def _names(
     its document mostly writes it in lower case (an upper-case word there, ``PATH`` or
     ``DEBUG``, is a constant's name, not "path"). Punctuation opening a sentence
     ("(Lacking …", "“Extending …") does not move its first word, and a word glued to a
-    slash is part of a path ("Tools/demo/redemo.py"), and a word with an underscore inside
-is an identifier that ends the run ("Uint32 SDL_GetWindowID" names no one thing). A hyphenated word is one word
-    ("Kroah-Hartman"); one ending in a lower-case part is an adjective whose name part
-    ends the run ("JSON-based" → JSON). A clause after a colon or a dash opens like a
-    sentence ("--stat : Show the …", a definition list's term and its description read
-    as one line).
+    slash is part of a path ("Tools/demo/redemo.py"), and a word with an underscore
+    inside is an identifier that ends the run ("Uint32 SDL_GetWindowID" names no one
+    thing). A hyphenated word is one word ("Kroah-Hartman"); one ending in a lower-case
+    part is an adjective whose name part ends the run ("JSON-based" → JSON). A clause
+    after a colon or a dash opens like a sentence ("--stat : Show the …", a definition
+    list's term and its description read as one line).
     """
     out: list[str] = []
     run: list[str] = []
@@ -637,11 +637,10 @@ is an identifier that ends the run ("Uint32 SDL_GetWindowID" names no one thing)
         if index == opening and not word[0].isalnum():
             opening += 1  # "(Lacking …", "“Extending …": the sentence opens after it
             continue
-        if word[1:].islower() and _in_path(sentence, match.start(), match.end()):
-            close()  # "Tools/demo/redemo.py": a path's part, no name
-            continue
-        if "_" in word.strip("_"):
-            close()  # "Uint32 SDL_GetWindowID": an identifier (found as one) ends a name
+        if "_" in word.strip("_") or (
+            word[1:].islower() and _in_path(sentence, match.start(), match.end())
+        ):
+            close()  # an identifier ("SDL_GetWindowID") or a path's part: no name's word
             continue
         parts = word.split("-")
         adjective = len(parts) > 1 and parts[-1][:1].islower()
