@@ -296,33 +296,37 @@ def _drop_permalinks(root: Tag) -> None:
             link.decompose()
 
 
-def link_density(block: Tag) -> tuple[float, int]:
+def link_density(block: Tag, chars: dict[int, int] | None = None) -> tuple[float, int]:
     """(share of the block's visible characters that are link text, number of links).
 
     A link whose whole text is code (an API reference in prose) counts as ordinary text,
     and so does a link inside code (a signature whose member and types link to their
     pages: ``<code><a>trim</a>(<a>String</a> s)</code>``) or one whose text is one API
     name (:func:`names_api`: a declaration's ``SDL_AudioSpec``); one whose code comes
-    with a title (a table of contents entry) is link text.
+    with a title (a table of contents entry) is link text. ``chars``: the page's
+    :func:`link_chars`, read once for all its blocks.
     """
     total = len("".join(block.get_text().split()))
     if total == 0:
         return 0.0, 0
-    linked = 0
-    links = 0
-    for link in block.find_all("a"):
+    chars = link_chars(block) if chars is None else chars
+    counted = [n for n in (chars.get(id(link), 0) for link in block.find_all("a")) if n]
+    return sum(counted) / total, len(counted)
+
+
+def link_chars(root: Tag) -> dict[int, int]:
+    """Each link's count of visible link-text characters (0: it names an API; see above)."""
+    out: dict[int, int] = {}
+    for link in root.find_all("a"):
         chars = len("".join(link.get_text().split()))
         code = sum(len("".join(c.get_text().split())) for c in link.find_all(_CONTENT_ONLY))
-        if (
+        api = (
             (code and code >= chars)
             or link.find_parent(_CODE_ONLY) is not None
             or names_api(link.get_text())
-        ):
-            continue  # a link that is only code, inside code or one API name names an API
-        if chars:
-            links += 1
-            linked += chars
-    return linked / total, links
+        )
+        out[id(link)] = 0 if api else chars
+    return out
 
 
 def names_api(text: str) -> bool:
@@ -364,10 +368,11 @@ def _drop_link_blocks(root: Tag) -> None:
         ):
             content.append(index)
     first_heading = min((order[id(h)] for h in root.find_all(_HEADINGS)), default=len(order))
+    chars = link_chars(root)
     for block in root.find_all(_NAV_BLOCKS):
         if _gone(block) or block.find(["pre", *_HEADINGS]) or _titled(block, root):
             continue
-        density, links = link_density(block)
+        density, links = link_density(block, chars)
         if links < 2:
             continue
         start = order.get(id(block), 0)
