@@ -263,9 +263,10 @@ def _listings_of_lines(soup: BeautifulSoup) -> None:
             continue
         if not counting or holder.name == "pre" or holder.find_parent("pre") is not None:
             continue
+        place = {id(line): index for index, line in enumerate(lines)}  # (Tag == is by value)
+        first, last = place[id(found[0][0])], place[id(found[-1][0])]
         for _, number in found:
             number.decompose()
-        first, last = lines.index(found[0][0]), lines.index(found[-1][0])
         listing = soup.new_tag("pre")  # from the first numbered line to the last
         listing.string = "\n".join(line.get_text().rstrip("\n") for line in lines[first : last + 1])
         holder.replace_with(listing)

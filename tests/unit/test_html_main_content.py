@@ -386,10 +386,12 @@ def test_a_declaration_whose_api_names_link_to_their_pages_stays() -> None:
 def test_a_listing_drawn_one_element_per_line_becomes_code_without_its_numbers() -> None:
     # Doxygen's source pages: a <div> of line <div>s, each opening with its number (some
     # numbers are links); code, not paragraphs, and no number glued to its line
-    lines = ["/* audio */", "", "extern int SDL_OpenAudio(SDL_AudioSpec *desired);", "}"]
+    lines = ["}", "/* audio */", "", "extern int SDL_OpenAudio(SDL_AudioSpec *desired);", "}"]
     drawn = "".join(
-        f"<div class='line'><a id='l{n}'></a><span class='lineno'>"
-        + (f"<a href='#l{n}'>{n:>4}</a>" if n == 3 else f"{n:>4}")
+        "<div class='line'>"
+        + (f"<a id='l{n}'></a>" if 1 < n < len(lines) else "")  # equal first and last lines
+        + "<span class='lineno'>"
+        + (f"<a href='#l{n}'>{n:>4}</a>" if n == 4 else f"{n:>4}")
         + f"</span>{text}</div>"
         for n, text in enumerate(lines, start=1)
     )
@@ -402,7 +404,8 @@ def test_a_listing_drawn_one_element_per_line_becomes_code_without_its_numbers()
         f"<div class='fragment'>{drawn}</div>{steps}<table>{ranked}</table></body></html>"
     )
     _, body = html_to_markdown(page)
-    assert "```\n/* audio */\n\nextern int SDL_OpenAudio(SDL_AudioSpec *desired);\n}\n```" in body
-    assert "3extern" not in body
+    listing = "```\n}\n/* audio */\n\nextern int SDL_OpenAudio(SDL_AudioSpec *desired);\n}\n```"
+    assert listing in body  # whole, though its last line repeats its first
+    assert "4extern" not in body
     assert "**1** Step a of the setup." in body  # numbered paragraphs are steps, not lines
     assert "| 2 | team 2 |" in body  # a ranked table stays a table
