@@ -16,7 +16,10 @@ made them, so the same rule holds on Sphinx, AsciiDoc, Texinfo or anything else:
   options six git commands share; chrome opens or closes a page), and a link-dense
   chunk whose words outside code (fenced blocks and inline code left out) no longer
   meet the rule (``link_text_in_code``: a grammar or an example whose names link to
-  their definitions). ``chrome_share`` is the share without those two classes.
+  their definitions), and one that no longer meets it once the links whose text is one
+  API name are left out (``link_text_api``, by the converter's own test,
+  :func:`ingest.html.names_api`: a member table whose declarations link their types).
+  ``chrome_share`` is the share without those three classes.
 - **tiny**: a chunk of fewer than ``TINY_WORDS`` words.
 - **retention**: the text of every ``<pre>`` (line by line), ``<dt>`` and first table
   cell of a page — leaving out those that are wholly a link to another page, which is
@@ -33,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bs4 import BeautifulSoup, Tag
+
+from ingest.html import names_api
 
 REPEATED_PAGES = 5
 LINK_SHARE = 0.6
@@ -74,10 +79,15 @@ def _links_elsewhere(element: Tag, page_name: str) -> bool:
     return bool(text) and len(linked) >= len(text.strip("¶#"))
 
 
-def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str]]:
-    """(word lists of the page's link texts, the texts the retention check looks for)."""
+def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str], list[list[str]]]:
+    """The page's link texts, the texts the retention check looks for, plain link texts.
+
+    Link texts come as word lists; plain ones are those that are no API name.
+    """
     soup = BeautifulSoup(html, "html.parser")
-    links = [_words(a.get_text(" ")) for a in soup.find_all("a", href=True)]
+    anchors = soup.find_all("a", href=True)
+    links = [_words(a.get_text(" ")) for a in anchors]
+    plain = [_words(a.get_text(" ")) for a in anchors if not names_api(a.get_text())]
     wanted: list[str] = []
     for pre in soup.find_all("pre"):
         wanted.extend(line for line in pre.get_text("").splitlines() if line.strip())
@@ -89,7 +99,7 @@ def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str]]:
     for element in elements:
         if not _links_elsewhere(element, page_name):
             wanted.append(element.get_text(" "))
-    return [w for w in links if w], wanted
+    return [w for w in links if w], wanted, [w for w in plain if w]
 
 
 def _link_share(
@@ -126,15 +136,15 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
     for page, texts in normal.items():
         for text in texts:
             pages_of[text].add(page)
-    total = repeated = linky = tiny = amid = in_code = 0
+    total = repeated = linky = tiny = amid = in_code = api = 0
     examples: list[dict[str, str]] = []
     kept = wanted_chars = 0
     lost: Counter[str] = Counter()
     for page, texts in sorted(chunks.items()):
         file = tree / page
         html = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
-        links, wanted = _page_parts(html, file.name)
-        by_first = _by_first(links)
+        links, wanted, plain = _page_parts(html, file.name)
+        by_first, by_first_plain = _by_first(links), _by_first(plain)
         stored = _alnum(" ".join(texts))
         flags: list[bool] = []
         for raw, text in zip(texts, normal[page], strict=True):
@@ -149,7 +159,10 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
             linky += is_linky and not is_repeated
             if is_linky and not is_repeated:
                 prose_share, prose_count = _link_share(_words(outside_code(raw)), by_first)
-                in_code += not (prose_share >= LINK_SHARE and prose_count >= MIN_LINKS)
+                coded = not (prose_share >= LINK_SHARE and prose_count >= MIN_LINKS)
+                in_code += coded
+                plain_share, plain_count = _link_share(words, by_first_plain)
+                api += not coded and not (plain_share >= LINK_SHARE and plain_count >= MIN_LINKS)
             if (is_repeated or is_linky) and len(examples) < sample:
                 examples.append({"page": page, "text": raw[:160]})
         amid += _amid(flags)
@@ -169,7 +182,8 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
         "boilerplate_link_text": linky,
         "repeated_amid_content": amid,
         "link_text_in_code": in_code,
-        "chrome_share": round((repeated - amid + linky - in_code) / max(total, 1), 4),
+        "link_text_api": api,
+        "chrome_share": round((repeated - amid + linky - in_code - api) / max(total, 1), 4),
         "boilerplate_examples": examples,
         "tiny_share": round(tiny / max(total, 1), 4),
         "retention": round(kept / max(wanted_chars, 1), 4),

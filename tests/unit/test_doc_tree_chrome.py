@@ -33,3 +33,19 @@ def test_a_shared_section_amid_a_page_is_told_apart_from_a_footer(tmp_path: Path
 
 def test_code_is_left_out_of_the_words_a_link_share_reads() -> None:
     assert outside_code("see `open()` and\n```\nx = 1\n```\nthen").split() == ["see", "and", "then"]
+
+
+def test_a_link_dense_declaration_of_api_names_is_counted_apart(tmp_path: Path) -> None:
+    api = " ".join(f'<a href="{n}.html">{n}</a>' for n in ("SDL_AudioSpec", "Uint8", "SDL_Rect"))
+    (tmp_path / "api.html").write_text(f"<html><body><p>{LINKS} {api}</p></body></html>")
+    chunks = {
+        "api.html": [
+            "An overview of the audio functions, in words of its own that are long enough.",
+            "SDL_AudioSpec open Uint8 SDL_Rect",  # a declaration: its links name the API
+            "alpha beta gamma",  # a bar of plain links: chrome
+        ]
+    }
+    figures = chunk_figures(chunks, tmp_path)
+    assert figures["boilerplate_link_text"] == 2
+    assert figures["link_text_api"] == 1
+    assert figures["chrome_share"] == round(1 / 3, 4)
