@@ -14,8 +14,10 @@ small tree):
 :meth:`RepeatedBlocks.strip` keeps it on the first page that holds it (nothing is lost
 from the corpus) and removes it elsewhere.
 
-Headings, code fences and table rows are never counted: a section named "SYNOPSIS" on
-every manual page or the same example on two pages is structure and content.
+Headings and code fences are never counted: a section named "SYNOPSIS" on every manual
+page or the same example on two pages is structure and content. A table counts like a
+paragraph (Doxygen draws its "SDL 2.0" title bar as a one-cell table on every page); as
+any block, it is chrome only in the run that opens or closes a page.
 
 Page titles carry the same kind of chrome: "Logging HOWTO — Python 3.11.2
 documentation", "Installing | MyProject", "Accumulation (GNU Octave (version 7.3.0))". A
@@ -56,7 +58,7 @@ def blocks(markdown: str) -> list[tuple[str, bool]]:
         if current:
             text = "\n".join(current)
             first = text.lstrip()
-            plain = not (_HEADING.match(first) or first.startswith("|"))
+            plain = not _HEADING.match(first)
             out.append((text, countable and plain and bool(text.strip())))
         current.clear()
 

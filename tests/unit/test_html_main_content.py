@@ -85,6 +85,23 @@ def test_repeated_blocks_are_kept_once() -> None:
     assert all(f"Body {n}" in stripped[n - 1] for n in range(1, 6))
 
 
+def test_a_title_bar_drawn_as_a_table_on_every_page_is_kept_once() -> None:
+    # Doxygen's "SDL 2.0" bar opens every page; the same table amid a page is content
+    shared = "| Option | Meaning |\n| --- | --- |\n| -v | verbose |"
+    pages = [
+        f"| SDL 2.0 |\n| --- |\n\n# Page {n}\n\nBody {n} about topic {n * 7}.\n\n{shared}\n\n"
+        f"More of page {n}."
+        for n in range(1, 6)
+    ]
+    chrome = RepeatedBlocks()
+    for page in pages:
+        chrome.add(page)
+    stripped = [chrome.strip(page) for page in pages]
+    assert "SDL 2.0" in stripped[0]
+    assert all("SDL 2.0" not in page for page in stripped[1:])
+    assert all("| -v | verbose |" in page for page in stripped)
+
+
 def test_directory_ingest_strips_repeated_footers_and_the_site_name(tmp_path: Path) -> None:
     for n in range(4):
         (tmp_path / f"p{n}.html").write_text(
