@@ -297,7 +297,7 @@ def _drop_permalinks(root: Tag) -> None:
             link.decompose()
 
 
-def link_density(block: Tag, chars: dict[int, int] | None = None) -> tuple[float, int]:
+def link_density(block: Tag, chars: dict[int, int]) -> tuple[float, int]:
     """(share of the block's visible characters that are link text, number of links).
 
     A link whose whole text is code (an API reference in prose) counts as ordinary text,
@@ -310,7 +310,6 @@ def link_density(block: Tag, chars: dict[int, int] | None = None) -> tuple[float
     total = len("".join(block.get_text().split()))
     if total == 0:
         return 0.0, 0
-    chars = link_chars(block) if chars is None else chars
     counted = [n for n in (chars.get(id(link), 0) for link in block.find_all("a")) if n]
     return sum(counted) / total, len(counted)
 

@@ -68,16 +68,21 @@ def test_toctree_and_permalinks_go_api_links_and_see_also_stay() -> None:
     assert "git-log(1)" in body  # a section's own list of links is content
 
 
+def _stripped(pages: list[str]) -> list[str]:
+    """The pages as one ingest's census strips them."""
+    chrome = RepeatedBlocks()
+    for page in pages:
+        chrome.add(page)
+    return [chrome.strip(page) for page in pages]
+
+
 def test_repeated_blocks_are_kept_once() -> None:
     pages = [
         f"# Page {n}\n\nBody {n} text about topic {n * 7}.\n\n## SYNOPSIS\n\nx {n}\n\n"
         f"© Copyright 2001-2026. Last updated on 2026-10-0{n}.\n\nBuilt with a generator."
         for n in range(1, 6)
     ]
-    chrome = RepeatedBlocks()
-    for page in pages:
-        chrome.add(page)
-    stripped = [chrome.strip(page) for page in pages]
+    stripped = _stripped(pages)
     assert "Copyright" in stripped[0]
     assert all("Copyright" not in page for page in stripped[1:])
     assert all("Built with" not in page for page in stripped[1:])  # the whole footer run
@@ -93,10 +98,7 @@ def test_a_title_bar_drawn_as_a_table_on_every_page_is_kept_once() -> None:
         f"More of page {n}."
         for n in range(1, 6)
     ]
-    chrome = RepeatedBlocks()
-    for page in pages:
-        chrome.add(page)
-    stripped = [chrome.strip(page) for page in pages]
+    stripped = _stripped(pages)
     assert "SDL 2.0" in stripped[0]
     assert all("SDL 2.0" not in page for page in stripped[1:])
     assert all("| -v | verbose |" in page for page in stripped)
