@@ -51,14 +51,14 @@ import functools
 import itertools
 import math
 import re
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "22"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "23"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -208,7 +208,10 @@ class DocumentWords:
     lower case more often than capitalised inside a sentence; ``recurring``: the
     kebab-case words its prose writes more than once (a term, not a one-off compound);
     ``named``: the words it capitalises inside a sentence more than once ("on Windows"
-    again and again); ``read``: whether a document was read at all (not
+    again and again); ``numbered``: the capitalised words it follows by a number more
+    often than not ("see Section 6.5", "Table 11.3", "Chapter 4": the label of a numbered
+    part of a document, while "Python 3.11" beside "Python" alone is a name);
+    ``read``: whether a document was read at all (not
     :data:`NO_DOCUMENT_WORDS`). Built from the document alone (:func:`document_words`),
     so a chunk's extraction never depends on which other documents are ingested or
     extracted with it.
@@ -218,12 +221,17 @@ class DocumentWords:
     ordinary: frozenset[str] = frozenset()
     recurring: frozenset[str] = frozenset()  # kebab-case words its prose writes twice or more
     named: frozenset[str] = frozenset()
+    numbered: frozenset[str] = frozenset()
     read: bool = False
 
 
 NO_DOCUMENT_WORDS = DocumentWords()
 # a word, or a token joined by ``-./:`` (``rook-ceph``, ``os.path``: no word of its own)
 _CASED_WORD = re.compile(r"[^\W\d_][\w'\u2019]*(?:[-./:]\w[\w'\u2019]*)*|[,;(]")
+# a capitalised word, and the number after it if any ("Section 6.5", "Appendix B.4")
+_LABEL_NUMBER = re.compile(
+    r"(?<![\w.\-/])([A-Z][a-z]+)\b(?![\-./'\u2019]\w)(?:\s+(\d[\d.]*|[A-Z]\.\d[\d.]*))?"
+)
 
 
 def document_words(texts: Iterable[str]) -> DocumentWords:
@@ -237,12 +245,20 @@ def document_words(texts: Iterable[str]) -> DocumentWords:
     lower: Counter[str] = Counter()
     inside: Counter[str] = Counter()
     kebab: Counter[str] = Counter()
+    capital: Counter[str] = Counter()
+    numbers: defaultdict[str, list[str]] = defaultdict(list)
     for text in texts:
         for segment in segments(text):
             if segment.kind == "code":
                 continue
+            prose = _CODE_SPAN.sub(" ; ", segment.text)
+            for match in _LABEL_NUMBER.finditer(prose):
+                label = match.group(1).lower()
+                capital[label] += 1
+                if match.group(2):
+                    numbers[label].append(match.group(2).rstrip("."))
             before = ""
-            for match in _CASED_WORD.finditer(_CODE_SPAN.sub(" ; ", segment.text)):
+            for match in _CASED_WORD.finditer(prose):
                 word = match.group()
                 if word.isalpha() and word.islower() and len(word) >= 2:
                     lower[word] += 1
@@ -256,8 +272,20 @@ def document_words(texts: Iterable[str]) -> DocumentWords:
         frozenset(w for w, n in lower.items() if n > inside[w]),
         frozenset(w for w, n in kebab.items() if n > 1),
         frozenset(w for w, n in inside.items() if n > 1),
+        frozenset(w for w, found in numbers.items() if _labels_parts(found, capital[w])),
         read=True,
     )
+
+
+def _labels_parts(numbers: Sequence[str], written: int) -> bool:
+    """Whether a word written ``written`` times, ``numbers`` of them numbered, is a label.
+
+    A label numbers the parts of a document ("Section 6.5", "Section 4.2"): it is
+    followed by a number more often than not, and by different numbers. A name with a
+    version ("Python 3.11" again and again) repeats its number, or stands alone too;
+    one numbered mention ("Created using Sphinx 5.3.0") says nothing either way.
+    """
+    return len(numbers) > 1 and 2 * len(numbers) > written and 2 * len(set(numbers)) > len(numbers)
 
 
 def _mid_sentence(before: str) -> bool:
@@ -393,6 +421,7 @@ def _not_a_compound(word: str, words: DocumentWords = NO_DOCUMENT_WORDS) -> bool
 # that name things ("api", "db", "url", "cli") are short and fairly frequent too
 COMMON_ZIPF = 3.0
 COMMON_SHORT_ZIPF = 4.5
+PLAIN_SHORT_ZIPF = 5.0  # a word of 4 letters or fewer this common is no acronym
 
 
 @functools.cache
@@ -591,7 +620,10 @@ def _names(
     thing). A hyphenated word is one word ("Kroah-Hartman"); one ending in a lower-case
     part is an adjective whose name part ends the run ("JSON-based" → JSON). A clause
     after a colon or a dash opens like a sentence ("--stat : Show the …", a definition
-    list's term and its description read as one line).
+    list's term and its description read as one line). A lone word its document uses
+    to number its parts ("see Section 6.5": ``here.numbered``) and a run of ordinary
+    words set in capitals ("BACK TO BASICS", a man page's "SPECIFYING REVISIONS") are
+    labels, not names.
     """
     out: list[str] = []
     run: list[str] = []
@@ -616,13 +648,14 @@ def _names(
                 words = words[1:]  # "Review the Grafana …": an imperative, not "X the Elder"
             while words and words[0].lower() in _CONNECTORS:
                 words = words[1:]
-            if len(words) >= 2 or (
-                words
+            if (len(words) >= 2 and not _shouted_label(words)) or (
+                len(words) == 1
                 and len(words[0]) >= 4
                 and not _ordinary(words[0], lowered)
                 and not _shouting(words[0])
                 and (words[0].isupper() or words[0].lower() not in here.ordinary)
                 and not _common_word_once(words[0], here)
+                and words[0].lower() not in here.numbered
             ):
                 out.append(" ".join(words))
         run.clear()
@@ -698,6 +731,30 @@ def _in_path(sentence: str, start: int, end: int) -> bool:
     right = sentence.find(" ", end)
     token = sentence[left : len(sentence) if right < 0 else right].rstrip(".,;:!?)\"'")
     return any(part[:1].islower() or "." in part for part in token.split("/") if part)
+
+
+def _shouted_label(words: Sequence[str]) -> bool:
+    """Whether a run of words is common English set in capitals ("BACK TO BASICS").
+
+    Capitals over ordinary words mark a label (an admonition's kind, a man page's
+    "SEE ALSO"), not a name; an acronym among them ("DEBIAN POLICY", "NFS SERVER") is
+    no ordinary word, and the run stays.
+    """
+    return all(w.isupper() and w.isalpha() for w in words) and all(
+        w.lower() in _FUNCTION_WORDS or _plain_word(w.lower()) for w in words
+    )
+
+
+def _plain_word(word: str) -> bool:
+    """A common English word that is no acronym: a short one must be very common.
+
+    "http", "html" and "raid" are common in general English text as acronyms; "back",
+    "case" and "see" are far more so.
+    """
+    if len(word) > 4:
+        return _common_english(word)
+    frequency = _english_frequencies().get(word, 0.0)
+    return frequency > 0.0 and math.log10(frequency) + 9.0 >= PLAIN_SHORT_ZIPF
 
 
 def _shouting(word: str) -> bool:

@@ -336,3 +336,34 @@ def test_an_identifier_with_an_underscore_ends_a_name_and_stands_alone() -> None
     assert "SDL_GetWindowID" in names, names  # the identifier, whole
     assert not any(" " in n and "_" in n.strip("_") for n in names), names
     assert {"Grace Hopper", "Compiler Design", "Lothair II"} <= names, names
+
+
+def test_a_word_that_numbers_a_documents_parts_is_no_name() -> None:
+    texts = [
+        "Patterns are described in Section 6.5, and the archive layout in Section 4.2.",
+        "The mirror list (see Section 8.1) names Falcot Corp again. We use Python 3.11 here.",
+        "Python 3.11 runs the scripts; the Python team ships Python 3.11 as the default.",
+    ]
+    words = document_words(texts)
+    assert "section" in words.numbered
+    assert "python" not in words.numbered  # the same version again: a name with a version
+    names = {e.name for text in texts for e in extract(text, words=words)[0]}
+    assert "Section" not in names, names
+    assert {"Falcot Corp", "Python"} <= names, names
+
+
+def test_a_word_numbered_once_in_its_document_stays_a_name() -> None:
+    texts = ["This page was created using Sphinx 5.3.0 from its sources, by Sphinx users."]
+    words = document_words(texts)
+    assert "sphinx" not in words.numbered
+    assert "Sphinx" in {e.name for e in extract(texts[0], words=words)[0]}
+
+
+def test_ordinary_words_set_in_capitals_are_a_label_not_a_name() -> None:
+    text = (
+        "BACK TO BASICS: read the GOING FURTHER notes, then send an HTTP GET to the "
+        "NFS SERVER while Grace Hopper watches."
+    )
+    names = {e.name for e in extract(text)[0]}
+    assert not {"BACK TO BASICS", "GOING FURTHER"} & names, names
+    assert {"HTTP GET", "NFS SERVER", "Grace Hopper"} <= names, names
