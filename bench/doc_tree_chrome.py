@@ -23,15 +23,16 @@ made them, so the same rule holds on Sphinx, AsciiDoc, Texinfo or anything else:
 - **tiny**: a chunk of fewer than ``TINY_WORDS`` words.
 - **retention**: the text of every ``<pre>`` (line by line), ``<dt>`` and first table
   cell of a page — leaving out those that are wholly a link to another page, which is
-  navigation — is looked for in the page's stored chunks, comparing letters and digits
-  only (Markdown decoration and whitespace do not count). The figure is the share of
-  characters found.
+  navigation, and a listing's line numbers drawn apart from its code — is looked for in
+  the page's stored chunks, comparing letters and digits only (Markdown decoration and
+  whitespace do not count). The figure is the share of characters found.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,20 @@ def _links_elsewhere(element: Tag, page_name: str) -> bool:
     return bool(text) and len(linked) >= len(text.strip("¶#"))
 
 
+def _line_numbers(text: str) -> bool:
+    """Whether ``text`` is nothing but a listing's line numbers (1, 2, 3 … one a line).
+
+    A listing laid out as a table draws them in a ``<pre>`` of their own, in the row's
+    first cell; the converter leaves them out, as it leaves out numbers inside a listing.
+    """
+    lines = text.split()
+    return (
+        len(lines) > 1
+        and all(line.isdecimal() for line in lines)
+        and all(int(b) == int(a) + 1 for a, b in pairwise(lines))
+    )
+
+
 def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str], list[list[str]]]:
     """The page's link texts, the texts the retention check looks for, plain link texts.
 
@@ -90,11 +105,12 @@ def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str], 
     plain = [_words(a.get_text(" ")) for a in anchors if not names_api(a.get_text())]
     wanted: list[str] = []
     for pre in soup.find_all("pre"):
-        wanted.extend(line for line in pre.get_text("").splitlines() if line.strip())
+        if not _line_numbers(pre.get_text("")):
+            wanted.extend(line for line in pre.get_text("").splitlines() if line.strip())
     elements = list(soup.find_all("dt"))
     for row in soup.find_all("tr"):
         cell = row.find(["td", "th"])
-        if isinstance(cell, Tag):
+        if isinstance(cell, Tag) and not _line_numbers(cell.get_text("")):
             elements.append(cell)
     for element in elements:
         if not _links_elsewhere(element, page_name):

@@ -170,6 +170,7 @@ def redirect_target(html: str) -> str | None:
 def _strip_chrome(soup: BeautifulSoup) -> None:
     for tag in soup(["head", *_DROP]):
         tag.decompose()
+    _listings_in_tables(soup)
     for pre in soup.find_all("pre"):
         _drop_line_numbers(pre)
     _listings_of_lines(soup)
@@ -224,6 +225,50 @@ def _drop_line_numbers(pre: Tag) -> None:
     if counting and len(found) >= _NUMBERED_SHARE * lines:
         for tag in found:
             tag.decompose()
+
+
+def _listings_in_tables(soup: BeautifulSoup) -> None:
+    """A listing laid out as a table, its line numbers in a cell beside it, is its code.
+
+    Pygments' and Hugo's ``linenos=table``, gtk-doc's listings: one row, a cell whose
+    ``<pre>`` holds nothing but the numbers, one a line, counting up by one, and a cell
+    holding the code's ``<pre>``. Read as a table, the code would become one cell of one
+    line. The numbers' cell goes; a table left with one ``<pre>`` a row, alone in its
+    cell, becomes those listings.
+    """
+    for pre in soup.find_all("pre"):
+        cell = pre.find_parent(["td", "th"])
+        if _gone(pre) or cell is None or cell.get_text().strip() != pre.get_text().strip():
+            continue
+        lines = pre.get_text().split()
+        if not lines or not all(line.isdecimal() for line in lines):
+            continue
+        numbers = [int(line) for line in lines]
+        if not all(b == a + 1 for a, b in pairwise(numbers)):
+            continue
+        row = cell.find_parent("tr")
+        if row is None or not any(
+            other is not cell and other.find("pre") is not None
+            for other in row.find_all(["td", "th"], recursive=False)
+        ):
+            continue
+        table = row.find_parent("table")
+        cell.decompose()
+        if table is None:
+            continue
+        rows = table.find_all("tr")
+        listings: list[Tag] = []
+        for each in rows:
+            cells = each.find_all(["td", "th"], recursive=False)
+            code = cells[0].find("pre") if len(cells) == 1 else None
+            if code is None or cells[0].get_text().strip() != code.get_text().strip():
+                break
+            listings.append(code)
+        else:
+            if listings:
+                for code in listings:
+                    table.insert_before(code.extract())
+                table.decompose()
 
 
 def _listings_of_lines(soup: BeautifulSoup) -> None:

@@ -49,3 +49,15 @@ def test_a_link_dense_declaration_of_api_names_is_counted_apart(tmp_path: Path) 
     assert figures["boilerplate_link_text"] == 2
     assert figures["link_text_api"] == 1
     assert figures["chrome_share"] == round(1 / 3, 4)
+
+
+def test_retention_leaves_out_a_listing_s_line_numbers_drawn_in_a_cell(tmp_path: Path) -> None:
+    listing = (
+        "<table><tr><td><pre>1\n2\n3</pre></td><td><pre>static void\nbake (Cake *c);\n}</pre>"
+        "</td></tr><tr><td>10</td><td>a ranked row keeps its number</td></tr></table>"
+    )
+    (tmp_path / "l.html").write_text(f"<html><body>{listing}</body></html>")
+    stored = {"l.html": ["```\nstatic void\nbake (Cake *c);\n}\n```", "| 10 | a ranked row |"]}
+    assert chunk_figures(stored, tmp_path)["retention"] == 1.0
+    stored = {"l.html": ["```\nstatic void\nbake (Cake *c);\n}\n```"]}  # the ranked row lost
+    assert chunk_figures(stored, tmp_path)["retention"] < 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -428,3 +429,37 @@ def test_a_listing_drawn_one_element_per_line_becomes_code_without_its_numbers()
     assert "4extern" not in body
     assert "**1** Step a of the setup." in body  # numbered paragraphs are steps, not lines
     assert "| 2 | team 2 |" in body  # a ranked table stays a table
+
+
+def test_a_listing_laid_out_as_a_table_beside_its_line_numbers_becomes_its_code() -> None:
+    # Pygments' linenos=table (spans around each number), Hugo's (a <code> inside the
+    # <pre>) and gtk-doc's (bare numbers): one row, the numbers' cell and the code's cell
+    pygments = (
+        "<table class='highlighttable'><tr><td class='linenos'><div><pre>"
+        "<span>1</span>\n<span>2</span>\n<span>3</span></pre></div></td>"
+        "<td class='code'><div><pre>def f(x):\n    y = x + 1\n    return y\n</pre></div></td>"
+        "</tr></table>"
+    )
+    hugo = (
+        "<div class='highlight'><table><tr><td class='lntd'><pre><code>"
+        "<span class='lnt'>7\n</span><span class='lnt'>8\n</span></code></pre></td>"
+        "<td class='lntd'><pre><code>make build\nmake install\n</code></pre></td>"
+        "</tr></table></div>"
+    )
+    gtkdoc = (
+        "<table class='listing_frame'><tbody><tr><td class='listing_lines'><pre>1\n2</pre></td>"
+        "<td class='listing_code'><pre class='programlisting'>static void\nbake (Cake *cake);</pre>"
+        "</td></tr></tbody></table>"
+    )
+    ranked = "<table><tr><td><pre>1\n2</pre></td><td>two lines of text</td></tr></table>"
+    page = (
+        "<html><title>Listings</title><body><h1>Listings</h1>"
+        f"<p>First:</p>{pygments}<p>Then:</p>{hugo}<p>Last:</p>{gtkdoc}{ranked}</body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "```\ndef f(x):\n    y = x + 1\n    return y\n```" in body, body
+    assert "```\nmake build\nmake install\n```" in body, body
+    assert "```\nstatic void\nbake (Cake *cake);\n```" in body, body
+    listings = body.split("| ")[0]
+    assert not re.search(r"^\s*\d+\s*$", listings, re.M), body  # no line number left
+    assert "| two lines of text |" in body  # numbers beside text, not code: still a table
