@@ -14,6 +14,17 @@ small tree):
 :meth:`RepeatedBlocks.strip` keeps it on the first page that holds it (nothing is lost
 from the corpus) and removes it elsewhere.
 
+A navigation table repeats its *shape* rather than its text: DocBook's header row names
+the page and its chapter between "Prev" and "Next", its footer the pages before and
+after. So a table among the first or last ``EDGE_BLOCKS`` blocks of a page is also
+counted by its skeleton — each cell's text kept when that text stands in such tables
+on many pages ("Prev", "Home"), replaced by a mark otherwise (a title of one page). A
+table whose skeleton holds a repeated cell and repeats itself as a block would is
+chrome where chrome stands, as above, when a cell that varies names what the edge
+tables of other pages name too (each page's title stands in its own header and its
+neighbours' footers); a table of content differs in its shape and cells from page to
+page, and its values are its own.
+
 Headings and code fences are never counted: a section named "SYNOPSIS" on every manual
 page or the same example on two pages is structure and content. A table counts like a
 paragraph (Doxygen draws its "SDL 2.0" title bar as a one-cell table on every page); as
@@ -46,6 +57,11 @@ _TITLE_SEPARATOR = re.compile(r"\s+(?:[\u2014\u2013|\u00b7]|-{1,2}|::)\s+|(?<=\w
 # "Accumulation (GNU Octave (version 7.3.0))": a spaced, bracketed tail (one level nested)
 _TITLE_BRACKETED = re.compile(r"^(.*\S)\s+(\((?:[^()]|\([^()]*\))*\))\s*$")
 _TITLE_MAX = 300  # longer "titles" are not read for a bracketed tail (the pattern backtracks)
+EDGE_BLOCKS = 3  # tables among a page's first and last this many blocks count by skeleton
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a cell's own pipes are escaped (ingest.html)
+_TABLE_RULE = re.compile(r"^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$")
+_VARIABLE = "\x00"  # a cell whose text varies from page to page, in a skeleton
+DOMINANT = 0.8  # a cell is fixed where this share of the edge tables of its shape agree
 
 
 def blocks(markdown: str) -> list[tuple[str, bool]]:
@@ -91,6 +107,51 @@ def _affix(part: str) -> str:
     return " ".join(part.split()).casefold()
 
 
+def table_cells(block: str) -> list[list[str]] | None:
+    """A Markdown table block's rows of cell texts (normalised), or None: no table."""
+    lines = [line.strip() for line in block.strip().split("\n")]
+    if not lines or not all(line.startswith("|") for line in lines):
+        return None
+    rows = []
+    for line in lines:
+        if _TABLE_RULE.match(line):
+            continue
+        cells = _CELL_SPLIT.split(line.strip().strip("|"))
+        rows.append([_affix(cell) for cell in cells])
+    return rows
+
+
+def _edges(parts: list[tuple[str, bool]]) -> list[str]:
+    """The countable blocks among the first and last ``EDGE_BLOCKS`` filled ones."""
+    filled = [text for text, countable in parts if text.strip() and countable]
+    if len(filled) <= 2 * EDGE_BLOCKS:
+        return filled
+    return [*filled[:EDGE_BLOCKS], *filled[-EDGE_BLOCKS:]]
+
+
+def skeleton(rows: list[list[str]], fixed: dict[tuple[int, ...], list[str | None]]) -> str | None:
+    """A table's key by its shape and its fixed cells (None: it has none, or only those).
+
+    ``fixed`` holds, per shape, the text most edge tables of that shape agree on in each
+    cell (None: they do not agree) — "Prev", "Next", "Home"; the other cells vary from
+    page to page (the page's title, its chapter's, or nothing) and are masked. A fixed
+    cell left empty counts as filled (the first page has no "Prev"); one holding another
+    text keeps it, so its table is counted only with tables like it.
+    """
+    shape = tuple(len(row) for row in rows)
+    known = fixed.get(shape)
+    if known is None or not any(known):
+        return None
+    cells = [cell for row in rows for cell in row]
+    kept = [
+        _VARIABLE if agreed is None else cell or agreed
+        for cell, agreed in zip(cells, known, strict=True)
+    ]
+    if _VARIABLE not in kept:
+        return None  # wholly fixed: its fingerprint counts it
+    return "skeleton:" + fingerprint(repr((shape, kept)))
+
+
 def fingerprint(block: str) -> str:
     """A block's identity for counting: case-folded, dates masked, spaces collapsed."""
     folded = _STAMP.sub("0", " ".join(block.split()).casefold())
@@ -106,12 +167,21 @@ class RepeatedBlocks:
     pages: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     affixes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cells: Counter[str] = field(default_factory=Counter)  # pages whose edge tables hold each
+    _edge_tables: list[list[list[list[str]]]] = field(default_factory=list)  # per page
+    _skeletons: Counter[str] | None = None  # counted from the above when first needed
+    _fixed: dict[tuple[int, ...], list[str | None]] = field(default_factory=dict)
     _kept: set[str] = field(default_factory=set)
 
     def add(self, markdown: str, title: str = "") -> None:
         """Count one page's blocks (each at most once per page) and its title's ends."""
         self.pages += 1
-        self.counts.update({fingerprint(text) for text, countable in blocks(markdown) if countable})
+        found = blocks(markdown)
+        self.counts.update({fingerprint(text) for text, countable in found if countable})
+        tables = [rows for rows in map(table_cells, _edges(found)) if rows]
+        self.cells.update({cell for rows in tables for row in rows for cell in row if cell})
+        self._edge_tables.append(tables)
+        self._skeletons = None
         parts = _TITLE_SEPARATOR.split(title.strip())
         if len(parts) > 1:
             ends = {("suffix", _affix(parts[-1])), ("prefix", _affix(parts[0]))}
@@ -155,6 +225,67 @@ class RepeatedBlocks:
         seen = self.counts.get(key, 0)
         return seen >= self.min_pages and seen >= self.min_share * self.pages
 
+    def _often(self, seen: int) -> bool:
+        return seen >= self.min_pages and seen >= self.min_share * self.pages
+
+    def _shapes(self) -> tuple[dict[tuple[int, ...], list[str | None]], Counter[str]]:
+        """Per table shape its fixed cells (:func:`skeleton`); pages per skeleton.
+
+        Counted from the edge tables of every page added, once, when first needed.
+        """
+        if self._skeletons is None:
+            texts: dict[tuple[int, ...], list[Counter[str]]] = {}
+            tables: Counter[tuple[int, ...]] = Counter()
+            for page in self._edge_tables:
+                for rows in page:
+                    shape = tuple(len(row) for row in rows)
+                    tables[shape] += 1
+                    slots = texts.setdefault(shape, [Counter() for _ in range(sum(shape))])
+                    for slot, cell in zip(slots, (c for row in rows for c in row), strict=True):
+                        slot[cell] += 1
+            self._fixed = {
+                shape: [
+                    text if text and seen >= DOMINANT * tables[shape] else None
+                    for text, seen in (slot.most_common(1)[0] for slot in slots)
+                ]
+                for shape, slots in texts.items()
+            }
+            counted: Counter[str] = Counter()
+            for page in self._edge_tables:
+                counted.update({key for rows in page if (key := self._skeleton(rows))})
+            self._skeletons = counted
+        return self._fixed, self._skeletons
+
+    def chrome_key(self, text: str) -> str | None:
+        """The key a chrome block is kept once by: its fingerprint or skeleton (None: content)."""
+        key = fingerprint(text)
+        if self.is_chrome(key):
+            return key
+        rows = table_cells(text)
+        if rows is None:
+            return None
+        counted = self._shapes()[1]
+        shape = self._skeleton(rows)
+        return shape if shape is not None and self._often(counted.get(shape, 0)) else None
+
+    def _skeleton(self, rows: list[list[str]]) -> str | None:
+        """:func:`skeleton`, for a table that names what other pages' edge tables name.
+
+        A navigation table's varying cells are titles, and each title stands in the
+        tables of several pages (a page's own header, its neighbours' footers); a table
+        of content at a page's edge holds its own values.
+        """
+        known = self._fixed.get(tuple(len(row) for row in rows))
+        if known is None:
+            return None
+        cells = [cell for row in rows for cell in row]
+        if not any(
+            cell and agreed is None and self.cells.get(cell, 0) >= 2
+            for cell, agreed in zip(cells, known, strict=True)
+        ):
+            return None
+        return skeleton(rows, self._fixed)
+
     def _edge_runs(self, parts: list[tuple[str, bool]]) -> set[int]:
         """Indexes of the chrome blocks in the runs that open and close the page."""
         filled = [i for i, (text, _) in enumerate(parts) if text.strip()]
@@ -162,7 +293,7 @@ class RepeatedBlocks:
         for order in (filled, filled[::-1]):
             for index in order:
                 text, countable = parts[index]
-                if not (countable and self.is_chrome(fingerprint(text))):
+                if not (countable and self.chrome_key(text) is not None):
                     break
                 out.add(index)
         return out
@@ -174,8 +305,8 @@ class RepeatedBlocks:
         edges = self._edge_runs(parts)
         for index, (text, countable) in enumerate(parts):
             if countable and index in edges:
-                key = fingerprint(text)
-                if self.is_chrome(key):
+                key = self.chrome_key(text)
+                if key is not None:
                     if key in self._kept:
                         continue
                     self._kept.add(key)

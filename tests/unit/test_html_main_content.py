@@ -463,3 +463,26 @@ def test_a_listing_laid_out_as_a_table_beside_its_line_numbers_becomes_its_code(
     listings = body.split("| ")[0]
     assert not re.search(r"^\s*\d+\s*$", listings, re.M), body  # no line number left
     assert "| two lines of text |" in body  # numbers beside text, not code: still a table
+
+
+def test_a_navigation_table_that_repeats_its_shape_not_its_text_is_kept_once() -> None:
+    # DocBook's header names the page and its chapter between "Prev" and "Next"; its
+    # footer the pages before and after; the first page has no "Prev", the last no "Next"
+    titles = [f"{n}.1. Topic number {n}" for n in range(1, 8)]
+    pages = []
+    for n, title in enumerate(titles, start=1):
+        prev = "Prev" if n > 1 else ""
+        after = "Next" if n < len(titles) else ""
+        header = f"| {title} | | |\n| --- | --- | --- |\n| {prev} | Chapter {n % 2} | {after} |"
+        before = titles[n - 2] if n > 1 else ""
+        following = titles[n] if n < len(titles) else ""
+        footer = f"| {before} | Home | {following} |\n| --- | --- | --- |"
+        table = f"| key{n} | value {n * 3} |\n| --- | --- |\n| mode | {n} |"  # content at the end
+        body = f"## {title}\n\nBody of page {n} about x{n}.\n\n{table}"
+        pages.append(f"{header}\n\n{body}\n\n{footer}")
+    stripped = _stripped(pages)
+    assert sum("| Prev |" in page or "| Next |" in page for page in stripped) == 1
+    assert sum("| Home |" in page for page in stripped) == 1
+    for n, page in enumerate(stripped, start=1):
+        assert f"## {titles[n - 1]}" in page and f"Body of page {n}" in page
+        assert f"| key{n} | value {n * 3} |" in page  # a table of content keeps its place
