@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "23"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "24"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -320,9 +320,13 @@ def classify(
     if (
         re.fullmatch(r"[A-Z][A-Za-z0-9]*\.[a-z_][A-Za-z0-9_]*", bare)
         or (token.endswith("()") and len(bare) > 1)
-        or ("_" in bare and bare.islower() and f"{bare}(" in sentence)
+        or (
+            "_" in bare
+            and bare.islower()
+            and re.search(rf"{re.escape(bare)}(?:\(|\s\(\))", sentence)
+        )
     ):
-        return "function"
+        return "function"  # "name ()": a C API's own heading, as GNU style spaces a call
     if re.fullmatch(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]{2,})+", bare) and "_" in bare:
         return "config_key"
     if re.fullmatch(r"[a-z][a-z0-9]*(?:\.[a-z0-9_]{2,}){2,}", bare) or (

@@ -367,3 +367,16 @@ def test_ordinary_words_set_in_capitals_are_a_label_not_a_name() -> None:
     names = {e.name for e in extract(text)[0]}
     assert not {"BACK TO BASICS", "GOING FURTHER"} & names, names
     assert {"HTTP GET", "NFS SERVER", "Grace Hopper"} <= names, names
+
+
+def test_a_name_with_empty_parentheses_after_a_space_is_a_function() -> None:
+    # gtk-doc heads each function "g_file_delete_finish ()"; a setting with a
+    # parenthesised note ("shared_pool_size (integer)") stays a setting
+    entities, _ = extract(
+        "The pool is set by `shared_pool_size` (integer).",
+        "",
+        "Functions > g_file_delete_finish\xa0()",
+    )
+    types = {e.name: e.type for e in entities}
+    assert types["g_file_delete_finish"] == "function", types
+    assert types["shared_pool_size"] == "config_key", types
