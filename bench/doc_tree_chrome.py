@@ -23,9 +23,11 @@ made them, so the same rule holds on Sphinx, AsciiDoc, Texinfo or anything else:
 - **tiny**: a chunk of fewer than ``TINY_WORDS`` words.
 - **retention**: the text of every ``<pre>`` (line by line), ``<dt>`` and first table
   cell of a page — leaving out those that are wholly a link to another page, which is
-  navigation, and a listing's line numbers drawn apart from its code — is looked for in
-  the page's stored chunks, comparing letters and digits only (Markdown decoration and
-  whitespace do not count). The figure is the share of characters found.
+  navigation, one that is another page's title (a navigation bar's "previous" and
+  "next" drawn as text), and a listing's line numbers drawn apart from its code — is
+  looked for in the page's stored chunks (their texts, titles and headings), comparing
+  letters and digits only (Markdown decoration and whitespace do not count). The figure
+  is the share of characters found.
 """
 
 from __future__ import annotations
@@ -94,12 +96,16 @@ def _line_numbers(text: str) -> bool:
     )
 
 
-def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str], list[list[str]]]:
-    """The page's link texts, the texts the retention check looks for, plain link texts.
+_Parts = tuple[list[list[str]], list[str], list[list[str]], str]
+
+
+def _page_parts(html: str, page_name: str) -> _Parts:
+    """The page's link texts, retention's texts to look for, plain link texts, its title.
 
     Link texts come as word lists; plain ones are those that are no API name.
     """
     soup = BeautifulSoup(html, "html.parser")
+    title = soup.find("title")
     anchors = soup.find_all("a", href=True)
     links = [_words(a.get_text(" ")) for a in anchors]
     plain = [_words(a.get_text(" ")) for a in anchors if not names_api(a.get_text())]
@@ -115,7 +121,8 @@ def _page_parts(html: str, page_name: str) -> tuple[list[list[str]], list[str], 
     for element in elements:
         if not _links_elsewhere(element, page_name):
             wanted.append(element.get_text(" "))
-    return [w for w in links if w], wanted, [w for w in plain if w]
+    named = title.get_text(" ") if isinstance(title, Tag) else ""
+    return [w for w in links if w], wanted, [w for w in plain if w], named
 
 
 def _link_share(
@@ -145,8 +152,17 @@ def _by_first(links: list[list[str]]) -> dict[str, list[tuple[str, ...]]]:
     return index
 
 
-def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> dict[str, Any]:
-    """Boilerplate share, tiny share and retention over ``chunks`` (page → chunk texts)."""
+def chunk_figures(
+    chunks: dict[str, list[str]],
+    tree: Path,
+    sample: int = 5,
+    headings: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """Boilerplate share, tiny share and retention over ``chunks`` (page → chunk texts).
+
+    ``headings`` (page → its chunks' titles and heading paths) are stored too: the
+    retention check finds a page's title or a heading there, not only in chunk texts.
+    """
     normal = {page: [" ".join(t.lower().split()) for t in texts] for page, texts in chunks.items()}
     pages_of: dict[str, set[str]] = defaultdict(set)
     for page, texts in normal.items():
@@ -156,12 +172,17 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
     examples: list[dict[str, str]] = []
     kept = wanted_chars = 0
     lost: Counter[str] = Counter()
-    for page, texts in sorted(chunks.items()):
+    parts: dict[str, _Parts] = {}
+    for page in sorted(chunks):
         file = tree / page
         html = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
-        links, wanted, plain = _page_parts(html, file.name)
+        parts[page] = _page_parts(html, file.name)
+    titles = Counter(_alnum(found[3]) for found in parts.values())
+    for page, texts in sorted(chunks.items()):
+        links, wanted, plain, title = parts[page]
+        own = _alnum(title)
         by_first, by_first_plain = _by_first(links), _by_first(plain)
-        stored = _alnum(" ".join(texts))
+        stored = _alnum(" ".join([*texts, *(headings or {}).get(page, [])]))
         flags: list[bool] = []
         for raw, text in zip(texts, normal[page], strict=True):
             total += 1
@@ -184,8 +205,8 @@ def chunk_figures(chunks: dict[str, list[str]], tree: Path, sample: int = 5) -> 
         amid += _amid(flags)
         for item in wanted:
             key = _alnum(item)
-            if not key:
-                continue
+            if not key or titles[key] > (key == own):
+                continue  # another page's title: a reference to it (a navigation bar's)
             wanted_chars += len(key)
             if key in stored:
                 kept += len(key)

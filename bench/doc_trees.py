@@ -245,11 +245,17 @@ def _graph_figures(runtime: Any) -> dict[str, Any]:
     }
 
 
-def _stored_chunks(runtime: Any, pages: dict[str, str]) -> dict[str, list[str]]:
-    return {
-        pages[doc_id]: [c.text for c in runtime.store.chunks_of_document(doc_id)]
-        for doc_id in sorted(pages)
-    }
+def _stored_chunks(
+    runtime: Any, pages: dict[str, str]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Page → its chunks' texts; page → their titles and heading paths."""
+    texts: dict[str, list[str]] = {}
+    headings: dict[str, list[str]] = {}
+    for doc_id in sorted(pages):
+        chunks = runtime.store.chunks_of_document(doc_id)
+        texts[pages[doc_id]] = [c.text for c in chunks]
+        headings[pages[doc_id]] = sorted({f"{c.title}\n{c.heading}" for c in chunks})
+    return texts, headings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -326,7 +332,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     out["route"] = _routes(runtime, sets)
     out["graph"] = _graph_figures(runtime)
-    out["chunk_quality"] = chunk_figures(_stored_chunks(runtime, pages), args.tree)
+    texts, headings = _stored_chunks(runtime, pages)
+    out["chunk_quality"] = chunk_figures(texts, args.tree, headings=headings)
     runtime.close()
     print(json.dumps(out, indent=2, ensure_ascii=False))
 

@@ -61,3 +61,19 @@ def test_retention_leaves_out_a_listing_s_line_numbers_drawn_in_a_cell(tmp_path:
     assert chunk_figures(stored, tmp_path)["retention"] == 1.0
     stored = {"l.html": ["```\nstatic void\nbake (Cake *c);\n}\n```"]}  # the ranked row lost
     assert chunk_figures(stored, tmp_path)["retention"] < 1.0
+
+
+def test_retention_reads_headings_and_leaves_out_other_pages_titles(tmp_path: Path) -> None:
+    # a DocBook footer names the previous page as text; the page's own title is a heading
+    (tmp_path / "a.html").write_text("<html><title>1.1. Alpha</title><body>x</body></html>")
+    (tmp_path / "b.html").write_text(
+        "<html><title>1.2. Beta</title><body><table><tr><th>1.2. Beta</th></tr></table>"
+        "<table><tr><td>1.1. Alpha</td><td>Home</td></tr></table>"
+        "<table><tr><td>retry_limit</td><td>3</td></tr></table></body></html>"
+    )
+    stored = {"a.html": ["x"], "b.html": ["| retry_limit | 3 |"]}
+    headings = {"a.html": ["1.1. Alpha"], "b.html": ["1.2. Beta\n1.2. Beta"]}
+    assert chunk_figures(stored, tmp_path, headings=headings)["retention"] == 1.0
+    assert chunk_figures(stored, tmp_path)["retention"] < 1.0  # the title is in no chunk text
+    stored["b.html"] = ["Beta"]  # the setting's row lost
+    assert chunk_figures(stored, tmp_path, headings=headings)["retention"] < 1.0
