@@ -9,7 +9,9 @@ made them, so the same rule holds on Sphinx, AsciiDoc, Texinfo or anything else:
   ``LINK_SHARE`` of the words are the text of links on its own page (tables of contents,
   previous/next/up bars, breadcrumbs, link lists), when it holds at least ``MIN_LINKS``
   links. A dense list of cross-references in real content counts too, so this is an
-  upper bound on chrome.
+  upper bound on chrome. So does a chunk that meets the rule when the titles of the
+  tree's pages count as link texts (``boilerplate_title_text``: DocBook's bars name the
+  page, its chapter and its neighbours as plain text between "Prev" and "Next").
   Two classes of it are counted apart, as they are content by where they stand:
   a repeated chunk with unrepeated chunks of its own page both before and after it
   (``repeated_amid_content``: a section every page of a family includes, such as the
@@ -126,21 +128,27 @@ def _page_parts(html: str, page_name: str) -> _Parts:
 
 
 def _link_share(
-    chunk_words: list[str], by_first: dict[str, list[tuple[str, ...]]]
+    chunk_words: list[str], *indexes: dict[str, list[tuple[str, ...]]]
 ) -> tuple[float, int]:
-    """Share of the chunk's words covered by occurrences of the page's link texts."""
+    """Share of the chunk's words covered by occurrences of the page's link texts.
+
+    More indexes (:func:`_by_first`) add their phrases; the longest match at a word counts.
+    """
     if not chunk_words:
         return 0.0, 0
     covered = [False] * len(chunk_words)
     found = 0
     for start, word in enumerate(chunk_words):
-        for link in by_first.get(word, ()):
-            end = start + len(link)
-            if tuple(chunk_words[start:end]) == link:
-                found += 1
-                for i in range(start, end):
-                    covered[i] = True
-                break
+        longest = 0
+        for by_first in indexes:
+            for link in by_first.get(word, ()):
+                if len(link) > longest and tuple(chunk_words[start : start + len(link)]) == link:
+                    longest = len(link)
+                    break
+        if longest:
+            found += 1
+            for i in range(start, start + longest):
+                covered[i] = True
     return sum(covered) / len(chunk_words), found
 
 
@@ -168,7 +176,7 @@ def chunk_figures(
     for page, texts in normal.items():
         for text in texts:
             pages_of[text].add(page)
-    total = repeated = linky = tiny = amid = in_code = api = 0
+    total = repeated = linky = titled = tiny = amid = in_code = api = 0
     examples: list[dict[str, str]] = []
     kept = wanted_chars = 0
     lost: Counter[str] = Counter()
@@ -178,6 +186,7 @@ def chunk_figures(
         html = file.read_text(encoding="utf-8", errors="replace") if file.exists() else ""
         parts[page] = _page_parts(html, file.name)
     titles = Counter(_alnum(found[3]) for found in parts.values())
+    by_title = _by_first([_words(found[3]) for found in parts.values() if _words(found[3])])
     for page, texts in sorted(chunks.items()):
         links, wanted, plain, title = parts[page]
         own = _alnum(title)
@@ -194,6 +203,9 @@ def chunk_figures(
             repeated += is_repeated
             flags.append(is_repeated)
             linky += is_linky and not is_repeated
+            if not (is_linky or is_repeated):
+                titled_share, titled_count = _link_share(words, by_first, by_title)
+                titled += titled_share >= LINK_SHARE and titled_count >= MIN_LINKS
             if is_linky and not is_repeated:
                 prose_share, prose_count = _link_share(_words(outside_code(raw)), by_first)
                 coded = not (prose_share >= LINK_SHARE and prose_count >= MIN_LINKS)
@@ -214,13 +226,16 @@ def chunk_figures(
                 lost[page] += len(key)
     return {
         "chunks": total,
-        "boilerplate_share": round((repeated + linky) / max(total, 1), 4),
+        "boilerplate_share": round((repeated + linky + titled) / max(total, 1), 4),
         "boilerplate_repeated": repeated,
         "boilerplate_link_text": linky,
+        "boilerplate_title_text": titled,
         "repeated_amid_content": amid,
         "link_text_in_code": in_code,
         "link_text_api": api,
-        "chrome_share": round((repeated - amid + linky - in_code - api) / max(total, 1), 4),
+        "chrome_share": round(
+            (repeated - amid + linky + titled - in_code - api) / max(total, 1), 4
+        ),
         "boilerplate_examples": examples,
         "tiny_share": round(tiny / max(total, 1), 4),
         "retention": round(kept / max(wanted_chars, 1), 4),

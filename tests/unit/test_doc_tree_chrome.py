@@ -77,3 +77,18 @@ def test_retention_reads_headings_and_leaves_out_other_pages_titles(tmp_path: Pa
     assert chunk_figures(stored, tmp_path)["retention"] < 1.0  # the title is in no chunk text
     stored["b.html"] = ["Beta"]  # the setting's row lost
     assert chunk_figures(stored, tmp_path, headings=headings)["retention"] < 1.0
+
+
+def test_a_bar_of_page_titles_between_a_few_links_is_counted_as_chrome(tmp_path: Path) -> None:
+    for name, title in (("a.html", "1.1. Alpha setup"), ("b.html", "1.2. Beta tuning")):
+        (tmp_path / name).write_text(
+            f"<html><title>{title}</title><body><a href='x.html'>Prev</a> "
+            "<a href='y.html'>Next</a><a href='z.html'>Home</a></body></html>"
+        )
+    (tmp_path / "c.html").write_text("<html><title>Chapter 1. Setup</title><body></body></html>")
+    bar = "| 1.2. Beta tuning | | |\n| Prev | Chapter 1. Setup | Next |"
+    prose = "Beta tuning raises the pool size when the queue grows, see Chapter 1. Setup first."
+    figures = chunk_figures({"b.html": [bar, prose], "c.html": ["Setup words."]}, tmp_path)
+    assert figures["boilerplate_link_text"] == 0  # two links: no link bar by links alone
+    assert figures["boilerplate_title_text"] == 1  # the bar; the prose naming a title stays
+    assert figures["chrome_share"] == round(1 / 3, 4)
