@@ -64,6 +64,8 @@ _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PROSE_WORDS = 8
 _CONTENT_ONLY = ("pre", "code", "h1", "h2", "h3", "h4", "h5", "h6")
 _CODE_ONLY = ("pre", "code")
+INDEX_SHARE = 2 / 3  # a page this much link text is an index: API names' links count too
+_INDEX_ENTRIES = ("dt", "li")  # an index's entries, blocks of their own there
 _NUMBERED_LINES = 3  # a listing's line numbers: at least this many, on this share of lines
 _NUMBERED_SHARE = 0.8
 _LINE_NUMBER = re.compile(r"^\s*\d+\s*$")
@@ -359,11 +361,21 @@ def link_density(block: Tag, chars: dict[int, int]) -> tuple[float, int]:
     return sum(counted) / total, len(counted)
 
 
-def link_chars(root: Tag) -> dict[int, int]:
-    """Each link's count of visible link-text characters (0: it names an API; see above)."""
+def link_chars(root: Tag) -> tuple[dict[int, int], bool]:
+    """Each link's count of link-text characters (0: it names an API); whether an index.
+
+    Visible characters are counted (see :func:`link_density`). A page whose text is at
+    least ``INDEX_SHARE`` link text, counting every link, is an index (a generated API
+    index, a table of contents): there an API name's link is navigation like any other,
+    and counts.
+    """
+    links = root.find_all("a")
+    raw = {id(link): len("".join(link.get_text().split())) for link in links}
+    if sum(raw.values()) >= INDEX_SHARE * len("".join(root.get_text().split())) > 0:
+        return raw, True
     out: dict[int, int] = {}
-    for link in root.find_all("a"):
-        chars = len("".join(link.get_text().split()))
+    for link in links:
+        chars = raw[id(link)]
         code = sum(len("".join(c.get_text().split())) for c in link.find_all(_CONTENT_ONLY))
         api = (
             (code and code >= chars)
@@ -371,7 +383,7 @@ def link_chars(root: Tag) -> dict[int, int]:
             or names_api(link.get_text())
         )
         out[id(link)] = 0 if api else chars
-    return out
+    return out, False
 
 
 def names_api(text: str) -> bool:
@@ -413,8 +425,8 @@ def _drop_link_blocks(root: Tag) -> None:
         ):
             content.append(index)
     first_heading = min((order[id(h)] for h in root.find_all(_HEADINGS)), default=len(order))
-    chars = link_chars(root)
-    for block in root.find_all(_NAV_BLOCKS):
+    chars, index = link_chars(root)
+    for block in root.find_all(_NAV_BLOCKS + (_INDEX_ENTRIES if index else ())):
         if _gone(block) or block.find(["pre", *_HEADINGS]) or _titled(block, root):
             continue
         density, links = link_density(block, chars)
@@ -426,6 +438,7 @@ def _drop_link_blocks(root: Tag) -> None:
         edge = start < first_heading or not (content and content[-1] > end)
         if edge and _opens_section(block):
             edge = False  # a section's own first block (the last member's signature)
+        edge = edge or index  # an index is navigation through and through
         if density >= (_EDGE_DENSITY if edge else _NAV_DENSITY):
             block.decompose()
 

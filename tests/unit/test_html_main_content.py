@@ -486,3 +486,26 @@ def test_a_navigation_table_that_repeats_its_shape_not_its_text_is_kept_once() -
     for n, page in enumerate(stripped, start=1):
         assert f"## {titles[n - 1]}" in page and f"Body of page {n}" in page
         assert f"| key{n} | value {n * 3} |" in page  # a table of content keeps its place
+
+
+def test_an_index_of_api_names_is_navigation_and_its_intro_stays() -> None:
+    # a generated API index: each entry links the name and the page that defines it (no
+    # <dl> around them, as gtk-doc writes it); most of the page's text is link text
+    names = [f"g_file_enumerate_children_op_{n}" for n in range(30)]
+    entries = "".join(
+        f"<dt><a href='GFile.html#{name}'>{name}</a>, function in <a href='GFile.html'>GFile"
+        "</a></dt><dd></dd>"
+        for name in names
+    )
+    page = (
+        "<html><title>Index</title><body><div class='index'><h1>Index</h1>"
+        "<p>Every symbol of the library.</p><h3>G</h3>"
+        f"{entries}</div></body></html>"
+    )
+    _, body = html_to_markdown(page)
+    assert "g_file_enumerate_children_op_7" not in body, body
+    assert "Every symbol of the library." in body
+    # the same entries amid an API page's prose are its content (names_api)
+    prose = " ".join(["The file operations below copy, move and delete files."] * 12)
+    _, body = html_to_markdown(page.replace("<h3>G</h3>", f"<p>{prose}</p><h3>G</h3>"))
+    assert "g_file_enumerate_children_op_7, function in GFile" in body
