@@ -17,13 +17,12 @@ from the corpus) and removes it elsewhere.
 A navigation table repeats its *shape* rather than its text: DocBook's header row names
 the page and its chapter between "Prev" and "Next", its footer the pages before and
 after. So a table among the first or last ``EDGE_BLOCKS`` blocks of a page is also
-counted by its skeleton — each cell's text kept when that text stands in such tables
-on many pages ("Prev", "Home"), replaced by a mark otherwise (a title of one page). A
-table whose skeleton holds a repeated cell and repeats itself as a block would is
-chrome where chrome stands, as above, when a cell that varies names what the edge
-tables of other pages name too (each page's title stands in its own header and its
-neighbours' footers); a table of content differs in its shape and cells from page to
-page, and its values are its own.
+counted by its skeleton (:func:`skeleton`): the cells that most edge tables of its shape
+agree on ("Prev", "Home") kept, the others masked (a title of one page). A skeleton
+found on as many pages as a repeated block is chrome where chrome stands, as above,
+when a masked cell names what the edge tables of other pages name too (each page's
+title stands in its own header and its neighbours' footers); a table of content at a
+page's edge holds values of its own, and stays.
 
 Headings and code fences are never counted: a section named "SYNOPSIS" on every manual
 page or the same example on two pages is structure and content. A table counts like a
@@ -167,7 +166,7 @@ class RepeatedBlocks:
     pages: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     affixes: Counter[tuple[str, str]] = field(default_factory=Counter)
-    cells: Counter[str] = field(default_factory=Counter)  # pages whose edge tables hold each
+    _cells: Counter[str] = field(default_factory=Counter)  # pages whose edge tables hold each
     _edge_tables: list[list[list[list[str]]]] = field(default_factory=list)  # per page
     _skeletons: Counter[str] | None = None  # counted from the above when first needed
     _fixed: dict[tuple[int, ...], list[str | None]] = field(default_factory=dict)
@@ -179,7 +178,7 @@ class RepeatedBlocks:
         found = blocks(markdown)
         self.counts.update({fingerprint(text) for text, countable in found if countable})
         tables = [rows for rows in map(table_cells, _edges(found)) if rows]
-        self.cells.update({cell for rows in tables for row in rows for cell in row if cell})
+        self._cells.update({cell for rows in tables for row in rows for cell in row if cell})
         self._edge_tables.append(tables)
         self._skeletons = None
         parts = _TITLE_SEPARATOR.split(title.strip())
@@ -222,10 +221,10 @@ class RepeatedBlocks:
 
     def is_chrome(self, key: str) -> bool:
         """Whether a block with this fingerprint repeats enough to be chrome."""
-        seen = self.counts.get(key, 0)
-        return seen >= self.min_pages and seen >= self.min_share * self.pages
+        return self._often(self.counts.get(key, 0))
 
     def _often(self, seen: int) -> bool:
+        """Whether ``seen`` pages are enough for a repeat: ``min_pages`` and ``min_share``."""
         return seen >= self.min_pages and seen >= self.min_share * self.pages
 
     def _shapes(self) -> tuple[dict[tuple[int, ...], list[str | None]], Counter[str]]:
@@ -280,7 +279,7 @@ class RepeatedBlocks:
             return None
         cells = [cell for row in rows for cell in row]
         if not any(
-            cell and agreed is None and self.cells.get(cell, 0) >= 2
+            cell and agreed is None and self._cells.get(cell, 0) >= 2
             for cell, agreed in zip(cells, known, strict=True)
         ):
             return None

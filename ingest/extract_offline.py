@@ -209,8 +209,9 @@ class DocumentWords:
     kebab-case words its prose writes more than once (a term, not a one-off compound);
     ``named``: the words it capitalises inside a sentence more than once ("on Windows"
     again and again); ``numbered``: the capitalised words it follows by a number more
-    often than not ("see Section 6.5", "Table 11.3", "Chapter 4": the label of a numbered
-    part of a document, while "Python 3.11" beside "Python" alone is a name);
+    often than not, by different numbers (:func:`_labels_parts`: "see Section 6.5",
+    "Section 4.2", the label of a document's numbered parts, while "Python 3.11" beside
+    "Python" alone is a name);
     ``read``: whether a document was read at all (not
     :data:`NO_DOCUMENT_WORDS`). Built from the document alone (:func:`document_words`),
     so a chunk's extraction never depends on which other documents are ingested or
