@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,9 @@ from tests.conftest import CORPUS, ROOT
 from tests.e2e.test_cli import serving
 
 LORE = [sys.executable, "-m", "api.cli"]
+# the code's number standing alone, not digits inside a score (16.410198922503…) or a
+# hexadecimal id
+THE_CODE = re.compile(r"(?<![0-9a-f.])5031(?![0-9a-f])")
 
 
 def lore(cwd: Path, data: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
@@ -114,7 +118,7 @@ def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> N
     shown = lore(home, data, "graph", "show", "PAY-5031")
     assert shown.returncode != 0 and "no entity named 'PAY-5031'" in shown.stderr
     everything = served_everywhere(home, "What does PAY-5031 mean for payments?")
-    assert "5031" not in everything
+    assert not THE_CODE.search(everything), THE_CODE.search(everything)
     assert not [c for c in lost_chunks if c in everything]
     with serving(data, home / "serve.log") as base:
         assert httpx.get(f"{base}/readyz", timeout=600).status_code == 200  # model loaded
@@ -133,7 +137,7 @@ def test_deleting_every_document_mentioning_pay_5031_forgets_it(home: Path) -> N
             reply.pop("route", None)
             pages.append(json.dumps(reply))
         served = "\n".join(pages)
-        assert "5031" not in served
+        assert not THE_CODE.search(served), THE_CODE.search(served)
         assert not [c for c in lost_chunks if c in served]
 
 
