@@ -97,10 +97,22 @@ _COMPARE = re.compile(
     r"\b(compar\w*|contrast\w*|differ|differs|difference|differences|versus|vs\.?|similarit\w+)\b",
     re.IGNORECASE,
 )
-_ENUMERATION = re.compile(
-    r"\b(which|what|how many)\s+(?:[a-z\-]+\s+)?([a-z\-]{3,}s)\b(?!\s+(?:of|for)\s+[A-Z])",
+# "which/what/how many" and the four words after it (see which_form)
+_WHICH = re.compile(
+    r"\b(which|what|how many)\s+([\w\-']+)(?:\s+([\w\-']+))?(?:\s+([\w\-']+))?"
+    r"(?:\s+([\w\-']+))?",
     re.IGNORECASE,
 )
+# a word that opens a verb's object: after "which command helps" (me), "what causes" (the)
+_OBJECT_START = {
+    "the", "a", "an", "me", "us", "you", "him", "her", "them", "it", "my", "your", "our",
+    "their", "its", "this", "that", "these", "those",
+}  # fmt: skip
+_SINGULAR_VERBS = {"is", "was", "does", "did", "has", "sets"}
+# "which options does the clone command accept": the plural is one thing's, asked of it
+_ASKED_OF = {"do", "does", "did", "can", "could", "will", "would", "should", "must", "may"}
+# "the most recent", "my most frequent": a superlative, not "most" of the corpus
+_SUPERLATIVE = re.compile(r"\b(the|my|your|our|its|their|his|her|a|an)\s+most\b", re.I)
 _PLURAL_SUBJECT = re.compile(
     r"\b(do|does|are|were|have|any|the|most|many|several|multiple|other|different)\s+"
     r"(?:[a-z\-]+\s+)?([a-z\-]{3,}s)\b",
@@ -115,7 +127,6 @@ _SPECIFIC_FORM = re.compile(
     r"what is the (value|default|limit|timeout|name|date|cause|command)\b)",
     re.IGNORECASE,
 )
-_SINGULAR_WHICH = re.compile(r"\b(which|what)\s+([a-z\-]{3,})\s+(is|was|does|did|has|sets)\b", re.I)
 _DATE = re.compile(
     r"\b(\d{4}-\d{2}-\d{2}|(on|in) (jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b"
     r"(\s+\d{1,2}\b)?)",
@@ -246,9 +257,9 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
     if form:
         cues.append(Cue("local", SPECIFIC_FORM, f"asks about one thing ({form.group().strip()!r})"))
     else:
-        single = _SINGULAR_WHICH.search(question)
-        if single and not _NOT_PLURAL.search(single.group(2)) and not single.group(2).endswith("s"):
-            cues.append(Cue("local", SINGLE_ITEM, f"asks for one item ({single.group()!r})"))
+        which = which_form(question)
+        if which and which[0] == "single":
+            cues.append(Cue("local", SINGLE_ITEM, f"asks for one item ({which[1]!r})"))
     date = _DATE.search(question)
     if date:
         cues.append(Cue("local", DATE, f"a specific date ({date.group()!r})"))
@@ -295,17 +306,17 @@ def _corpus_names(
 
 def _global_cues(question: str, broad: Mapping[str, str]) -> list[Cue]:
     cues: list[Cue] = []
-    without_schedules = _SCHEDULE.sub(" ", question)
-    words = list(dict.fromkeys(m.group(1).lower() for m in _AGGREGATE.finditer(without_schedules)))
+    plain = _SUPERLATIVE.sub(" ", _SCHEDULE.sub(" ", question))
+    words = list(dict.fromkeys(m.group(1).lower() for m in _AGGREGATE.finditer(plain)))
     if words:
         weight = min(AGGREGATE_CAP, AGGREGATE * len(words))
         cues.append(Cue("global", weight, f"aggregate wording {', '.join(words[:4])}"))
     compare = _COMPARE.search(question)
     if compare:
         cues.append(Cue("global", COMPARE, f"comparison ({compare.group()!r})"))
-    enumeration = _plural_match(_ENUMERATION, question)
-    if enumeration:
-        cues.append(Cue("global", ENUMERATION, f"asks for a list over a plural ({enumeration!r})"))
+    which = which_form(question)
+    if which and which[0] == "plural":
+        cues.append(Cue("global", ENUMERATION, f"asks for a list over a plural ({which[1]!r})"))
     else:
         plural = _plural_match(_PLURAL_SUBJECT, question)
         if plural:
@@ -461,6 +472,49 @@ def _agreement(result: QueryResult) -> int:
 
 def _place(result: QueryResult) -> str:
     return result.title or result.source.rsplit("/", 1)[-1] or result.document_id
+
+
+def which_form(question: str) -> tuple[Literal["plural", "single"], str] | None:
+    """Whether the question asks which things (a list) or which one thing, and its words.
+
+    The head noun is the first word after "which", "what" or "how many", or the second
+    when the first modifies it ("which config files"). A word ending in -s is that plural
+    noun unless what follows opens a verb's object: in "which command helps me" and "what
+    option controls the size", "helps" and "controls" are verbs of a singular subject.
+    ``("plural", "Which options")``; ``("single", "Which command helps")``; None when the
+    question asks neither (a plural noun before "of"/"for" and a name, "what causes the").
+    """
+    for match in _WHICH.finditer(question):
+        wh, *after = match.groups()
+        words = [w for w in after if w]
+        for index, word in enumerate(words[:2]):
+            following = words[index + 1] if index + 1 < len(words) else ""
+            if following.lower() in _OBJECT_START and _plural_looking(word):
+                if index == 1 and not _plural_looking(words[0]):  # a noun, then its verb
+                    return "single", " ".join([wh, *words[:2]])
+                break
+            if _plural_looking(word):
+                named = words[index + 2] if index + 2 < len(words) else ""
+                if following.lower() in ("of", "for") and named[:1].isupper():
+                    break  # "which members of Congress": one group, named
+                if following.lower() in _ASKED_OF:
+                    break  # "how many replicas does auth-gateway run": one thing's
+                return "plural", " ".join([wh, *words[: index + 1]])
+            if index == 0 and following.lower() in _SINGULAR_VERBS and len(word) >= 3:
+                return "single", " ".join([wh, word, following])
+    return None
+
+
+def _plural_looking(word: str) -> bool:
+    """A lower-case word of four letters or more ending in -s that is not a known non-plural."""
+    lowered = word.lower()
+    return (
+        len(word) >= 4
+        and word[0].islower()
+        and lowered.endswith("s")
+        and lowered not in _AUXILIARIES
+        and not _NOT_PLURAL.search(lowered)
+    )
 
 
 def _plural_match(pattern: re.Pattern[str], question: str) -> str | None:

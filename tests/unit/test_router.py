@@ -16,6 +16,7 @@ from retrieval.router import (
     decide,
     list_items,
     named_entities,
+    which_form,
 )
 from tests.conftest import FIXTURES
 
@@ -70,6 +71,42 @@ def test_global_cues(question: str, reason: str) -> None:
     decision = ROUTER.decide(question, RouteContext())
     assert decision.decision == "global"
     assert any(r.startswith(reason) for r in decision.reasons), decision.reasons
+
+
+@pytest.mark.parametrize(
+    ("question", "form"),
+    [
+        ("Which config files are read at start?", ("plural", "Which config files")),
+        ("How many retries happen per request?", ("plural", "How many retries")),
+        ("Which tools exist for profiling?", ("plural", "Which tools")),
+        # a singular noun, then its verb: the verb's -s is not a plural
+        ("Which function returns the current time?", ("single", "Which function returns")),
+        ("What option controls the size of the cache?", ("single", "What option controls")),
+        ("Which command helps me find a slow query?", ("single", "Which command helps")),
+        ("Which host is the mail sink?", ("single", "Which host is")),
+        # a verb right after the question word: neither
+        ("What causes the build to fail?", None),
+        ("Which members of Congress voted?", None),
+        ("What is the default port?", None),
+        # a plural asked of one thing: that thing's, not a list over the corpus
+        ("Which options does the clone command accept?", None),
+        ("How many replicas does auth-gateway run?", None),
+    ],
+)
+def test_which_form_tells_a_list_from_one_thing(
+    question: str, form: tuple[str, str] | None
+) -> None:
+    assert which_form(question) == form
+
+
+def test_a_superlative_most_is_not_aggregate_wording() -> None:
+    one = ROUTER.decide("How do I show my most recent commit?", RouteContext())
+    assert not any(r.startswith("aggregate wording") for r in one.reasons), one.reasons
+    many = ROUTER.decide("What do most services log on startup?", RouteContext())
+    assert any(r.startswith("aggregate wording most") for r in many.reasons), many.reasons
+    # "the most common": the superlative goes, "common" still counts
+    common = ROUTER.decide("What are the most common failures?", RouteContext())
+    assert any(r.startswith("aggregate wording common") for r in common.reasons)
 
 
 def test_filters_and_specific_graph_entities_pull_local() -> None:
