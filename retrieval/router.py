@@ -50,6 +50,7 @@ RARE_ENTITY = 1.0
 ENTITY_CAP = 2.0
 SPECIFIC_FORM = 1.5
 SINGLE_ITEM = 1.5
+TASK = 1.0
 DATE = 1.5
 AGGREGATE = 1.5
 AGGREGATE_CAP = 4.5
@@ -108,7 +109,27 @@ _OBJECT_START = {
     "the", "a", "an", "me", "us", "you", "him", "her", "them", "it", "my", "your", "our",
     "their", "its", "this", "that", "these", "those",
 }  # fmt: skip
+# after "which hook runs", "which command shows": a preposition or a clause opens what
+# the verb does (after a noun and its plural head, "which config files", a verb follows)
+_AFTER_VERB = {
+    "after", "before", "with", "to", "into", "onto", "on", "at", "by", "from", "over",
+    "when", "while", "if", "what", "which", "how", "where", "whether", "up", "out", "off",
+}  # fmt: skip
 _SINGULAR_VERBS = {"is", "was", "does", "did", "has", "sets"}
+# a question's first word: not a task ("how do I", "is there", "can Git")
+_QUESTION_WORDS = {
+    "what", "which", "how", "why", "when", "where", "who", "whom", "whose", "whether", "is",
+    "are", "was", "were", "do", "does", "did", "can", "could", "should", "would", "will",
+    "may", "might", "must", "has", "have", "had", "shall", "am",
+}  # fmt: skip
+# verbs asking for an account rather than for a task done: "describe the main failure
+# modes", "give me an overview", "list the providers"; their other words decide
+_ACCOUNT_VERBS = {
+    "tell", "describe", "explain", "summarize", "summarise", "list", "give", "show",
+    "outline", "compare", "contrast", "name", "enumerate", "discuss", "overview", "survey",
+    "characterize", "characterise", "review",
+}  # fmt: skip
+TASK_WORDS = 3
 # "which options does the clone command accept": the plural is one thing's, asked of it
 _ASKED_OF = {"do", "does", "did", "can", "could", "will", "would", "should", "must", "may"}
 # "the most recent", "my most frequent": a superlative, not "most" of the corpus
@@ -260,6 +281,9 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
         which = which_form(question)
         if which and which[0] == "single":
             cues.append(Cue("local", SINGLE_ITEM, f"asks for one item ({which[1]!r})"))
+        task = task_statement(question)
+        if task:
+            cues.append(Cue("local", TASK, f"states a task, not a question ({task!r})"))
     date = _DATE.search(question)
     if date:
         cues.append(Cue("local", DATE, f"a specific date ({date.group()!r})"))
@@ -314,7 +338,9 @@ def _global_cues(question: str, broad: Mapping[str, str]) -> list[Cue]:
     compare = _COMPARE.search(question)
     if compare:
         cues.append(Cue("global", COMPARE, f"comparison ({compare.group()!r})"))
-    which = which_form(question)
+    # in a task ("find out which functions take the most time") the wh-clause is part of
+    # the task, not a question over the corpus
+    which = None if task_statement(question) else which_form(question)
     if which and which[0] == "plural":
         cues.append(Cue("global", ENUMERATION, f"asks for a list over a plural ({which[1]!r})"))
     else:
@@ -480,18 +506,24 @@ def which_form(question: str) -> tuple[Literal["plural", "single"], str] | None:
     The head noun is the first word after "which", "what" or "how many", or the second
     when the first modifies it ("which config files"). A word ending in -s is that plural
     noun unless what follows opens a verb's object: in "which command helps me" and "what
-    option controls the size", "helps" and "controls" are verbs of a singular subject.
-    ``("plural", "Which options")``; ``("single", "Which command helps")``; None when the
-    question asks neither (a plural noun before "of"/"for" and a name, "what causes the").
+    option controls the size", "helps" and "controls" are verbs of a singular subject; so
+    are "runs" and "shows" before a preposition or a clause ("which hook runs after").
+    ``("plural", "Which tools")``; ``("single", "Which command helps")``; None when the
+    question asks neither: a verb right after the question word ("what causes the"), a
+    plural before "of"/"for" and a name, or a plural asked of one thing ("how many
+    replicas does auth-gateway run", "which options does the clone command accept").
     """
     for match in _WHICH.finditer(question):
         wh, *after = match.groups()
         words = [w for w in after if w]
         for index, word in enumerate(words[:2]):
             following = words[index + 1] if index + 1 < len(words) else ""
-            if following.lower() in _OBJECT_START and _plural_looking(word):
-                if index == 1 and not _plural_looking(words[0]):  # a noun, then its verb
+            verb_next = following.lower() in _OBJECT_START
+            if index == 1 and not _plural_looking(words[0]):  # a noun, then its verb?
+                verb_next = verb_next or following.lower() in _AFTER_VERB
+                if verb_next and _plural_looking(word):
                     return "single", " ".join([wh, *words[:2]])
+            if verb_next and _plural_looking(word):
                 break
             if _plural_looking(word):
                 named = words[index + 2] if index + 2 < len(words) else ""
@@ -503,6 +535,25 @@ def which_form(question: str) -> tuple[Literal["plural", "single"], str] | None:
             if index == 0 and following.lower() in _SINGULAR_VERBS and len(word) >= 3:
                 return "single", " ".join([wh, word, following])
     return None
+
+
+def task_statement(question: str) -> str | None:
+    """The first words of a request stating a task to do, or None.
+
+    "Draw random samples from a normal distribution", "Delete the files git does not
+    track": a sentence, not a question (no question mark, no question word first), of
+    at least :data:`TASK_WORDS` words, that does not ask for an account ("describe …",
+    "list …", "give me an overview …"). Such a request is one task, done in one place of
+    the corpus, as "how do I …" is; a request for an account is routed by its other words.
+    """
+    text = question.strip()
+    words = _WORD.findall(text)
+    if text.endswith("?") or len(words) < TASK_WORDS:
+        return None
+    first = words[0].lower()
+    if not words[0].isalpha() or first in _QUESTION_WORDS or first in _ACCOUNT_VERBS:
+        return None
+    return " ".join(words[:3])
 
 
 def _plural_looking(word: str) -> bool:

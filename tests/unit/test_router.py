@@ -16,6 +16,7 @@ from retrieval.router import (
     decide,
     list_items,
     named_entities,
+    task_statement,
     which_form,
 )
 from tests.conftest import FIXTURES
@@ -84,6 +85,8 @@ def test_global_cues(question: str, reason: str) -> None:
         ("What option controls the size of the cache?", ("single", "What option controls")),
         ("Which command helps me find a slow query?", ("single", "Which command helps")),
         ("Which host is the mail sink?", ("single", "Which host is")),
+        ("Which job starts after the backup?", ("single", "Which job starts")),
+        ("What service decides whether a card is declined?", ("single", "What service decides")),
         # a verb right after the question word: neither
         ("What causes the build to fail?", None),
         ("Which members of Congress voted?", None),
@@ -97,6 +100,45 @@ def test_which_form_tells_a_list_from_one_thing(
     question: str, form: tuple[str, str] | None
 ) -> None:
     assert which_form(question) == form
+
+
+@pytest.mark.parametrize(
+    ("question", "task"),
+    [
+        ("Draw a text user interface in a terminal", "Draw a text"),
+        ("Rotate the log files every night at midnight.", "Rotate the log"),
+        ("Steps for a planned switchover of ledger-db", "Steps for a"),
+        ("How do I rotate the logs", None),  # a question without its mark
+        ("Is there a way to rotate logs", None),
+        ("Rotate the logs?", None),
+        ("Describe the main failure modes of the platform.", None),  # an account
+        ("List the providers we depend on", None),
+        ("Give me the runbook for HTTP 429", None),
+        ("database timeouts", None),  # search terms: too short to state a task
+        ("E_LEDGER_LOCK_TIMEOUT in the ledger", None),  # an identifier first
+    ],
+)
+def test_a_task_stated_as_a_sentence_leans_local(question: str, task: str | None) -> None:
+    assert task_statement(question) == task
+    if task:
+        decision = ROUTER.decide(question, RouteContext())
+        assert any(r.startswith("states a task") for r in decision.reasons), decision.reasons
+
+
+def test_a_wh_clause_inside_a_task_asks_no_list() -> None:
+    for task in (
+        "Find out which modules take the longest to import",
+        "Send a request using only what ships with the runtime",
+    ):
+        decision = ROUTER.decide(task, RouteContext())
+        assert not any(r.startswith("asks for a list") for r in decision.reasons), decision
+        assert decision.decision == "local"
+
+
+def test_a_task_over_everything_still_goes_global() -> None:
+    question = "Summarize how all of our services deal with database timeouts"
+    assert task_statement(question) is None or route(question) == "global"
+    assert route("Collect the recurring themes across all the incident reports") == "global"
 
 
 def test_a_superlative_most_is_not_aggregate_wording() -> None:
@@ -246,13 +288,15 @@ def test_evidence_spread_over_many_documents_pulls_global() -> None:
     decided = ROUTER.decide("How does the architecture fit together?", RouteContext(local=absent))
     assert "keyword search matches none of its words (+1 global)" in decided.reasons
     # searched, a question naming nothing specific is not global for that alone
-    assert route("Draw a text user interface in a terminal") == "global"
+    assert route("What draws a text user interface in a terminal?") == "global"
     curses = [
         hit("curses", 1, 3),
         *(hit("curses", 2 + i, 5 + i) for i in range(5)),
         hit("gui", 9, 2),
     ]
-    searched = ROUTER.decide("Draw a text user interface in a terminal", RouteContext(local=curses))
+    searched = ROUTER.decide(
+        "What draws a text user interface in a terminal?", RouteContext(local=curses)
+    )
     assert searched.decision == "local"
     assert not any(r.startswith("names nothing specific") for r in searched.reasons)
 
