@@ -17,7 +17,9 @@ labelled sets in ``SETS`` (``identifiers.jsonl``, ``paraphrases.jsonl``, ``globa
   of gold pages cited) and precision (share of cited pages that are gold), means over
   the questions, and the pages cited;
 - **route**: the ``auto`` router's decision for every question; identifier and paraphrase
-  questions should go ``local``, corpus-wide ones ``global``;
+  questions should go ``local``, corpus-wide ones ``global``; and, apart
+  (``route_only_questions``), those of ``routes.jsonl`` when the set has one
+  (``{"id", "query", "expected"}``: questions written for the router alone);
 - **latency**: the first global and the first local answer of a fresh process (``lore ask
   --mode global|local`` wall time, each in its own new process), and warm global answers
   in this process (p50 after the first);
@@ -196,6 +198,7 @@ def _answers(
 
 
 def _routes(runtime: Any, sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The auto route of every question; a row's ``expected`` overrides its set's."""
     expected = {"identifiers": "local", "paraphrases": "local", "global": "global"}
     right = total = 0
     per_set: dict[str, Any] = {}
@@ -205,7 +208,7 @@ def _routes(runtime: Any, sets: dict[str, list[dict[str, Any]]]) -> dict[str, An
         for row in rows:
             decided = asyncio.run(runtime.asker().route(row["query"], "auto", has_filters=False))
             total += 1
-            if decided.decision == expected[name]:
+            if decided.decision == row.get("expected", expected.get(name)):
                 ok += 1
             else:
                 misses.append(
@@ -331,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
         "warm_median_ms": round(statistics.median(warm), 1) if warm else None,
     }
     out["route"] = _routes(runtime, sets)
+    routes_file = args.sets / "routes.jsonl"  # questions written for the router alone
+    if routes_file.exists():
+        out["route_only_questions"] = _routes(runtime, {"routes": _read_jsonl(routes_file)})
     out["graph"] = _graph_figures(runtime)
     texts, headings = _stored_chunks(runtime, pages)
     out["chunk_quality"] = chunk_figures(texts, args.tree, headings=headings)
