@@ -2,8 +2,10 @@
 
 A question that names something specific — a quoted string, an identifier
 (``PAY-5031``, ``pool.idle_timeout_ms``, ``HTTP 504``), a metadata filter, a named entity,
-a single event ("why did …", "what happened when …") — is answered best by the few
-chunks that hold it (local). A question about the corpus as a whole — aggregate wording
+a single event ("why did …", "what happened when …"), one item ("which function returns
+…", :func:`which_form`), a task stated as a sentence ("Draw random samples from a normal
+distribution", :func:`task_statement`) — is answered best by the few chunks that hold it
+(local). A question about the corpus as a whole — aggregate wording
 ("all", "across", "overall", "recurring", "main themes", "compare …"), an enumeration
 over a plural ("which services …", "do any guests …"), a list of several things,
 entities that cover much of the corpus — needs the community reports (global).
