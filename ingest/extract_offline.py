@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "24"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "25"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -212,6 +212,9 @@ class DocumentWords:
     often than not, by different numbers (:func:`_labels_parts`: "see Section 6.5",
     "Section 4.2", the label of a document's numbered parts, while "Python 3.11" beside
     "Python" alone is a name);
+    ``arguments``: the snake_case names its code passes or declares as a call's
+    arguments (``gpointer user_data);``, ``f (new_val)``, ``run(args, capture_output=True)``),
+    parameters, not settings;
     ``read``: whether a document was read at all (not
     :data:`NO_DOCUMENT_WORDS`). Built from the document alone (:func:`document_words`),
     so a chunk's extraction never depends on which other documents are ingested or
@@ -223,6 +226,7 @@ class DocumentWords:
     recurring: frozenset[str] = frozenset()  # kebab-case words its prose writes twice or more
     named: frozenset[str] = frozenset()
     numbered: frozenset[str] = frozenset()
+    arguments: frozenset[str] = frozenset()
     read: bool = False
 
 
@@ -233,6 +237,24 @@ _CASED_WORD = re.compile(r"[^\W\d_][\w'\u2019]*(?:[-./:]\w[\w'\u2019]*)*|[,;(]")
 _LABEL_NUMBER = re.compile(
     r"(?<![\w.\-/])([A-Z][a-z]+)\b(?![\-./'\u2019]\w)(?:\s+(\d[\d.]*|[A-Z]\.\d[\d.]*))?"
 )
+
+
+# a call or a declaration and its arguments: "g_file_read (GFile *file, …)", "f(x, y=1)"
+_CALL = re.compile(r"[A-Za-z_][\w.]*[ \t]*\(([^()]*)\)")
+# the name an argument ends with, before its default: "gpointer user_data", "dir_fd=None"
+_ARGUMENT = re.compile(r"([a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9])\s*(?:\[\s*\])?\s*(?:=[^=].*)?$", re.S)
+
+
+def _arguments(code: str) -> Iterable[str]:
+    """The snake_case names ``code`` passes or declares as arguments of a call."""
+    for call in _CALL.finditer(code):
+        for raw in call.group(1).split(","):
+            piece = raw.strip()
+            if piece.startswith("*"):
+                continue  # "gboolean (*can_mount) (…)": a function pointer's own name
+            found = _ARGUMENT.search(piece)
+            if found and piece[found.start() - 1 : found.start()] not in ("'", '"'):
+                yield found.group(1)  # not a quoted string's end: "set('work_mem')"
 
 
 def document_words(texts: Iterable[str]) -> DocumentWords:
@@ -248,10 +270,14 @@ def document_words(texts: Iterable[str]) -> DocumentWords:
     kebab: Counter[str] = Counter()
     capital: Counter[str] = Counter()
     numbers: defaultdict[str, list[str]] = defaultdict(list)
+    arguments: set[str] = set()
     for text in texts:
         for segment in segments(text):
             if segment.kind == "code":
+                arguments.update(_arguments(segment.text))
                 continue
+            for span in _CODE_SPAN.findall(segment.text):
+                arguments.update(_arguments(span))
             prose = _CODE_SPAN.sub(" ; ", segment.text)
             for match in _LABEL_NUMBER.finditer(prose):
                 label = match.group(1).lower()
@@ -274,6 +300,7 @@ def document_words(texts: Iterable[str]) -> DocumentWords:
         frozenset(w for w, n in kebab.items() if n > 1),
         frozenset(w for w, n in inside.items() if n > 1),
         frozenset(w for w, found in numbers.items() if _labels_parts(found, capital[w])),
+        frozenset(arguments),
         read=True,
     )
 
@@ -333,7 +360,8 @@ def classify(
     if re.fullmatch(r"[a-z][a-z0-9]*(?:\.[a-z0-9_]{2,}){2,}", bare) or (
         "_" in bare and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*[A-Za-z0-9]", bare)
     ):
-        return "config_key" if bare.islower() else "identifier"
+        kind = "config_key" if bare.islower() else "identifier"
+        return "parameter" if bare in words.arguments else kind  # what a call is given
     if re.fullmatch(r"[A-Z]?[a-z0-9]+(?:[A-Z]+[a-z0-9]*)+", bare) and re.search(
         r"[a-z][A-Z]|[A-Z]{2}[a-z]", bare
     ):

@@ -380,3 +380,22 @@ def test_a_name_with_empty_parentheses_after_a_space_is_a_function() -> None:
     types = {e.name: e.type for e in entities}
     assert types["g_file_delete_finish"] == "function", types
     assert types["shared_pool_size"] == "config_key", types
+
+
+def test_a_name_passed_as_an_argument_is_a_parameter_not_a_setting() -> None:
+    # a C signature (gtk-doc), a call with a keyword argument; a setting stays a setting
+    text = (
+        "```\nvoid g_file_read_async (GFile *file,\n    int io_priority,\n"
+        "    gpointer user_data);\n```\n\n"
+        "Pass `user_data` and `io_priority` on; call `run(args, capture_output=True)`.\n\n"
+        "Raise `shared_pool_size` first; `set_config('work_mem', 'x')` quotes its key; "
+        "`gboolean (*can_mount) (GMount *mount)` declares a member."
+    )
+    words = document_words([text])
+    assert {"io_priority", "user_data", "capture_output"} <= words.arguments
+    assert "work_mem" not in words.arguments and "can_mount" not in words.arguments
+    entities, _ = extract(text, "", "", words)
+    types = {e.name: e.type for e in entities}
+    assert types["user_data"] == "parameter", types
+    assert types["io_priority"] == "parameter", types
+    assert types["shared_pool_size"] == "config_key", types
