@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from graph.models import EntityMention, RelationMention, entity_key
 from lore.sentences import Segment, segments
 
-VERSION = "25"  # bump on any change to what is extracted: stored graphs are then redone
+VERSION = "26"  # bump on any change to what is extracted: stored graphs are then redone
 _HTTP = re.compile(r"\bHTTP[ /]?([1-5]\d\d)\b")
 _TOKEN = re.compile(r"(?<![\w/.$-])[/~]?[A-Za-z0-9][\w.\-/:]*[A-Za-z0-9_]")
 # a word (hyphenated parts stay one: "Built-in", "Jean-Luc"), or any other character
@@ -99,6 +99,7 @@ _HOST_SUFFIXES = frozenset(
 )
 _CODE_KINDS = frozenset({"error_code", "http_status", "env_var", "metric", "hostname", "path"})
 _CLAUSE_OPENERS = frozenset({":", ";", "\u2014", "\u2013", "|"})
+_INITIAL = re.compile(r"[A-Z]\.")  # "Eric S. Raymond", or the end of "written in C."
 _CONNECTORS = {
     *("of", "the", "de", "del", "der", "du", "von", "van", "zu", "la", "le", "da", "di", "dos"),
     *("bin", "ibn", "mac"),
@@ -656,7 +657,8 @@ def _names(
     list's term and its description read as one line). A lone word its document uses
     to number its parts ("see Section 6.5": ``here.numbered``) and a run of ordinary
     words set in capitals ("BACK TO BASICS", a man page's "SPECIFYING REVISIONS") are
-    labels, not names.
+    labels, not names. A capital and a full stop before an ordinary word end a sentence,
+    not an initial's name ("written in C. Specifically, …"; "Eric S. Raymond" stays).
     """
     out: list[str] = []
     run: list[str] = []
@@ -708,16 +710,20 @@ def _names(
         ):
             close()  # an identifier ("SDL_GetWindowID") or a path's part: no name's word
             continue
-        parts = word.split("-")
-        adjective = len(parts) > 1 and parts[-1][:1].islower()
-        if adjective:  # "JSON-based", "Unix-like": the name before the suffix, if any
-            word = "-".join(itertools.takewhile(lambda part: not part[:1].islower(), parts))
+        word, adjective = _name_part(word)
         if (
             word
             and word[0].isupper()
             and word[0].isalpha()
             and not (index == opening and len(word) == 1)
         ):
+            if (
+                run
+                and _INITIAL.fullmatch(run[-1])
+                and (word.lower() in here.ordinary or _ordinary(word, lowered))
+            ):
+                close()  # "written in C. Specifically, …": the initial ended a sentence
+                opening = index
             if not run:
                 run_start = 0 if index == opening else index
             run.append(word)
@@ -729,6 +735,18 @@ def _names(
             close()
     close()
     return out
+
+
+def _name_part(word: str) -> tuple[str, bool]:
+    """The name part of a hyphenated word, and whether the word is an adjective.
+
+    "JSON-based", "Unix-like": the name before the lower-case suffix, if any
+    ("Kroah-Hartman" is all name).
+    """
+    parts = word.split("-")
+    if len(parts) > 1 and parts[-1][:1].islower():
+        return "-".join(itertools.takewhile(lambda part: not part[:1].islower(), parts)), True
+    return word, False
 
 
 def _common_word_once(word: str, here: DocumentWords) -> bool:

@@ -399,3 +399,13 @@ def test_a_name_passed_as_an_argument_is_a_parameter_not_a_setting() -> None:
     assert types["user_data"] == "parameter", types
     assert types["io_priority"] == "parameter", types
     assert types["shared_pool_size"] == "config_key", types
+
+
+def test_a_capital_and_a_full_stop_before_an_ordinary_word_end_a_sentence() -> None:
+    text = (
+        "The module is written in C. Specifically, it keeps its state in a struct and "
+        "specifically avoids globals. The first essay was by Eric S. Raymond in 1997."
+    )
+    names = {e.name for e in extract(text, "", "", document_words([text]))[0]}
+    assert "C. Specifically" not in names and "Specifically" not in names, names
+    assert "Eric S. Raymond" in names, names
