@@ -8,7 +8,8 @@ which is switched off here so long texts are counted in full.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,25 +30,48 @@ class WordPieceCounter:
         return sum(len(self._encode(piece).ids) for _, piece in slices(text))
 
     def windows(self, text: str, size: int, overlap: int) -> list[str]:
-        """Cut ``text`` into pieces of at most ``size`` word pieces, ``overlap`` shared."""
+        """Cut ``text`` into pieces of at most ``size`` word pieces (:func:`cut_windows`)."""
         offsets = [
             (start + a, start + b)
             for start, piece in slices(text)
             for a, b in self._encode(piece).offsets
         ]
-        if len(offsets) <= size:
-            return [text]
-        step = max(1, size - overlap)
-        pieces: list[str] = []
-        for start in range(0, len(offsets), step):
-            window = offsets[start : start + size]
-            pieces.append(text[window[0][0] : window[-1][1]])
-            if start + size >= len(offsets):
-                break
-        return pieces
+        return cut_windows(text, offsets, size, overlap)
 
     def _encode(self, text: str) -> Any:
         return self._tok.encode(text, add_special_tokens=False)
+
+
+def cut_windows(
+    text: str, offsets: Sequence[tuple[int, int]], size: int, overlap: int
+) -> list[str]:
+    """``text`` in windows of at most ``size`` of its word pieces (``offsets``), cut between words.
+
+    A window opens on a word's first piece and closes on a word's last one, so a long
+    enumeration cut into windows never leaves a chunk opening with ``L_SCANCODE_KP_OCTAL``
+    (the rest of ``SDL_SCANCODE_KP_OCTAL``); a word is what whitespace delimits. The next
+    window opens on the first word at most ``overlap`` pieces before the last one closed.
+    Only a word longer than a window is cut inside.
+    """
+    count = len(offsets)
+    if count <= size:
+        return [text]
+    starts = [i for i, (a, _) in enumerate(offsets) if a == 0 or text[a - 1].isspace()]
+    pieces: list[str] = []
+    begin = 0
+    while begin + size < count:
+        last = bisect.bisect_right(starts, begin + size) - 1  # the last word start that fits
+        cut = starts[last] if starts[last] > begin else begin + size
+        pieces.append(text[offsets[begin][0] : offsets[cut - 1][1]])
+        after = bisect.bisect_left(starts, max(begin + 1, cut - overlap))
+        begin_next = starts[after] if after < len(starts) and starts[after] <= cut else cut
+        if begin_next < cut and begin_next + size < count:
+            reach = starts[bisect.bisect_right(starts, begin_next + size) - 1]
+            if reach <= cut:  # the word at the cut fills a window alone: no overlap before it
+                begin_next = cut
+        begin = begin_next
+    pieces.append(text[offsets[begin][0] : offsets[-1][1]])
+    return pieces
 
 
 SLICE_CHARS = 8_000
