@@ -7,7 +7,8 @@ pieces, and a block that fits is never cut across two chunks. A paragraph that i
 big is cut at sentence ends (:func:`lore.sentences.cut_points`); a fence or a table
 that is too big is cut between lines (rows), each piece re-wrapped in its fence or
 under its table's header row, so every piece still reads as code or as a table; one
-huge line or sentence is cut into overlapping token windows. A new chunk within a
+huge line or sentence is cut into overlapping token windows, between words
+(:func:`lore.tokens.cut_windows`). A new chunk within a
 section starts with the tail of the previous one (up to ``overlap`` word pieces of
 whole sentences). Each chunk carries its heading path (``Runbook > Mitigation``), which
 the indexes and the embedder also see.
