@@ -276,14 +276,13 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
     if rare:
         weight = min(ENTITY_CAP, RARE_ENTITY * len(rare))
         cues.append(Cue("local", weight, f"specific graph entities {', '.join(rare[:4])}"))
+    which, task = which_form(question), task_statement(question)
     form = _SPECIFIC_FORM.search(question)
     if form:
         cues.append(Cue("local", SPECIFIC_FORM, f"asks about one thing ({form.group().strip()!r})"))
     else:
-        which = which_form(question)
         if which and which[0] == "single":
             cues.append(Cue("local", SINGLE_ITEM, f"asks for one item ({which[1]!r})"))
-        task = task_statement(question)
         if task:
             cues.append(Cue("local", TASK, f"states a task, not a question ({task!r})"))
     date = _DATE.search(question)
@@ -291,7 +290,9 @@ def route_cues(question: str, context: RouteContext, analyzer: Analyzer) -> list
         cues.append(Cue("local", DATE, f"a specific date ({date.group()!r})"))
     searched = local_cues(question, context.local, analyzer)
     cues.extend(c for c in searched if c.side == "local")
-    cues.extend(_global_cues(question, broad))
+    # in a task ("find out which functions take the most time") the wh-clause is part of
+    # the task, not a question over the corpus
+    cues.extend(_global_cues(question, broad, None if task else which))
     cues.extend(c for c in searched if c.side == "global")
     specific = quoted or identifiers or context.has_filters or names or rare
     if not specific and not context.local:  # searched: what the corpus holds decides
@@ -330,7 +331,9 @@ def _corpus_names(
     return names, rare, broad
 
 
-def _global_cues(question: str, broad: Mapping[str, str]) -> list[Cue]:
+def _global_cues(
+    question: str, broad: Mapping[str, str], which: tuple[str, str] | None
+) -> list[Cue]:
     cues: list[Cue] = []
     plain = _SUPERLATIVE.sub(" ", _SCHEDULE.sub(" ", question))
     words = list(dict.fromkeys(m.group(1).lower() for m in _AGGREGATE.finditer(plain)))
@@ -340,9 +343,6 @@ def _global_cues(question: str, broad: Mapping[str, str]) -> list[Cue]:
     compare = _COMPARE.search(question)
     if compare:
         cues.append(Cue("global", COMPARE, f"comparison ({compare.group()!r})"))
-    # in a task ("find out which functions take the most time") the wh-clause is part of
-    # the task, not a question over the corpus
-    which = None if task_statement(question) else which_form(question)
     if which and which[0] == "plural":
         cues.append(Cue("global", ENUMERATION, f"asks for a list over a plural ({which[1]!r})"))
     else:
@@ -572,9 +572,7 @@ def _plural_looking(word: str) -> bool:
 
 def _plural_match(pattern: re.Pattern[str], question: str) -> str | None:
     for match in pattern.finditer(question):
-        noun = match.group(2)
-        lowered = noun.lower()
-        if noun[0].islower() and lowered not in _AUXILIARIES and not _NOT_PLURAL.search(lowered):
+        if _plural_looking(match.group(2)):
             return match.group().strip()
     return None
 
